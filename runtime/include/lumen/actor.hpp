@@ -1,0 +1,251 @@
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+
+#include "lumen/detail/arguments.hpp"
+#include "lumen/detail/runtime.hpp"
+#include "lumen/errors.hpp"
+#include "lumen/object_ref.hpp"
+
+namespace lumen {
+
+namespace detail {
+
+template <class C, class R, class M, class Args>
+class actor_call_impl final : public actor_call {
+public:
+  actor_call_impl(std::shared_ptr<value_state<R>> result,
+                  const method_entry& e, M m, Args args)
+    : actor_call(result, e), st_(std::move(result)), m_(m),
+      args_(std::move(args)) {
+    deps = args_.dependencies();
+  }
+
+  void invoke(void* instance) override {
+    if (auto err = first_error(deps)) {
+      st_->set_error(err);
+      return;
+    }
+    auto* self = static_cast<C*>(instance);
+    auto call = [&](auto&... xs) -> decltype(auto) {
+      return (self->*m_)(xs...);
+    };
+    try {
+      if constexpr (std::is_void<R>::value) {
+        args_.apply(call);
+        st_->set_value();
+      } else {
+        st_->set_value(args_.apply(call));
+      }
+    } catch (const actor_exit_request&) {
+      throw;
+    } catch (const actor_fatal_error&) {
+      throw;
+    } catch (...) {
+      st_->set_error(capture_task_error(method_->name));
+    }
+  }
+
+private:
+  std::shared_ptr<value_state<R>> st_;
+  M m_;
+  Args args_;
+};
+
+template <class C, class... As>
+class actor_factory_impl final : public actor_factory {
+public:
+  explicit actor_factory_impl(std::tuple<As...> args)
+    : args_(std::move(args)) {
+  }
+
+  std::shared_ptr<void> construct() override {
+    return std::apply(
+      [](const As&... xs) { return std::make_shared<C>(xs...); }, args_);
+  }
+
+private:
+  std::tuple<As...> args_;
+};
+
+/// Throws `usage_error` naming the method that LUMEN_ACTOR lacks.
+[[noreturn]] void throw_unregistered_method(const actor_class_entry& cls);
+
+/// Throws `usage_error`: the class was not registered with LUMEN_ACTOR.
+[[noreturn]] void throw_unregistered_class(const std::type_info& type);
+
+/// Throws `usage_error`: a call through an empty ActorHandle.
+[[noreturn]] void throw_empty_handle();
+
+} // namespace detail
+
+/// A reference to a running actor, like Ray's ActorHandle; copies refer to
+/// the same actor. An unnamed actor stops once its last handle is gone and
+/// its queued calls ran; a named one lives until `kill` or `shutdown`.
+template <class C>
+class ActorHandle {
+public:
+  ActorHandle() = default;
+
+  explicit ActorHandle(std::shared_ptr<detail::actor_ref> ref)
+    : ref_(std::move(ref)) {
+  }
+
+  /// Calls `method` on the actor with `xs` and returns a ref to its result.
+  /// One caller's calls run one at a time, in the order they were made.
+  template <class R, class... Ps, class... As>
+  ObjectRef<std::decay_t<R>> call(R (C::*method)(Ps...), As&&... xs) const {
+    return submit<R, detail::param_list<Ps...>>(method,
+                                                 std::forward<As>(xs)...);
+  }
+
+  template <class R, class... Ps, class... As>
+  ObjectRef<std::decay_t<R>> call(R (C::*method)(Ps...) const,
+                                  As&&... xs) const {
+    return submit<R, detail::param_list<Ps...>>(method,
+                                                 std::forward<As>(xs)...);
+  }
+
+  bool valid() const noexcept {
+    return ref_ != nullptr;
+  }
+
+  /// The name given with `with_name`, or an empty string.
+  const std::string& name() const {
+    return detail::name_of(checked());
+  }
+
+  /// How often the actor was rebuilt after dying.
+  int num_restarts() const {
+    return detail::restarts_of(checked());
+  }
+
+  /// False once the actor is dead for good (killed, out of restarts).
+  bool alive() const {
+    return detail::alive(checked());
+  }
+
+  const std::shared_ptr<detail::actor_ref>& ref() const noexcept {
+    return ref_;
+  }
+
+private:
+  const detail::actor_ref& checked() const {
+    if (!ref_)
+      detail::throw_empty_handle();
+    return *ref_;
+  }
+
+  template <class R, class Params, class M, class... As>
+  ObjectRef<std::decay_t<R>> submit(M method, As&&... xs) const {
+    using result_t = std::decay_t<R>;
+    static_assert(std::is_void<result_t>::value
+                    || detail::is_serializable_v<result_t>,
+                  "lumen: the return type of an actor method is not "
+                  "serializable. Use arithmetic types, std::string, standard "
+                  "containers of them, or give the type a CAF inspect() "
+                  "overload");
+    using args_t = detail::arguments<Params, As...>;
+    auto& ref = checked();
+    auto& cls = detail::class_of(ref);
+    auto entry = cls.find(detail::key_of(method), typeid(M));
+    if (entry == nullptr)
+      detail::throw_unregistered_method(cls);
+    auto st = std::make_shared<detail::value_state<result_t>>();
+    auto c = std::make_shared<detail::actor_call_impl<C, result_t, M, args_t>>(
+      st, *entry, method, args_t{std::forward<As>(xs)...});
+    detail::current_runtime().submit_call(ref, std::move(c));
+    return ObjectRef<result_t>{std::move(st)};
+  }
+
+  std::shared_ptr<detail::actor_ref> ref_;
+};
+
+/// Builds an actor; made by `lumen::actor<C>(ctor args...)`.
+template <class C, class... As>
+class actor_creator {
+public:
+  static_assert(std::is_constructible<C, const As&...>::value,
+                "lumen::actor<C>(args...): C has no constructor taking these "
+                "arguments");
+
+  explicit actor_creator(std::tuple<As...> args) : args_(std::move(args)) {
+  }
+
+  /// Registers the actor under `name` for `lumen::get_actor`.
+  actor_creator& with_name(std::string name) {
+    opts_.name = std::move(name);
+    return *this;
+  }
+
+  /// How often the actor is rebuilt, by re-running its constructor, after it
+  /// dies through `exit_actor()` or an `actor_fatal_error`.
+  actor_creator& with_max_restarts(int n) {
+    if (n < 0)
+      throw usage_error("with_max_restarts: the count must be >= 0");
+    opts_.max_restarts = n;
+    return *this;
+  }
+
+  /// Starts the actor. Its constructor runs on the actor's own thread; if it
+  /// throws, calls to the actor fail with `actor_died` naming the cause.
+  ActorHandle<C> remote() const {
+    auto cls = detail::find_actor_class(typeid(C));
+    if (cls == nullptr)
+      detail::throw_unregistered_class(typeid(C));
+    auto f = std::make_unique<detail::actor_factory_impl<C, As...>>(args_);
+    return ActorHandle<C>{
+      detail::current_runtime().spawn_actor(*cls, std::move(f), opts_)};
+  }
+
+private:
+  std::tuple<As...> args_;
+  detail::actor_options opts_;
+};
+
+/// Describes an actor of class C to start with `.remote()`, like
+/// `ray::Actor(factory)`.
+template <class C, class... As>
+actor_creator<C, std::decay_t<As>...> actor(As&&... xs) {
+  return actor_creator<C, std::decay_t<As>...>{
+    std::tuple<std::decay_t<As>...>{std::forward<As>(xs)...}};
+}
+
+namespace detail {
+
+/// Throws `usage_error`: the actor named `name` is not of `wanted`.
+[[noreturn]] void throw_wrong_actor_class(const std::string& name,
+                                          const actor_class_entry& actual,
+                                          const std::type_info& wanted);
+
+} // namespace detail
+
+/// The live actor named `name`, or nothing; throws `usage_error` if that
+/// actor is not a C.
+template <class C>
+std::optional<ActorHandle<C>> get_actor(const std::string& name) {
+  auto ref = detail::current_runtime().find_actor(name);
+  if (!ref)
+    return std::nullopt;
+  auto& cls = detail::class_of(*ref);
+  if (*cls.type != typeid(C))
+    detail::throw_wrong_actor_class(name, cls, typeid(C));
+  return ActorHandle<C>{std::move(ref)};
+}
+
+/// Ends the actor at once, without restart, like `ray.kill`: queued and later
+/// calls fail with `actor_died`; a method already running finishes first.
+template <class C>
+void kill(const ActorHandle<C>& handle) {
+  if (!handle.valid())
+    detail::throw_empty_handle();
+  detail::current_runtime().kill_actor(*handle.ref());
+}
+
+} // namespace lumen

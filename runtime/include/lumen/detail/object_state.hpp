@@ -1,0 +1,112 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace lumen::detail {
+
+/// The slot behind an ObjectRef: pending until a value or an error is
+/// published exactly once, by whichever thread computes it. Readers wait by
+/// spinning briefly, then parking; the spin keeps a synchronous call's round
+/// trip free of futex wake-ups when the producer answers within microseconds.
+class object_state {
+public:
+  using clock = std::chrono::steady_clock;
+
+  object_state();
+  virtual ~object_state();
+
+  object_state(const object_state&) = delete;
+  object_state& operator=(const object_state&) = delete;
+
+  /// Unique within the process; printed in errors about this object.
+  uint64_t id() const noexcept { return id_; }
+
+  bool ready() const noexcept {
+    return status_.load(std::memory_order_acquire) != status::pending;
+  }
+
+  bool failed() const noexcept {
+    return status_.load(std::memory_order_acquire) == status::failed;
+  }
+
+  /// Publishes an error; a second publication is ignored.
+  void set_error(std::exception_ptr err);
+
+  /// The published error, or null. Only meaningful once ready().
+  const std::exception_ptr& error() const noexcept { return error_; }
+
+  /// Blocks until ready().
+  void wait();
+
+  /// Blocks until ready() or the deadline; returns ready().
+  bool wait_until(clock::time_point deadline);
+
+  /// Runs `fn` once the state is ready: at once, on this thread, if it
+  /// already is, otherwise on the publishing thread.
+  void on_ready(std::function<void()> fn);
+
+protected:
+  /// Marks the state ready. Returns false if it already was.
+  bool claim();
+  void publish(bool failed);
+
+private:
+  enum class status : uint8_t { pending, ready, failed };
+
+  bool park_until(const clock::time_point* deadline);
+
+  uint64_t id_;
+  std::atomic<status> status_{status::pending};
+  std::atomic<bool> claimed_{false};
+  std::atomic<int> sleepers_{0};
+  std::exception_ptr error_;
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  std::vector<std::function<void()>> continuations_;
+};
+
+/// Holds a value of type T once published.
+template <class T>
+class value_state : public object_state {
+public:
+  template <class U>
+  void set_value(U&& x) {
+    if (!claim())
+      return;
+    value_.emplace(std::forward<U>(x));
+    publish(false);
+  }
+
+  /// Requires ready() && !failed().
+  const T& value() const noexcept { return *value_; }
+
+private:
+  std::optional<T> value_;
+};
+
+template <>
+class value_state<void> : public object_state {
+public:
+  void set_value() {
+    if (claim())
+      publish(false);
+  }
+};
+
+/// Runs `fn` on the thread that readies the last of `deps` (or at once if
+/// they all are), after which every one of them is ready.
+void when_all_ready(const std::vector<std::shared_ptr<object_state>>& deps,
+                    std::function<void()> fn);
+
+} // namespace lumen::detail

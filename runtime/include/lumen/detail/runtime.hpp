@@ -1,0 +1,123 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lumen/detail/object_state.hpp"
+#include "lumen/registry.hpp"
+
+namespace lumen::detail {
+
+/// One task invocation, from submission until its result is published. If it
+/// is destroyed before that (the runtime shut down first), the result fails.
+class task_spec {
+public:
+  task_spec(std::shared_ptr<object_state> result, const function_entry& fn,
+            int max_retries, bool retry_exceptions);
+  virtual ~task_spec();
+
+  task_spec(const task_spec&) = delete;
+  task_spec& operator=(const task_spec&) = delete;
+
+  /// Runs the function once every dependency is ready, retrying exceptions
+  /// as the options say; publishes the value or the error.
+  void run();
+
+  std::vector<std::shared_ptr<object_state>> deps;
+
+protected:
+  /// One attempt: publishes the value, or throws the function's exception.
+  virtual void attempt() = 0;
+
+  std::shared_ptr<object_state> result_;
+  const function_entry* fn_;
+  int max_retries_;
+  bool retry_exceptions_;
+};
+
+class actor_core;
+
+/// One actor method invocation. If it is dropped before running, e.g. with a
+/// dead actor's mailbox, its result fails with `actor_died`.
+class actor_call {
+public:
+  actor_call(std::shared_ptr<object_state> result, const method_entry& m);
+  virtual ~actor_call();
+
+  actor_call(const actor_call&) = delete;
+  actor_call& operator=(const actor_call&) = delete;
+
+  /// Runs the method on `instance`. The method's exceptions fail the result,
+  /// except `actor_fatal_error` and exit requests, which propagate to the
+  /// actor's host to take the actor down.
+  virtual void invoke(void* instance) = 0;
+
+  std::vector<std::shared_ptr<object_state>> deps;
+
+  /// Set by the runtime on submission.
+  std::shared_ptr<actor_core> core;
+  uint64_t generation = 0;
+
+protected:
+  std::shared_ptr<object_state> result_;
+  const method_entry* method_;
+};
+
+/// Builds (and, on restart, rebuilds) an actor's instance from the
+/// constructor arguments it keeps.
+class actor_factory {
+public:
+  virtual ~actor_factory();
+  virtual std::shared_ptr<void> construct() = 0;
+};
+
+struct actor_options {
+  std::string name;
+  int max_restarts = 0;
+};
+
+/// Shared by the handles to one actor; an unnamed actor stops (after its
+/// queued calls) when the last of them is gone.
+class actor_ref;
+
+/// What the free functions forward to: an embedded single-process runtime
+/// today, a cluster client once a process joins one.
+class runtime {
+public:
+  virtual ~runtime();
+
+  /// Runs `t` on a task worker once its dependencies are ready.
+  virtual void submit_task(std::shared_ptr<task_spec> t) = 0;
+
+  /// Starts an actor; throws `usage_error` if the name is taken.
+  virtual std::shared_ptr<actor_ref>
+  spawn_actor(const actor_class_entry& cls, std::unique_ptr<actor_factory> f,
+              const actor_options& opts)
+    = 0;
+
+  /// Queues `c` for the actor; fails it at once if the actor is dead.
+  virtual void submit_call(const actor_ref& a, std::shared_ptr<actor_call> c)
+    = 0;
+
+  /// The live actor registered under `name`, or null.
+  virtual std::shared_ptr<actor_ref> find_actor(const std::string& name) = 0;
+
+  /// Ends the actor without restart; its queued and later calls fail.
+  virtual void kill_actor(const actor_ref& a) = 0;
+};
+
+/// The runtime started by `lumen::init`; throws `usage_error` otherwise.
+runtime& current_runtime();
+
+/// The name of this node, reported in errors ("local" for an embedded
+/// cluster). Stays valid after shutdown.
+const std::string& this_node();
+
+const actor_class_entry& class_of(const actor_ref& a);
+const std::string& name_of(const actor_ref& a);
+int restarts_of(const actor_ref& a);
+bool alive(const actor_ref& a);
+
+} // namespace lumen::detail

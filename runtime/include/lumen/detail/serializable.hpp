@@ -1,0 +1,102 @@
+#pragma once
+
+#include <array>
+#include <deque>
+#include <list>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace lumen {
+
+template <class T>
+class ObjectRef;
+
+template <class C>
+class ActorHandle;
+
+namespace detail {
+
+/// Stands in for CAF's inspectors when probing for an `inspect` overload, so
+/// that this check needs no CAF header.
+struct probe_inspector {
+  using result_type = void;
+  template <class... Ts>
+  void operator()(Ts&&...);
+};
+
+template <class T, class = void>
+struct has_inspect : std::false_type {};
+
+template <class T>
+struct has_inspect<T, std::void_t<decltype(inspect(
+                        std::declval<probe_inspector&>(), std::declval<T&>()))>>
+  : std::true_type {};
+
+/// True for the types that can cross a process boundary: arithmetic types,
+/// enums, strings, standard containers of such types, refs and handles, and
+/// any type with a CAF `inspect` overload.
+template <class T>
+struct is_serializable
+  : std::bool_constant<std::is_arithmetic<T>::value || std::is_enum<T>::value
+                       || has_inspect<T>::value> {};
+
+template <>
+struct is_serializable<std::string> : std::true_type {};
+
+template <class T>
+struct is_serializable<ObjectRef<T>> : std::true_type {};
+
+template <class C>
+struct is_serializable<ActorHandle<C>> : std::true_type {};
+
+template <class... Ts>
+struct all_serializable : std::conjunction<is_serializable<Ts>...> {};
+
+template <class T, class A>
+struct is_serializable<std::vector<T, A>> : is_serializable<T> {};
+
+template <class T, class A>
+struct is_serializable<std::deque<T, A>> : is_serializable<T> {};
+
+template <class T, class A>
+struct is_serializable<std::list<T, A>> : is_serializable<T> {};
+
+template <class T, size_t N>
+struct is_serializable<std::array<T, N>> : is_serializable<T> {};
+
+template <class T>
+struct is_serializable<std::optional<T>> : is_serializable<T> {};
+
+template <class K, class V, class... Rest>
+struct is_serializable<std::map<K, V, Rest...>> : all_serializable<K, V> {};
+
+template <class K, class V, class... Rest>
+struct is_serializable<std::unordered_map<K, V, Rest...>>
+  : all_serializable<K, V> {};
+
+template <class K, class... Rest>
+struct is_serializable<std::set<K, Rest...>> : is_serializable<K> {};
+
+template <class K, class... Rest>
+struct is_serializable<std::unordered_set<K, Rest...>> : is_serializable<K> {};
+
+template <class A, class B>
+struct is_serializable<std::pair<A, B>> : all_serializable<A, B> {};
+
+template <class... Ts>
+struct is_serializable<std::tuple<Ts...>> : all_serializable<Ts...> {};
+
+template <class T>
+constexpr bool is_serializable_v = is_serializable<T>::value;
+
+} // namespace detail
+
+} // namespace lumen

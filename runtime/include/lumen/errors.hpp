@@ -1,0 +1,80 @@
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace lumen {
+
+/// Base of every error Lumen throws at the API edge.
+class error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Misuse of the API: an empty ObjectRef, a bad flag, a name clash. The
+/// message says what was wrong and how to fix it.
+class usage_error : public error {
+public:
+  using error::error;
+};
+
+/// A remote function or actor method threw. Carries the function's name, the
+/// original exception's type and message, and the node it ran on.
+class task_error : public error {
+public:
+  task_error(std::string function, std::string exception_type,
+             std::string message, std::string node);
+
+  const std::string& function() const noexcept { return function_; }
+  const std::string& exception_type() const noexcept { return type_; }
+  const std::string& message() const noexcept { return message_; }
+  const std::string& node() const noexcept { return node_; }
+
+private:
+  std::string function_;
+  std::string type_;
+  std::string message_;
+  std::string node_;
+};
+
+/// The actor a call was addressed to is gone: killed, exited, failed to
+/// construct, or restarted while the call was queued.
+class actor_died : public error {
+public:
+  using error::error;
+};
+
+/// `get` gave up waiting before the object was ready.
+class get_timeout : public error {
+public:
+  using error::error;
+};
+
+/// Thrown from an actor's constructor or method to take the actor down as a
+/// failure: an actor with restarts left is rebuilt, pending calls fail with
+/// `actor_died`. Any other exception only fails the call that threw it.
+class actor_fatal_error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Ends the calling actor from inside one of its methods or its constructor,
+/// like `ray.actor.exit_actor()`. The current call and queued calls fail with
+/// `actor_died`; an actor with restarts left is rebuilt. Must be called from
+/// an actor's own thread, otherwise throws `usage_error`.
+[[noreturn]] void exit_actor();
+
+namespace detail {
+
+/// What `exit_actor()` throws; caught only by the actor host.
+struct actor_exit_request {};
+
+/// A readable type name from a mangled one.
+std::string demangle(const char* mangled);
+
+/// The demangled name of the exception currently being handled.
+std::string current_exception_type();
+
+} // namespace detail
+
+} // namespace lumen

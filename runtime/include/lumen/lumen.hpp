@@ -1,0 +1,13 @@
+#pragma once
+
+/// Everything a Lumen program needs: init/shutdown, remote functions and
+/// actors, ObjectRef futures with get/wait/put. Typed CAF actors are in
+/// "lumen/caf_interop.hpp", kept apart because it pulls in CAF's headers.
+
+#include "lumen/actor.hpp"
+#include "lumen/errors.hpp"
+#include "lumen/init.hpp"
+#include "lumen/object_ref.hpp"
+#include "lumen/object_store.hpp"
+#include "lumen/registry.hpp"
+#include "lumen/task.hpp"

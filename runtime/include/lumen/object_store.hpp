@@ -1,0 +1,141 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "lumen/errors.hpp"
+#include "lumen/object_ref.hpp"
+
+namespace lumen {
+
+namespace detail {
+
+using clock = object_state::clock;
+
+/// now() + d, saturating instead of overflowing for huge timeouts.
+template <class Rep, class Period>
+clock::time_point deadline_after(std::chrono::duration<Rep, Period> d) {
+  auto now = clock::now();
+  auto room = std::chrono::duration_cast<std::chrono::duration<double>>(
+    clock::time_point::max() - now);
+  if (std::chrono::duration<double>(d) >= room)
+    return clock::time_point::max();
+  return now + std::chrono::duration_cast<clock::duration>(d);
+}
+
+/// Throws `usage_error` naming `api` if the ref is empty.
+void require_valid(const object_state* st, const char* api);
+
+/// Throws `get_timeout` for object `id` after waiting `waited`.
+[[noreturn]] void throw_get_timeout(uint64_t id, clock::duration waited);
+
+/// Blocks until `st` is ready or the deadline passes; throws on timeout.
+void await(object_state& st, clock::time_point deadline,
+           clock::time_point started);
+
+/// The value of a ready state: rethrows its error or copies the value out.
+template <class T>
+T take(const value_state<T>& st) {
+  if (st.failed())
+    std::rethrow_exception(st.error());
+  if constexpr (!std::is_void<T>::value)
+    return st.value();
+}
+
+/// Flags which of `states` are ready once at least `num_returns` are or the
+/// deadline passed; keeps at most the first `num_returns` ready ones.
+std::vector<bool> wait_states(const std::vector<object_state*>& states,
+                              size_t num_returns,
+                              clock::time_point deadline);
+
+} // namespace detail
+
+/// Blocks until the object is ready and returns a copy of its value, like
+/// `ray.get`. Rethrows the error that produced it: `task_error` for a throwing
+/// task or method, `actor_died` for a call to a dead actor.
+template <class T>
+T get(const ObjectRef<T>& ref) {
+  detail::require_valid(ref.state().get(), "lumen::get");
+  ref.state()->wait();
+  return detail::take(*ref.state());
+}
+
+/// Like `get(ref)`, but throws `get_timeout` once `timeout` has passed.
+template <class T, class Rep, class Period>
+T get(const ObjectRef<T>& ref, std::chrono::duration<Rep, Period> timeout) {
+  detail::require_valid(ref.state().get(), "lumen::get");
+  auto start = detail::clock::now();
+  detail::await(*ref.state(), detail::deadline_after(timeout), start);
+  return detail::take(*ref.state());
+}
+
+/// Waits for all refs within one deadline and returns their values in input
+/// order (nothing for ObjectRef<void>). The first failed ref's error is
+/// thrown, in input order.
+template <class T, class Rep = int64_t, class Period = std::ratio<1>>
+std::conditional_t<std::is_void<T>::value, void, std::vector<T>>
+get(const std::vector<ObjectRef<T>>& refs,
+    std::chrono::duration<Rep, Period> timeout
+    = std::chrono::duration<Rep, Period>::max()) {
+  for (auto& r : refs)
+    detail::require_valid(r.state().get(), "lumen::get");
+  auto start = detail::clock::now();
+  auto deadline = detail::deadline_after(timeout);
+  for (auto& r : refs)
+    detail::await(*r.state(), deadline, start);
+  if constexpr (std::is_void<T>::value) {
+    for (auto& r : refs)
+      detail::take(*r.state());
+  } else {
+    std::vector<T> out;
+    out.reserve(refs.size());
+    for (auto& r : refs)
+      out.push_back(detail::take(*r.state()));
+    return out;
+  }
+}
+
+/// What `wait` returns: both lists keep the input order.
+template <class T>
+struct wait_result {
+  std::vector<ObjectRef<T>> ready;
+  std::vector<ObjectRef<T>> pending;
+};
+
+/// Waits until `num_returns` of `refs` are ready or `timeout` passes, like
+/// `ray.wait`; a failed object counts as ready. `ready` holds at most
+/// `num_returns` refs. Throws `usage_error` if num_returns > refs.size() or a
+/// ref is empty.
+template <class T, class Rep = int64_t, class Period = std::ratio<1>>
+wait_result<T> wait(const std::vector<ObjectRef<T>>& refs,
+                    size_t num_returns = 1,
+                    std::chrono::duration<Rep, Period> timeout
+                    = std::chrono::duration<Rep, Period>::max()) {
+  std::vector<detail::object_state*> states;
+  states.reserve(refs.size());
+  for (auto& r : refs) {
+    detail::require_valid(r.state().get(), "lumen::wait");
+    states.push_back(r.state().get());
+  }
+  auto flags = detail::wait_states(states, num_returns,
+                                   detail::deadline_after(timeout));
+  wait_result<T> out;
+  for (size_t i = 0; i < refs.size(); ++i)
+    (flags[i] ? out.ready : out.pending).push_back(refs[i]);
+  return out;
+}
+
+/// Stores a value in the object store and returns its ref, like `ray.put`.
+/// In one process the value is shared by every reader, not copied.
+template <class T>
+ObjectRef<std::decay_t<T>> put(T&& value) {
+  auto st = std::make_shared<detail::value_state<std::decay_t<T>>>();
+  st->set_value(std::forward<T>(value));
+  return ObjectRef<std::decay_t<T>>{std::move(st)};
+}
+
+} // namespace lumen

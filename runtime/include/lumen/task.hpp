@@ -1,0 +1,110 @@
+#pragma once
+
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+#include "lumen/detail/arguments.hpp"
+#include "lumen/detail/runtime.hpp"
+#include "lumen/errors.hpp"
+#include "lumen/object_ref.hpp"
+
+namespace lumen {
+
+namespace detail {
+
+template <class R, class F, class Args>
+class task_impl final : public task_spec {
+public:
+  task_impl(std::shared_ptr<value_state<R>> result, const function_entry& e,
+            int max_retries, bool retry_exceptions, F* fn, Args args)
+    : task_spec(result, e, max_retries, retry_exceptions),
+      st_(std::move(result)),
+      fn_(fn),
+      args_(std::move(args)) {
+    deps = args_.dependencies();
+  }
+
+protected:
+  void attempt() override {
+    if constexpr (std::is_void<R>::value) {
+      args_.apply(*fn_);
+      st_->set_value();
+    } else {
+      st_->set_value(args_.apply(*fn_));
+    }
+  }
+
+private:
+  std::shared_ptr<value_state<R>> st_;
+  F* fn_;
+  Args args_;
+};
+
+/// Throws `usage_error`: `fn` was not registered with LUMEN_REMOTE.
+[[noreturn]] void throw_unregistered_function();
+
+} // namespace detail
+
+/// Builds a call of a remote function; made by `lumen::task(fn)`.
+template <class R, class... Ps>
+class task_caller {
+public:
+  using result_type = std::decay_t<R>;
+
+  explicit task_caller(R (*fn)(Ps...)) : fn_(fn) {
+    entry_ = detail::find_function(reinterpret_cast<detail::erased_fn>(fn));
+    if (entry_ == nullptr)
+      detail::throw_unregistered_function();
+  }
+
+  /// How often to re-run the task after a failure (default 3, like Ray);
+  /// exceptions count as failures only with `with_retry_exceptions(true)`.
+  task_caller& with_max_retries(int n) {
+    if (n < 0)
+      throw usage_error("with_max_retries: the count must be >= 0");
+    max_retries_ = n;
+    return *this;
+  }
+
+  /// Whether an exception thrown by the function is retried.
+  task_caller& with_retry_exceptions(bool retry) {
+    retry_exceptions_ = retry;
+    return *this;
+  }
+
+  /// Submits the call and returns a ref to its result at once. ObjectRef
+  /// arguments for parameters of their value type are resolved first.
+  template <class... As>
+  ObjectRef<result_type> remote(As&&... xs) const {
+    static_assert(std::is_void<result_type>::value
+                    || detail::is_serializable_v<result_type>,
+                  "lumen: the return type of a remote function is not "
+                  "serializable. Use arithmetic types, std::string, standard "
+                  "containers of them, or give the type a CAF inspect() "
+                  "overload");
+    using args_t = detail::arguments<detail::param_list<Ps...>, As...>;
+    auto st = std::make_shared<detail::value_state<result_type>>();
+    auto t = std::make_shared<
+      detail::task_impl<result_type, R(Ps...), args_t>>(
+      st, *entry_, max_retries_, retry_exceptions_, fn_,
+      args_t{std::forward<As>(xs)...});
+    detail::current_runtime().submit_task(std::move(t));
+    return ObjectRef<result_type>{std::move(st)};
+  }
+
+private:
+  R (*fn_)(Ps...);
+  const detail::function_entry* entry_ = nullptr;
+  int max_retries_ = 3;
+  bool retry_exceptions_ = false;
+};
+
+/// Wraps a function registered with LUMEN_REMOTE for `.remote(args...)`,
+/// like `ray::Task(fn)`.
+template <class R, class... Ps>
+task_caller<R, Ps...> task(R (*fn)(Ps...)) {
+  return task_caller<R, Ps...>{fn};
+}
+
+} // namespace lumen

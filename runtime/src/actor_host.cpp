@@ -1,0 +1,228 @@
+#include "actor_host.hpp"
+
+#include <deque>
+
+#include <caf/all.hpp>
+
+#include "lumen/errors.hpp"
+
+namespace lumen::detail {
+
+namespace {
+
+struct call_msg {
+  std::shared_ptr<actor_call> call;
+};
+
+} // namespace
+
+} // namespace lumen::detail
+
+// Calls never leave the process as messages: they are shared, not serialized.
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(lumen::detail::call_msg)
+
+namespace lumen {
+
+namespace {
+
+// Set on an actor host's thread, which runs nothing but that actor.
+thread_local bool on_actor_thread = false;
+
+} // namespace
+
+void exit_actor() {
+  if (!on_actor_thread)
+    throw usage_error("lumen::exit_actor() was called outside an actor; call "
+                      "it from an actor's constructor or method");
+  throw detail::actor_exit_request{};
+}
+
+namespace detail {
+
+std::atomic<bool> hosts_running{false};
+
+namespace {
+
+using resume_atom = caf::atom_constant<caf::atom("lmresume")>;
+using stop_atom = caf::atom_constant<caf::atom("lmstop")>;
+
+struct host_state {
+  std::shared_ptr<actor_core> core;
+  std::shared_ptr<void> instance;
+  // Calls in arrival order; the head waits here while its ObjectRef
+  // arguments are pending, holding back the rest to keep the order.
+  std::deque<std::shared_ptr<actor_call>> queue;
+  bool waiting = false;
+  bool stopping = false;
+};
+
+using host_actor = caf::stateful_actor<host_state>;
+
+bool start_instance(host_actor* self);
+
+// Takes the instance down after `reason`. Restarts it if restarts are left;
+// returns whether the actor lives on.
+bool die(host_actor* self, const std::string& reason) {
+  auto& st = self->state;
+  auto& core = *st.core;
+  st.instance.reset();
+  int used = core.restarts.load();
+  bool restart = !core.dead && used < core.opts.max_restarts;
+  core.set_death_reason(
+    reason
+    + (restart ? "; restarted (" + std::to_string(used + 1) + " of "
+                   + std::to_string(core.opts.max_restarts) + ")"
+               : std::string{}));
+  // Calls queued before the death fail with that reason.
+  st.queue.clear();
+  st.waiting = false;
+  if (restart) {
+    core.generation.fetch_add(1);
+    core.restarts.fetch_add(1);
+    return start_instance(self);
+  }
+  core.dead = true;
+  if (core.on_dead)
+    core.on_dead(core);
+  self->quit(caf::exit_reason::user_shutdown);
+  return false;
+}
+
+bool start_instance(host_actor* self) {
+  auto& core = *self->state.core;
+  try {
+    self->state.instance = core.factory->construct();
+    return true;
+  } catch (const actor_exit_request&) {
+    return die(self, "its constructor called lumen::exit_actor()");
+  } catch (const actor_fatal_error& e) {
+    return die(self, std::string{"its constructor raised actor_fatal_error: "}
+                       + e.what());
+  } catch (...) {
+    core.dead = true; // a constructor that throws would throw again
+    auto type = current_exception_type();
+    std::string what;
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    return die(self, "its constructor threw " + type + ": " + what);
+  }
+}
+
+void drain(host_actor* self) {
+  auto& st = self->state;
+  while (!st.waiting && !st.queue.empty()) {
+    if (st.core->dead) {
+      st.queue.clear();
+      self->quit(caf::exit_reason::user_shutdown);
+      return;
+    }
+    auto& head = st.queue.front();
+    bool ready = true;
+    for (auto& d : head->deps)
+      ready = ready && d->ready();
+    if (!ready) {
+      st.waiting = true;
+      auto me = caf::actor_cast<caf::actor>(self);
+      when_all_ready(head->deps,
+                     [me] { caf::anon_send(me, resume_atom::value); });
+      return;
+    }
+    auto call = std::move(head);
+    st.queue.pop_front();
+    try {
+      call->invoke(st.instance.get());
+    } catch (const actor_exit_request&) {
+      if (!die(self, "it called lumen::exit_actor()"))
+        return;
+    } catch (const actor_fatal_error& e) {
+      if (!die(self, std::string{"it raised actor_fatal_error: "} + e.what()))
+        return;
+    }
+  }
+  if (st.stopping && st.queue.empty())
+    self->quit(caf::exit_reason::normal);
+}
+
+caf::behavior host(host_actor* self, std::shared_ptr<actor_core> core) {
+  on_actor_thread = true;
+  self->state.core = std::move(core);
+  if (!start_instance(self))
+    return {};
+  return {
+    [=](call_msg& m) {
+      auto& st = self->state;
+      // A call stamped before a restart was queued for the old instance:
+      // dropping it fails it with actor_died.
+      if (m.call->generation != st.core->generation.load())
+        return;
+      st.queue.push_back(std::move(m.call));
+      drain(self);
+    },
+    [=](resume_atom) {
+      self->state.waiting = false;
+      drain(self);
+    },
+    [=](stop_atom) {
+      self->state.stopping = true;
+      drain(self);
+    },
+  };
+}
+
+} // namespace
+
+actor_core::actor_core(const actor_class_entry& c,
+                       std::unique_ptr<actor_factory> f, actor_options o)
+  : cls(c), factory(std::move(f)), opts(std::move(o)) {
+}
+
+void actor_core::set_death_reason(std::string reason) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  death_reason_ = std::move(reason);
+}
+
+std::string actor_core::describe() const {
+  return opts.name.empty() ? "actor of class " + cls.name
+                           : "actor '" + opts.name + "' (" + cls.name + ")";
+}
+
+std::exception_ptr
+actor_core::dropped_call_error(const method_entry& method) const {
+  std::string reason;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    reason = death_reason_.empty() ? "it stopped" : death_reason_;
+  }
+  return std::make_exception_ptr(actor_died(
+    describe() + " died before running " + method.name + ": " + reason));
+}
+
+actor_ref::actor_ref(std::shared_ptr<actor_core> c) : core(std::move(c)) {
+}
+
+actor_ref::~actor_ref() {
+  send_stop(*core);
+}
+
+caf::actor spawn_host(caf::actor_system& sys,
+                      std::shared_ptr<actor_core> core) {
+  return sys.spawn<caf::detached>(host, std::move(core));
+}
+
+void send_call(const actor_core& core, std::shared_ptr<actor_call> c) {
+  if (hosts_running)
+    caf::anon_send(core.handle, call_msg{std::move(c)});
+}
+
+void send_stop(const actor_core& core) {
+  if (hosts_running && core.handle)
+    caf::anon_send(core.handle, stop_atom::value);
+}
+
+} // namespace detail
+
+} // namespace lumen

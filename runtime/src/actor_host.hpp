@@ -1,0 +1,81 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+
+#include "lumen/detail/runtime.hpp"
+
+namespace lumen::detail {
+
+/// Everything about one actor that outlives a single instance of it: what to
+/// rebuild it from, how often it restarted, why it died. Shared by its
+/// handles, its queued calls and its host.
+class actor_core {
+public:
+  actor_core(const actor_class_entry& cls, std::unique_ptr<actor_factory> f,
+             actor_options opts);
+
+  const actor_class_entry& cls;
+  const std::unique_ptr<actor_factory> factory;
+  const actor_options opts;
+
+  /// Bumped on every restart; calls stamped with an older one are dropped.
+  std::atomic<uint64_t> generation{0};
+  std::atomic<int> restarts{0};
+  /// Dead for good: killed, out of restarts, or failed to construct.
+  std::atomic<bool> dead{false};
+
+  /// The CAF actor running this actor; set once at spawn, cleared at
+  /// shutdown before the actor system goes away.
+  caf::actor handle;
+
+  /// Called on the host's thread when the actor is dead for good.
+  std::function<void(actor_core&)> on_dead;
+
+  void set_death_reason(std::string reason);
+
+  /// The `actor_died` for a call to `method` that was dropped.
+  std::exception_ptr dropped_call_error(const method_entry& method) const;
+
+  /// "actor 'name' (Class)" or "actor of class Class".
+  std::string describe() const;
+
+private:
+  mutable std::mutex mtx_;
+  std::string death_reason_;
+};
+
+class actor_ref {
+public:
+  explicit actor_ref(std::shared_ptr<actor_core> c);
+  ~actor_ref();
+
+  actor_ref(const actor_ref&) = delete;
+  actor_ref& operator=(const actor_ref&) = delete;
+
+  const std::shared_ptr<actor_core> core;
+};
+
+/// Runs the actor on a thread of its own (a detached CAF actor), so that a
+/// method blocking in `lumen::get` stalls only this actor, as a Ray actor
+/// blocks only its own worker process.
+caf::actor spawn_host(caf::actor_system& sys, std::shared_ptr<actor_core> core);
+
+/// Queues `c` on its actor's host.
+void send_call(const actor_core& core, std::shared_ptr<actor_call> c);
+
+/// Tells the host to stop once its queued calls ran.
+void send_stop(const actor_core& core);
+
+/// Whether the host runtime is up; messages are sent only while it is.
+extern std::atomic<bool> hosts_running;
+
+} // namespace lumen::detail

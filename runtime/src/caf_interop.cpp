@@ -1,0 +1,36 @@
+#include "lumen/caf_interop.hpp"
+
+#include <caf/all.hpp>
+
+#include "lumen/errors.hpp"
+
+#include "embedded_runtime.hpp"
+
+namespace lumen {
+
+caf::actor_system& system() {
+  return detail::embedded().system();
+}
+
+namespace detail {
+
+void run_as_requester(std::function<void(caf::event_based_actor*)> job) {
+  embedded().run_as_requester(std::move(job));
+}
+
+void adopt(caf::actor h) {
+  embedded().adopt(std::move(h));
+}
+
+std::exception_ptr from_caf_error(const caf::error& err) {
+  auto text = caf::to_string(err);
+  if (err == caf::sec::request_receiver_down)
+    return std::make_exception_ptr(
+      actor_died("the typed actor is gone: " + text));
+  return std::make_exception_ptr(
+    task_error{"request to a typed actor", "caf::error", text, this_node()});
+}
+
+} // namespace detail
+
+} // namespace lumen

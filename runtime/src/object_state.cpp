@@ -1,0 +1,214 @@
+#include "lumen/detail/object_state.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "lumen/detail/arguments.hpp"
+#include "lumen/detail/runtime.hpp"
+#include "lumen/errors.hpp"
+#include "lumen/object_store.hpp"
+
+#include "task_pool.hpp"
+
+namespace lumen::detail {
+
+namespace {
+
+std::atomic<uint64_t> next_object_id{1};
+
+// Long enough to cover an actor answering a synchronous call on another core,
+// short enough that a waiter for slow work soon gives its core back.
+constexpr auto spin_budget = std::chrono::microseconds(50);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+} // namespace
+
+object_state::object_state() : id_(next_object_id.fetch_add(1)) {
+}
+
+object_state::~object_state() = default;
+
+bool object_state::claim() {
+  return !claimed_.exchange(true, std::memory_order_acq_rel);
+}
+
+void object_state::set_error(std::exception_ptr err) {
+  if (!claim())
+    return;
+  error_ = std::move(err);
+  publish(true);
+}
+
+void object_state::publish(bool failed) {
+  std::vector<std::function<void()>> todo;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    status_.store(failed ? status::failed : status::ready,
+                  std::memory_order_release);
+    todo.swap(continuations_);
+    if (sleepers_.load(std::memory_order_relaxed) > 0)
+      cv_.notify_all();
+  }
+  for (auto& f : todo)
+    f();
+}
+
+void object_state::on_ready(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (!ready()) {
+      continuations_.push_back(std::move(fn));
+      return;
+    }
+  }
+  fn();
+}
+
+void object_state::wait() {
+  park_until(nullptr);
+}
+
+bool object_state::wait_until(clock::time_point deadline) {
+  return park_until(&deadline);
+}
+
+bool object_state::park_until(const clock::time_point* deadline) {
+  if (ready())
+    return true;
+  auto spin_end = clock::now() + spin_budget;
+  if (deadline != nullptr)
+    spin_end = std::min(spin_end, *deadline);
+  for (unsigned i = 1;; ++i) {
+    if (ready())
+      return true;
+    cpu_relax();
+    if (i % 64 == 0 && clock::now() >= spin_end)
+      break;
+  }
+  blocking_scope lend_a_worker;
+  std::unique_lock<std::mutex> guard{mtx_};
+  sleepers_.fetch_add(1, std::memory_order_relaxed);
+  auto is_ready = [this] { return ready(); };
+  bool result = true;
+  if (deadline == nullptr)
+    cv_.wait(guard, is_ready);
+  else
+    result = cv_.wait_until(guard, *deadline, is_ready);
+  sleepers_.fetch_sub(1, std::memory_order_relaxed);
+  return result;
+}
+
+void when_all_ready(const std::vector<std::shared_ptr<object_state>>& deps,
+                    std::function<void()> fn) {
+  std::vector<object_state*> pending;
+  for (auto& d : deps)
+    if (!d->ready())
+      pending.push_back(d.get());
+  if (pending.empty()) {
+    fn();
+    return;
+  }
+  // One count per pending dep plus one for this function, so that fn cannot
+  // run while continuations are still being attached. on_ready runs an
+  // arrival at once for a dep that became ready in the meantime.
+  auto counter = std::make_shared<std::atomic<size_t>>(pending.size() + 1);
+  auto shared_fn = std::make_shared<std::function<void()>>(std::move(fn));
+  auto arrive = [counter, shared_fn] {
+    if (counter->fetch_sub(1) == 1)
+      (*shared_fn)();
+  };
+  for (auto* d : pending)
+    d->on_ready(arrive);
+  arrive();
+}
+
+std::exception_ptr
+first_error(const std::vector<std::shared_ptr<object_state>>& deps) {
+  for (auto& d : deps)
+    if (d->failed())
+      return d->error();
+  return nullptr;
+}
+
+std::exception_ptr capture_task_error(const std::string& function) {
+  std::string type = current_exception_type();
+  std::string message;
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    message = e.what();
+  } catch (...) {
+    message = "(not derived from std::exception)";
+  }
+  return std::make_exception_ptr(
+    task_error{function, std::move(type), std::move(message),
+               this_node()});
+}
+
+void require_valid(const object_state* st, const char* api) {
+  if (st == nullptr)
+    throw usage_error(std::string{api}
+                      + ": the ObjectRef is empty (default-constructed or "
+                        "moved from); use a ref returned by .remote() or "
+                        "lumen::put()");
+}
+
+void throw_get_timeout(uint64_t id, clock::duration waited) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(waited);
+  throw get_timeout("lumen::get: object " + std::to_string(id)
+                    + " was not ready after " + std::to_string(ms.count())
+                    + " ms; pass a longer timeout or check the task that "
+                      "produces it");
+}
+
+void await(object_state& st, clock::time_point deadline,
+           clock::time_point started) {
+  if (!st.wait_until(deadline))
+    throw_get_timeout(st.id(), clock::now() - started);
+}
+
+std::vector<bool> wait_states(const std::vector<object_state*>& states,
+                              size_t num_returns,
+                              clock::time_point deadline) {
+  if (num_returns > states.size())
+    throw usage_error("lumen::wait: num_returns is "
+                      + std::to_string(num_returns) + " but only "
+                      + std::to_string(states.size())
+                      + " refs were given; ask for at most refs.size()");
+  auto count_ready = [&] {
+    return static_cast<size_t>(std::count_if(
+      states.begin(), states.end(), [](auto* s) { return s->ready(); }));
+  };
+  if (count_ready() < num_returns) {
+    struct waiter {
+      std::mutex mtx;
+      std::condition_variable cv;
+    };
+    auto w = std::make_shared<waiter>();
+    for (auto* s : states)
+      s->on_ready([w] {
+        std::lock_guard<std::mutex> guard{w->mtx};
+        w->cv.notify_all();
+      });
+    std::unique_lock<std::mutex> guard{w->mtx};
+    w->cv.wait_until(guard, deadline,
+                     [&] { return count_ready() >= num_returns; });
+  }
+  std::vector<bool> flags(states.size(), false);
+  size_t taken = 0;
+  for (size_t i = 0; i < states.size() && taken < num_returns; ++i)
+    if (states[i]->ready()) {
+      flags[i] = true;
+      ++taken;
+    }
+  return flags;
+}
+
+} // namespace lumen::detail

@@ -1,0 +1,115 @@
+#include "lumen/detail/runtime.hpp"
+
+#include <typeinfo>
+
+#include "lumen/actor.hpp"
+#include "lumen/detail/arguments.hpp"
+#include "lumen/errors.hpp"
+#include "lumen/task.hpp"
+
+#include "actor_host.hpp"
+
+namespace lumen::detail {
+
+task_spec::task_spec(std::shared_ptr<object_state> result,
+                     const function_entry& fn, int max_retries,
+                     bool retry_exceptions)
+  : result_(std::move(result)),
+    fn_(&fn),
+    max_retries_(max_retries),
+    retry_exceptions_(retry_exceptions) {
+}
+
+task_spec::~task_spec() {
+  if (!result_->ready())
+    result_->set_error(std::make_exception_ptr(
+      error("task " + fn_->name
+            + " never ran: lumen::shutdown() was called first")));
+}
+
+void task_spec::run() {
+  if (auto err = first_error(deps)) {
+    result_->set_error(err);
+    return;
+  }
+  for (int attempt_no = 0;; ++attempt_no) {
+    try {
+      attempt();
+      return;
+    } catch (...) {
+      if (retry_exceptions_ && attempt_no < max_retries_)
+        continue;
+      result_->set_error(capture_task_error(fn_->name));
+      return;
+    }
+  }
+}
+
+actor_call::actor_call(std::shared_ptr<object_state> result,
+                       const method_entry& m)
+  : result_(std::move(result)), method_(&m) {
+}
+
+actor_call::~actor_call() {
+  if (!result_->ready())
+    result_->set_error(core ? core->dropped_call_error(*method_)
+                            : std::make_exception_ptr(actor_died(
+                              method_->name + " was never sent")));
+}
+
+actor_factory::~actor_factory() = default;
+
+runtime::~runtime() = default;
+
+const actor_class_entry& class_of(const actor_ref& a) {
+  return a.core->cls;
+}
+
+const std::string& name_of(const actor_ref& a) {
+  return a.core->opts.name;
+}
+
+int restarts_of(const actor_ref& a) {
+  return a.core->restarts.load();
+}
+
+bool alive(const actor_ref& a) {
+  return !a.core->dead.load();
+}
+
+void throw_unregistered_function() {
+  throw usage_error("lumen::task: this function is not registered; add "
+                    "LUMEN_REMOTE(function_name) at namespace scope in a .cpp "
+                    "file");
+}
+
+void throw_unregistered_method(const actor_class_entry& cls) {
+  std::string known;
+  for (auto& m : cls.methods)
+    known += (known.empty() ? "" : ", ") + m.name;
+  throw usage_error("this method of " + cls.name
+                    + " is not registered; list it in LUMEN_ACTOR(" + cls.name
+                    + ", ...) (registered: " + known + ")");
+}
+
+void throw_unregistered_class(const std::type_info& type) {
+  throw usage_error("lumen::actor: class " + demangle(type.name())
+                    + " is not registered; add LUMEN_ACTOR(Class, "
+                      "&Class::method, ...) at namespace scope in a .cpp "
+                      "file");
+}
+
+void throw_empty_handle() {
+  throw usage_error("the ActorHandle is empty (default-constructed); use one "
+                    "returned by lumen::actor<C>(...).remote() or "
+                    "lumen::get_actor");
+}
+
+void throw_wrong_actor_class(const std::string& name,
+                             const actor_class_entry& actual,
+                             const std::type_info& wanted) {
+  throw usage_error("lumen::get_actor: the actor named '" + name + "' is a "
+                    + actual.name + ", not a " + demangle(wanted.name()));
+}
+
+} // namespace lumen::detail

@@ -1,0 +1,66 @@
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "lumen/detail/runtime.hpp"
+
+namespace lumen::detail {
+
+/// The threads that run tasks. Tasks may block in `lumen::get` on other
+/// tasks, as in Ray; a worker that blocks lends its slot to a new thread so
+/// that the tasks it waits for can still run (a fixed pool would deadlock).
+/// Threads above the target count retire once they find no work.
+class task_pool {
+public:
+  explicit task_pool(size_t threads);
+  ~task_pool();
+
+  task_pool(const task_pool&) = delete;
+  task_pool& operator=(const task_pool&) = delete;
+
+  /// Queues `t`; it runs on the next free worker.
+  void submit(std::shared_ptr<task_spec> t);
+
+  /// Stops accepting work, drops queued tasks (their refs fail) and joins
+  /// every thread. Tasks already running finish first.
+  void stop();
+
+  /// Called by a worker of this pool around a blocking wait.
+  void begin_blocking();
+  void end_blocking();
+
+private:
+  void spawn_thread(); // requires mtx_
+  void run_worker();
+
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<task_spec>> queue_;
+  size_t target_;
+  size_t threads_ = 0;
+  size_t blocked_ = 0;
+  size_t sleeping_ = 0;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+/// While alive, tells the calling thread's task pool (if it is a pool
+/// worker) that the thread is blocked.
+class blocking_scope {
+public:
+  blocking_scope();
+  ~blocking_scope();
+  blocking_scope(const blocking_scope&) = delete;
+  blocking_scope& operator=(const blocking_scope&) = delete;
+
+private:
+  task_pool* pool_;
+};
+
+} // namespace lumen::detail
