@@ -152,12 +152,11 @@ std::exception_ptr capture_task_error(const std::string& function) {
                this_node()});
 }
 
-void require_valid(const object_state* st, const char* api) {
-  if (st == nullptr)
-    throw usage_error(std::string{api}
-                      + ": the ObjectRef is empty (default-constructed or "
-                        "moved from); use a ref returned by .remote() or "
-                        "lumen::put()");
+void throw_empty_ref(const char* api) {
+  throw usage_error(std::string{api}
+                    + ": the ObjectRef is empty (default-constructed or "
+                      "moved from); use a ref returned by .remote() or "
+                      "lumen::put()");
 }
 
 void throw_get_timeout(uint64_t id, clock::duration waited) {

@@ -43,6 +43,12 @@ struct result_of<caf::detail::type_list<>> {
   using type = void;
 };
 
+// reacts_to<...> handlers answer with an empty response.
+template <>
+struct result_of<caf::detail::type_list<void>> {
+  using type = void;
+};
+
 template <class T>
 struct result_of<caf::detail::type_list<T>> {
   using type = T;
@@ -57,6 +63,14 @@ struct result_of<caf::detail::type_list<T, U, Ts...>> {
 /// by signature, hence a functor with exactly the response types.
 template <class R, class Outs>
 struct response_sink;
+
+template <>
+struct response_sink<void, caf::detail::type_list<void>> {
+  std::shared_ptr<value_state<void>> st;
+  void operator()() {
+    st->set_value();
+  }
+};
 
 template <class R, class... Ts>
 struct response_sink<R, caf::detail::type_list<Ts...>> {

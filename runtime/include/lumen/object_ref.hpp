@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <ostream>
 #include <type_traits>
 #include <utility>
 
@@ -53,6 +54,10 @@ public:
 
   friend bool operator!=(const ObjectRef& x, const ObjectRef& y) noexcept {
     return !(x == y);
+  }
+
+  friend std::ostream& operator<<(std::ostream& out, const ObjectRef& x) {
+    return out << "ObjectRef(" << x.id() << ")";
   }
 
 private:

@@ -27,8 +27,13 @@ clock::time_point deadline_after(std::chrono::duration<Rep, Period> d) {
   return now + std::chrono::duration_cast<clock::duration>(d);
 }
 
-/// Throws `usage_error` naming `api` if the ref is empty.
-void require_valid(const object_state* st, const char* api);
+/// Throws `usage_error` naming `api`: the ref is empty.
+[[noreturn]] void throw_empty_ref(const char* api);
+
+inline void require_valid(const object_state* st, const char* api) {
+  if (st == nullptr)
+    throw_empty_ref(api);
+}
 
 /// Throws `get_timeout` for object `id` after waiting `waited`.
 [[noreturn]] void throw_get_timeout(uint64_t id, clock::duration waited);
