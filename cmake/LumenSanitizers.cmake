@@ -1,7 +1,10 @@
 # LUMEN_SANITIZE=address,undefined builds everything (ours and the tests) with
-# the named sanitizers. UBSan reports are made fatal so that ctest sees them.
+# the named sanitizers. UBSan stays recoverable so that suppressions can
+# apply, and halts on the first report it does not suppress
+# (sanitizer_options.cpp), so a report still fails its test.
 set(LUMEN_SANITIZE "" CACHE STRING
     "Comma-separated sanitizers to build with, e.g. address,undefined")
+add_library(lumen_sanitizer_options INTERFACE)
 if(LUMEN_SANITIZE)
   string(REPLACE "," ";" lumen_sanitizers "${LUMEN_SANITIZE}")
   foreach(s IN LISTS lumen_sanitizers)
@@ -10,8 +13,12 @@ if(LUMEN_SANITIZE)
                           "use a comma-separated subset of address,undefined,thread,leak")
     endif()
   endforeach()
-  set(lumen_san_flags "-fsanitize=${LUMEN_SANITIZE}" -fno-omit-frame-pointer
-      -fno-sanitize-recover=undefined)
-  add_compile_options(${lumen_san_flags})
-  add_link_options(${lumen_san_flags})
+  add_compile_options(-fsanitize=${LUMEN_SANITIZE} -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=${LUMEN_SANITIZE})
+  if("undefined" IN_LIST lumen_sanitizers)
+    target_sources(lumen_sanitizer_options INTERFACE
+      "${CMAKE_CURRENT_LIST_DIR}/sanitizer_options.cpp")
+    target_compile_definitions(lumen_sanitizer_options INTERFACE
+      "LUMEN_UBSAN_SUPP=\"${CMAKE_CURRENT_LIST_DIR}/ubsan.supp\"")
+  endif()
 endif()
