@@ -21,8 +21,9 @@ struct registry {
 };
 
 registry& reg() {
-  static registry instance;
-  return instance;
+  // Never destroyed: a runtime shut down at exit still reads entry names.
+  static auto* instance = new registry;
+  return *instance;
 }
 
 } // namespace
