@@ -17,6 +17,7 @@ struct registry {
   std::unordered_map<erased_fn, std::string> function_names;
   std::unordered_map<std::string, actor_class_entry> classes_by_name;
   std::unordered_map<std::type_index, std::string> class_names;
+  std::unordered_map<std::string, constructor_entry> constructors;
   std::vector<std::string> errors;
 };
 
@@ -33,6 +34,14 @@ actor_class_entry::find(const method_key& key,
                         const std::type_info& signature) const noexcept {
   for (auto& m : methods)
     if (m.key == key && *m.signature == signature)
+      return &m;
+  return nullptr;
+}
+
+const method_entry*
+actor_class_entry::find(const std::string& method_name) const noexcept {
+  for (auto& m : methods)
+    if (m.name == method_name)
       return &m;
   return nullptr;
 }
@@ -66,6 +75,37 @@ bool add_actor_class(actor_class_entry entry) {
   auto name = entry.name;
   r.classes_by_name.emplace(std::move(name), std::move(entry));
   return true;
+}
+
+bool add_constructor(constructor_entry entry) {
+  auto& r = reg();
+  std::lock_guard<std::mutex> guard{r.mtx};
+  // The same instantiation in two translation units registers twice: the
+  // code is identical, so the first one stays.
+  auto key = entry.key;
+  r.constructors.emplace(std::move(key), std::move(entry));
+  return true;
+}
+
+const constructor_entry* find_constructor(const std::string& key) {
+  auto& r = reg();
+  std::lock_guard<std::mutex> guard{r.mtx};
+  auto i = r.constructors.find(key);
+  return i == r.constructors.end() ? nullptr : &i->second;
+}
+
+const function_entry* find_function(const std::string& name) {
+  auto& r = reg();
+  std::lock_guard<std::mutex> guard{r.mtx};
+  auto i = r.functions_by_name.find(name);
+  return i == r.functions_by_name.end() ? nullptr : &i->second;
+}
+
+const actor_class_entry* find_actor_class(const std::string& name) {
+  auto& r = reg();
+  std::lock_guard<std::mutex> guard{r.mtx};
+  auto i = r.classes_by_name.find(name);
+  return i == r.classes_by_name.end() ? nullptr : &i->second;
 }
 
 const function_entry* find_function(erased_fn fn) {

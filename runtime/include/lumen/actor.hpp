@@ -12,6 +12,7 @@
 #include "lumen/detail/runtime.hpp"
 #include "lumen/errors.hpp"
 #include "lumen/object_ref.hpp"
+#include "lumen/registry.hpp"
 
 namespace lumen {
 
@@ -174,6 +175,11 @@ public:
   static_assert(std::is_constructible<C, const As&...>::value,
                 "lumen::actor<C>(args...): C has no constructor taking these "
                 "arguments");
+  static_assert(detail::serializable_params<As...>,
+                "lumen::actor<C>(args...): a constructor argument type is not "
+                "serializable. Use arithmetic types, std::string, standard "
+                "containers of them, or give the type a CAF inspect() "
+                "overload");
 
   explicit actor_creator(std::tuple<As...> args) : args_(std::move(args)) {
   }
@@ -196,6 +202,9 @@ public:
   /// Starts the actor. Its constructor runs on the actor's own thread; if it
   /// throws, calls to the actor fail with `actor_died` naming the cause.
   ActorHandle<C> remote() const {
+    // Instantiating the registration lets every process running this
+    // binary build C from these argument types when asked to host it.
+    static_cast<void>(detail::constructor_registration<C, As...>::done);
     auto cls = detail::find_actor_class(typeid(C));
     if (cls == nullptr)
       detail::throw_unregistered_class(typeid(C));
@@ -209,12 +218,24 @@ private:
   detail::actor_options opts_;
 };
 
+namespace detail {
+
+/// How a constructor argument is kept: by value, string literals as
+/// std::string (they must outlive the call and cross the wire).
+template <class T>
+using ctor_arg_t
+  = std::conditional_t<std::is_same<std::decay_t<T>, const char*>::value
+                         || std::is_same<std::decay_t<T>, char*>::value,
+                       std::string, std::decay_t<T>>;
+
+} // namespace detail
+
 /// Describes an actor of class C to start with `.remote()`, like
 /// `ray::Actor(factory)`.
 template <class C, class... As>
-actor_creator<C, std::decay_t<As>...> actor(As&&... xs) {
-  return actor_creator<C, std::decay_t<As>...>{
-    std::tuple<std::decay_t<As>...>{std::forward<As>(xs)...}};
+actor_creator<C, detail::ctor_arg_t<As>...> actor(As&&... xs) {
+  return actor_creator<C, detail::ctor_arg_t<As>...>{
+    std::tuple<detail::ctor_arg_t<As>...>{std::forward<As>(xs)...}};
 }
 
 namespace detail {

@@ -14,35 +14,15 @@
 #include <utility>
 #include <vector>
 
+#include "lumen/detail/codec.hpp"
+
 namespace lumen {
-
-template <class T>
-class ObjectRef;
-
-template <class C>
-class ActorHandle;
 
 namespace detail {
 
-/// Stands in for CAF's inspectors when probing for an `inspect` overload, so
-/// that this check needs no CAF header.
-struct probe_inspector {
-  using result_type = void;
-  template <class... Ts>
-  void operator()(Ts&&...);
-};
-
-template <class T, class = void>
-struct has_inspect : std::false_type {};
-
-template <class T>
-struct has_inspect<T, std::void_t<decltype(inspect(
-                        std::declval<probe_inspector&>(), std::declval<T&>()))>>
-  : std::true_type {};
-
 /// True for the types that can cross a process boundary: arithmetic types,
-/// enums, strings, standard containers of such types, refs and handles, and
-/// any type with a CAF `inspect` overload.
+/// enums, strings, standard containers of such types, and any type with a
+/// CAF `inspect` overload.
 template <class T>
 struct is_serializable
   : std::bool_constant<std::is_arithmetic<T>::value || std::is_enum<T>::value
@@ -50,12 +30,6 @@ struct is_serializable
 
 template <>
 struct is_serializable<std::string> : std::true_type {};
-
-template <class T>
-struct is_serializable<ObjectRef<T>> : std::true_type {};
-
-template <class C>
-struct is_serializable<ActorHandle<C>> : std::true_type {};
 
 template <class... Ts>
 struct all_serializable : std::conjunction<is_serializable<Ts>...> {};
