@@ -8,6 +8,8 @@
 #include <mutex>
 #include <string>
 
+#include <deque>
+
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 
@@ -39,6 +41,16 @@ public:
 
   /// Called on the host's thread when the actor is dead for good.
   std::function<void(actor_core&)> on_dead;
+
+  /// The node hosting the actor when that is another process; empty for
+  /// an actor hosted here.
+  std::string node_id;
+
+  /// Calls to a remote actor wait here, in submission order, until their
+  /// arguments are ready (see cluster_client::pump).
+  std::mutex outbox_mtx;
+  std::deque<std::shared_ptr<actor_call>> outbox;
+  bool outbox_blocked = false;
 
   void set_death_reason(std::string reason);
 

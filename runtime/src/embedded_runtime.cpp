@@ -4,8 +4,11 @@
 #include <thread>
 
 #include <caf/all.hpp>
+#include <caf/io/all.hpp>
 
 #include "lumen/errors.hpp"
+
+#include "protocol.hpp"
 
 namespace lumen::detail {
 
@@ -25,7 +28,11 @@ namespace lumen::detail {
 
 namespace {
 
-caf::behavior requester(caf::event_based_actor* self) {
+// The requester issues every request this process makes (typed CAF calls,
+// remote tasks and actor calls) and hears when a monitored peer goes down.
+caf::behavior requester(caf::event_based_actor* self,
+                        std::function<void(const caf::down_msg&)> on_down) {
+  self->set_down_handler([=](caf::down_msg& msg) { on_down(msg); });
   return {[=](requester_job& job) { job.fn(self); }};
 }
 
@@ -35,19 +42,91 @@ size_t cpu_count(const init_options& opts) {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+std::string join_head(caf::actor_system& sys, const caf::actor& manager,
+                      const cluster_role& role) {
+  auto head = sys.middleman().remote_actor(role.head_host, role.head_port);
+  if (!head)
+    throw error("cannot reach the head at " + role.head_host + ":"
+                + std::to_string(role.head_port) + " ("
+                + sys.render(head.error())
+                + "); start it with `lumen start --head`");
+  caf::scoped_actor self{sys};
+  std::string id;
+  self->request(manager, std::chrono::seconds(15), join_atom::value, *head,
+                role.token)
+    .receive([&](std::string& x) { id = std::move(x); },
+             [&](caf::error& err) {
+               throw error("the head refused this node: " + sys.render(err));
+             });
+  return id;
+}
+
 } // namespace
 
-embedded_runtime::embedded_runtime(const init_options& opts)
-  : pool_(cpu_count(opts)) {
+embedded_runtime::embedded_runtime(const init_options& opts, cluster_role role)
+  : pool_(cpu_count(opts)), role_(std::move(role)) {
   // CAF's default of 4 scheduler threads oversubscribes small machines; its
   // threads serve event-based actors only, Lumen actors have their own.
   cfg_.set("scheduler.max-threads", cpu_count(opts));
+  if (role_.kind != cluster_role::embedded) {
+    cfg_.load<caf::io::middleman>();
+    // Heartbeats let a silent peer (a cut link, not a closed socket) time
+    // out within the 2 s we promise for failure detection.
+    cfg_.set("middleman.heartbeat-interval",
+             caf::timespan{std::chrono::milliseconds(200)});
+    cfg_.set("middleman.connection-timeout",
+             caf::timespan{std::chrono::milliseconds(1500)});
+  }
   sys_ = std::make_unique<caf::actor_system>(cfg_);
-  requester_ = sys_->spawn(requester);
+  requester_ = sys_->spawn(requester, [this](const caf::down_msg& msg) {
+    if (client_)
+      client_->on_down(msg);
+  });
   hosts_running = true;
+  try {
+    switch (role_.kind) {
+      case cluster_role::embedded:
+        set_this_node("local");
+        break;
+      case cluster_role::driver:
+        client_ = std::make_unique<cluster_client>(
+          *this, role_.head_host, role_.head_port, role_.token,
+          role_.hello_role);
+        set_this_node(client_->id());
+        break;
+      case cluster_role::head:
+      case cluster_role::node: {
+        role_.serve.is_head = role_.kind == cluster_role::head;
+        role_.serve.token = role_.token;
+        manager_ = spawn_node_manager(*sys_, *this, role_.serve);
+        auto port = sys_->middleman().publish(manager_, role_.serve.port,
+                                              role_.serve.host.c_str(), true);
+        if (!port)
+          throw error("cannot listen on " + role_.serve.host + ":"
+                      + std::to_string(role_.serve.port) + " ("
+                      + sys_->render(port.error())
+                      + "); pick another --port");
+        port_ = *port;
+        if (role_.kind == cluster_role::head)
+          set_this_node("head");
+        else
+          set_this_node(join_head(*sys_, manager_, role_));
+        break;
+      }
+    }
+  } catch (...) {
+    shutdown_actors();
+    throw;
+  }
 }
 
 embedded_runtime::~embedded_runtime() {
+  shutdown_actors();
+}
+
+void embedded_runtime::shutdown_actors() {
+  if (!sys_)
+    return;
   std::vector<std::shared_ptr<actor_core>> cores;
   {
     std::lock_guard<std::mutex> guard{mtx_};
@@ -69,8 +148,12 @@ embedded_runtime::~embedded_runtime() {
   for (auto& a : adopted_)
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   adopted_.clear();
+  if (manager_)
+    caf::anon_send_exit(manager_, caf::exit_reason::user_shutdown);
+  manager_ = nullptr;
   caf::anon_send_exit(requester_, caf::exit_reason::user_shutdown);
   requester_ = nullptr;
+  client_.reset();
   sys_->await_all_actors_done();
   hosts_running = false;
   // Handles users still hold must not reach into the destroyed system.
@@ -79,7 +162,28 @@ embedded_runtime::~embedded_runtime() {
   sys_.reset();
 }
 
+bool embedded_runtime::runs_here(const placement& where) const {
+  if (where.kind == placement::local)
+    return true;
+  if (client_)
+    return false;
+  // Without a cluster this process is the only node: spread is trivial,
+  // and a named node must be this one.
+  if (where.kind == placement::node && where.node_id != this_node())
+    throw usage_error("there is no node '" + where.node_id
+                      + "': this process is not in a cluster (pass "
+                        "--address to lumen::init to join one)");
+  return true;
+}
+
 void embedded_runtime::submit_task(std::shared_ptr<task_spec> t) {
+  if (runs_here(t->where))
+    run_local(std::move(t));
+  else
+    client_->submit_task(std::move(t));
+}
+
+void embedded_runtime::run_local(std::shared_ptr<task_spec> t) {
   auto deps = t->deps;
   when_all_ready(deps, [this, t = std::move(t)]() mutable {
     pool_.submit(std::move(t));
@@ -90,19 +194,48 @@ std::shared_ptr<actor_ref>
 embedded_runtime::spawn_actor(const actor_class_entry& cls,
                               std::unique_ptr<actor_factory> f,
                               const actor_options& opts) {
+  if (runs_here(opts.where))
+    return spawn_local_actor(cls, std::move(f), opts);
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (!opts.name.empty() && names_.count(opts.name) > 0)
+      throw usage_error("an actor named '" + opts.name
+                        + "' already exists; pick another name, or look it "
+                          "up with lumen::get_actor<C>(\""
+                        + opts.name + "\")");
+  }
+  return client_->spawn_actor(cls, std::move(f), opts);
+}
+
+std::shared_ptr<actor_ref>
+embedded_runtime::spawn_local_actor(const actor_class_entry& cls,
+                                    std::unique_ptr<actor_factory> f,
+                                    const actor_options& opts) {
   auto core = std::make_shared<actor_core>(cls, std::move(f), opts);
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (!opts.name.empty() && names_.count(opts.name) > 0)
+      throw usage_error("an actor named '" + opts.name
+                        + "' already exists; pick another name, or look it "
+                          "up with lumen::get_actor<C>(\""
+                        + opts.name + "\")");
+    core->handle = spawn_host(*sys_, core);
+  }
+  return register_actor(std::move(core));
+}
+
+std::shared_ptr<actor_ref>
+embedded_runtime::adopt_remote_actor(std::shared_ptr<actor_core> core) {
+  return register_actor(std::move(core));
+}
+
+std::shared_ptr<actor_ref>
+embedded_runtime::register_actor(std::shared_ptr<actor_core> core) {
   core->on_dead = [this](actor_core& c) { forget_name(c); };
-  std::shared_ptr<actor_ref> ref;
+  auto ref = std::make_shared<actor_ref>(core);
   std::lock_guard<std::mutex> guard{mtx_};
-  if (!opts.name.empty() && names_.count(opts.name) > 0)
-    throw usage_error("an actor named '" + opts.name
-                      + "' already exists; pick another name, or look it up "
-                        "with lumen::get_actor<C>(\""
-                      + opts.name + "\")");
-  core->handle = spawn_host(*sys_, core);
-  ref = std::make_shared<actor_ref>(core);
-  if (!opts.name.empty())
-    names_.emplace(opts.name, ref);
+  if (!core->opts.name.empty())
+    names_.emplace(core->opts.name, ref);
   // Forget actors that are gone, so that the list stays as long as the
   // number of live actors.
   actors_.erase(std::remove_if(actors_.begin(), actors_.end(),
@@ -117,6 +250,10 @@ void embedded_runtime::submit_call(const actor_ref& a,
   c->core = a.core;
   if (a.core->dead)
     return; // c fails with actor_died as it goes out of scope
+  if (!a.core->node_id.empty()) {
+    client_->submit_call(a.core, std::move(c));
+    return;
+  }
   c->generation = a.core->generation.load();
   send_call(*a.core, std::move(c));
 }
@@ -147,6 +284,15 @@ void embedded_runtime::forget_name(const actor_core& core) {
     doomed = std::move(i->second);
     names_.erase(i);
   }
+}
+
+std::vector<node_info> embedded_runtime::nodes() {
+  if (client_)
+    return client_->nodes();
+  std::string address;
+  if (port_ != 0)
+    address = role_.serve.host + ":" + std::to_string(port_);
+  return {node_info{this_node(), address, true, role_.serve.resources}};
 }
 
 void embedded_runtime::run_as_requester(

@@ -14,15 +14,29 @@
 #include "lumen/init.hpp"
 
 #include "actor_host.hpp"
+#include "cluster_client.hpp"
+#include "node_manager.hpp"
 #include "task_pool.hpp"
 
 namespace lumen::detail {
 
-/// A whole cluster in one process: one CAF actor system whose detached
-/// actors host Lumen actors, a task pool, and the name directory.
+/// How this process takes part in a cluster.
+struct cluster_role {
+  enum kind_t { embedded, driver, head, node } kind = embedded;
+  std::string head_host; // driver and node: where the head listens
+  uint16_t head_port = 0;
+  std::string token;
+  std::string hello_role = "driver"; // "client" for one-off queries
+  node_settings serve; // head and node: where and how to serve
+};
+
+/// A process's runtime: one CAF actor system whose detached actors host
+/// Lumen actors, a task pool and the name directory; in a cluster also a
+/// node manager serving other processes (head, node) or a client sending
+/// work to them (driver).
 class embedded_runtime final : public runtime {
 public:
-  explicit embedded_runtime(const init_options& opts);
+  embedded_runtime(const init_options& opts, cluster_role role);
 
   /// Kills every actor, stops the task pool and waits for CAF to finish.
   ~embedded_runtime() override;
@@ -39,6 +53,26 @@ public:
     return *sys_;
   }
 
+  /// Runs `t` on this process's task pool once its dependencies are ready.
+  void run_local(std::shared_ptr<task_spec> t);
+
+  /// Hosts an actor in this process, whatever its placement says.
+  std::shared_ptr<actor_ref>
+  spawn_local_actor(const actor_class_entry& cls,
+                    std::unique_ptr<actor_factory> f,
+                    const actor_options& opts);
+
+  /// Registers an actor another node hosts for this process.
+  std::shared_ptr<actor_ref> adopt_remote_actor(std::shared_ptr<actor_core> c);
+
+  /// The cluster's nodes (this one alone when not in a cluster).
+  std::vector<node_info> nodes();
+
+  /// The port this process serves on (head and node), else 0.
+  uint16_t port() const noexcept {
+    return port_;
+  }
+
   /// Runs `job` on an event-based actor, where it may issue CAF requests.
   void run_as_requester(std::function<void(caf::event_based_actor*)> job);
 
@@ -47,11 +81,20 @@ public:
 
 private:
   void forget_name(const actor_core& core);
+  /// Ends every actor and the actor system; safe to call twice.
+  void shutdown_actors();
+  std::shared_ptr<actor_ref> register_actor(std::shared_ptr<actor_core> core);
+  /// True if `where` means this process; throws for a node it cannot reach.
+  bool runs_here(const placement& where) const;
 
   caf::actor_system_config cfg_;
   std::unique_ptr<caf::actor_system> sys_;
   caf::actor requester_;
   task_pool pool_;
+  cluster_role role_;
+  caf::actor manager_;
+  uint16_t port_ = 0;
+  std::unique_ptr<cluster_client> client_;
   std::mutex mtx_;
   std::unordered_map<std::string, std::shared_ptr<actor_ref>> names_;
   std::vector<std::weak_ptr<actor_core>> actors_;

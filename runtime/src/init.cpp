@@ -9,7 +9,11 @@
 #include "lumen/errors.hpp"
 #include "lumen/registry.hpp"
 
+#include "lumen/cluster.hpp"
+
 #include "embedded_runtime.hpp"
+#include "node_setup.hpp"
+#include "token.hpp"
 
 namespace lumen {
 
@@ -39,10 +43,38 @@ int parse_count(const std::string& flag, const std::string& value) {
 
 } // namespace
 
+std::pair<std::string, uint16_t> parse_address(const std::string& address) {
+  auto colon = address.rfind(':');
+  auto bad = [&] {
+    return usage_error("'" + address
+                       + "' is not an address: write HOST:PORT, e.g. "
+                         "127.0.0.1:6380");
+  };
+  if (colon == std::string::npos || colon == 0)
+    throw bad();
+  auto port_text = address.substr(colon + 1);
+  try {
+    size_t used = 0;
+    int port = std::stoi(port_text, &used);
+    if (used != port_text.size() || port < 1 || port > 65535)
+      throw bad();
+    return {address.substr(0, colon), static_cast<uint16_t>(port)};
+  } catch (const std::logic_error&) {
+    throw bad();
+  }
+}
+
 std::string init_flags_help() {
   return "Lumen flags:\n"
-         "  --num-cpus=N   threads that run tasks (default: one per core)\n"
-         "  --help         print this help and exit\n";
+         "  --num-cpus=N          threads that run tasks (default: one per "
+         "core)\n"
+         "  --address=HOST:PORT   join the cluster whose head listens there\n"
+         "                        (default: $LUMEN_ADDRESS, else an embedded "
+         "cluster)\n"
+         "  --token-file=F        the cluster token (default: "
+         "$LUMEN_TOKEN_FILE,\n"
+         "                        else ~/.lumen/cluster-token)\n"
+         "  --help                print this help and exit\n";
 }
 
 init_options parse_init_flags(int argc, char** argv, bool& help) {
@@ -66,6 +98,11 @@ init_options parse_init_flags(int argc, char** argv, bool& help) {
       help = true;
     } else if (flag == "--num-cpus") {
       opts.num_cpus = parse_count(flag, take_value());
+    } else if (flag == "--address") {
+      opts.address = take_value();
+      parse_address(opts.address);
+    } else if (flag == "--token-file") {
+      opts.token_file = take_value();
     } else {
       throw usage_error("lumen::init: unknown flag '" + arg + "'.\n"
                         + init_flags_help()
@@ -105,7 +142,40 @@ void init(const init_options& opts) {
       msg += "\n  " + e;
     throw usage_error(msg);
   }
-  the_runtime = std::make_unique<detail::embedded_runtime>(opts);
+  detail::cluster_role role;
+  auto address = opts.address;
+  if (address.empty())
+    if (auto env = std::getenv("LUMEN_ADDRESS"); env && *env)
+      address = env;
+  if (!address.empty()) {
+    role.kind = detail::cluster_role::driver;
+    std::tie(role.head_host, role.head_port) = parse_address(address);
+    role.token = detail::read_token(
+      opts.token_file.empty() ? detail::default_token_file() : opts.token_file);
+  }
+  the_runtime = std::make_unique<detail::embedded_runtime>(opts, role);
+}
+
+void init_node(const init_options& opts, detail::cluster_role role) {
+  std::lock_guard<std::mutex> guard{init_mtx};
+  if (the_runtime)
+    throw usage_error("this process already runs Lumen");
+  auto errs = detail::registration_errors();
+  if (!errs.empty()) {
+    std::string msg = "registration errors:";
+    for (auto& e : errs)
+      msg += "\n  " + e;
+    throw usage_error(msg);
+  }
+  the_runtime = std::make_unique<detail::embedded_runtime>(opts, role);
+}
+
+std::vector<node_info> nodes() {
+  return detail::embedded().nodes();
+}
+
+const std::string& this_node_id() {
+  return detail::this_node();
 }
 
 void shutdown() {
@@ -119,9 +189,20 @@ bool is_initialized() {
 
 namespace detail {
 
+namespace {
+
+// Set before a runtime starts its threads and kept after it stops, so that
+// errors raised during shutdown can still name their node.
+std::string node_id = "local";
+
+} // namespace
+
+void set_this_node(std::string id) {
+  node_id = std::move(id);
+}
+
 const std::string& this_node() {
-  static const std::string name = "local";
-  return name;
+  return node_id;
 }
 
 runtime& current_runtime() {

@@ -53,6 +53,14 @@ public:
     }
   }
 
+  bytes encode_args() override {
+    return args_.encode();
+  }
+
+  void accept_result(const bytes& out) override {
+    publish_encoded(*st_, out);
+  }
+
 private:
   std::shared_ptr<value_state<R>> st_;
   M m_;
@@ -69,6 +77,14 @@ public:
   std::shared_ptr<void> construct() override {
     return std::apply(
       [](const As&... xs) { return std::make_shared<C>(xs...); }, args_);
+  }
+
+  std::string constructor_key() const override {
+    return detail::constructor_key<C, As...>();
+  }
+
+  bytes encode_args() const override {
+    return std::apply([](const As&... xs) { return encode(xs...); }, args_);
   }
 
 private:
@@ -196,6 +212,18 @@ public:
     if (n < 0)
       throw usage_error("with_max_restarts: the count must be >= 0");
     opts_.max_restarts = n;
+    return *this;
+  }
+
+  /// Starts the actor on the node with this id (see `lumen::nodes()`).
+  actor_creator& on_node(std::string node_id) {
+    opts_.where = {placement::node, std::move(node_id)};
+    return *this;
+  }
+
+  /// Starts the actor on the next live node, round-robin.
+  actor_creator& spread() {
+    opts_.where = {placement::spread, {}};
     return *this;
   }
 

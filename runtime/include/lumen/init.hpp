@@ -8,10 +8,17 @@ namespace lumen {
 struct init_options {
   /// Threads that run tasks; 0 means one per hardware thread.
   int num_cpus = 0;
+  /// HOST:PORT of a cluster's head to join; empty starts an embedded
+  /// cluster in this process. Defaults to $LUMEN_ADDRESS.
+  std::string address;
+  /// The cluster token file; defaults to $LUMEN_TOKEN_FILE, else the file
+  /// `lumen start --head` writes (~/.lumen/cluster-token).
+  std::string token_file;
 };
 
-/// Starts an embedded local cluster in this process. Flags understood:
-/// `--num-cpus=N` and `--help` (prints them and exits 0). Any other flag
+/// Starts an embedded local cluster in this process, or joins the cluster
+/// at `--address`. Flags understood: `--num-cpus=N`, `--address=HOST:PORT`,
+/// `--token-file=F` and `--help` (prints them and exits 0). Any other flag
 /// starting with `--`, or a bad value, prints what is wrong and exits 2, as
 /// command-line tools do; parse your own flags first and call
 /// `init(init_options)` instead. Throws `usage_error` if already

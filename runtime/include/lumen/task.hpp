@@ -25,6 +25,14 @@ public:
     deps = args_.dependencies();
   }
 
+  bytes encode_args() override {
+    return args_.encode();
+  }
+
+  void accept_result(const bytes& out) override {
+    publish_encoded(*st_, out);
+  }
+
 protected:
   void attempt() override {
     if constexpr (std::is_void<R>::value) {
@@ -73,6 +81,19 @@ public:
     return *this;
   }
 
+  /// Runs the task on the node with this id (see `lumen::nodes()`); its ref
+  /// fails with `actor_died` if that node is gone.
+  task_caller& on_node(std::string node_id) {
+    where_ = {placement::node, std::move(node_id)};
+    return *this;
+  }
+
+  /// Runs the task on the next live node, round-robin.
+  task_caller& spread() {
+    where_ = {placement::spread, {}};
+    return *this;
+  }
+
   /// Submits the call and returns a ref to its result at once. ObjectRef
   /// arguments for parameters of their value type are resolved first.
   template <class... As>
@@ -89,6 +110,7 @@ public:
       detail::task_impl<result_type, R(Ps...), args_t>>(
       st, *entry_, max_retries_, retry_exceptions_, fn_,
       args_t{std::forward<As>(xs)...});
+    t->where = where_;
     detail::current_runtime().submit_task(std::move(t));
     return ObjectRef<result_type>{std::move(st)};
   }
@@ -98,6 +120,7 @@ private:
   const detail::function_entry* entry_ = nullptr;
   int max_retries_ = 3;
   bool retry_exceptions_ = false;
+  placement where_;
 };
 
 /// Wraps a function registered with LUMEN_REMOTE for `.remote(args...)`,

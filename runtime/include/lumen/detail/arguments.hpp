@@ -82,6 +82,15 @@ constexpr bool check_argument() {
 template <class... Ps>
 struct param_list {};
 
+/// `x` as a P: itself if it already is one, else converted.
+template <class P, class X>
+decltype(auto) as_param(const X& x) {
+  if constexpr (std::is_same<P, X>::value)
+    return (x);
+  else
+    return P(x);
+}
+
 /// The arguments of one call, held until its ObjectRefs are resolved.
 template <class Params, class... As>
 class arguments;
@@ -104,6 +113,17 @@ public:
     std::vector<std::shared_ptr<object_state>> deps;
     std::apply([&](const auto&... s) { (s.collect(deps), ...); }, slots_);
     return deps;
+  }
+
+  /// Encodes the resolved arguments as the parameter types, so that the
+  /// receiver decodes exactly the types the function takes. Requires every
+  /// dependency ready.
+  bytes encode() {
+    return std::apply(
+      [](auto&... s) {
+        return detail::encode(as_param<std::decay_t<Ps>>(s.get())...);
+      },
+      slots_);
   }
 
   /// Applies `f` to the resolved arguments. Requires every dependency ready.

@@ -3,8 +3,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "lumen/cluster.hpp"
+#include "lumen/detail/codec.hpp"
 #include "lumen/detail/object_state.hpp"
 #include "lumen/registry.hpp"
 
@@ -25,7 +28,25 @@ public:
   /// as the options say; publishes the value or the error.
   void run();
 
+  /// For a run on another node: the resolved arguments, encoded as the
+  /// function's parameter types.
+  virtual bytes encode_args() = 0;
+
+  /// Publishes the encoded result of a run on another node.
+  virtual void accept_result(const bytes& out) = 0;
+
+  const function_entry& function() const noexcept {
+    return *fn_;
+  }
+  int max_retries() const noexcept {
+    return max_retries_;
+  }
+  const std::shared_ptr<object_state>& result() const noexcept {
+    return result_;
+  }
+
   std::vector<std::shared_ptr<object_state>> deps;
+  lumen::placement where;
 
 protected:
   /// One attempt: publishes the value, or throws the function's exception.
@@ -54,6 +75,20 @@ public:
   /// actor's host to take the actor down.
   virtual void invoke(void* instance) = 0;
 
+  /// For a call to an actor on another node: the resolved arguments,
+  /// encoded as the method's parameter types.
+  virtual bytes encode_args() = 0;
+
+  /// Publishes the encoded result of a call run on another node.
+  virtual void accept_result(const bytes& out) = 0;
+
+  const method_entry& method() const noexcept {
+    return *method_;
+  }
+  const std::shared_ptr<object_state>& result() const noexcept {
+    return result_;
+  }
+
   std::vector<std::shared_ptr<object_state>> deps;
 
   /// Set by the runtime on submission.
@@ -71,11 +106,18 @@ class actor_factory {
 public:
   virtual ~actor_factory();
   virtual std::shared_ptr<void> construct() = 0;
+
+  /// The registry key of the constructor, for building it on another node.
+  virtual std::string constructor_key() const = 0;
+
+  /// The constructor arguments, encoded.
+  virtual bytes encode_args() const = 0;
 };
 
 struct actor_options {
   std::string name;
   int max_restarts = 0;
+  lumen::placement where;
 };
 
 /// Shared by the handles to one actor; an unnamed actor stops (after its
@@ -108,12 +150,26 @@ public:
   virtual void kill_actor(const actor_ref& a) = 0;
 };
 
+/// Publishes an encoded result into `st`: decodes R (nothing for void).
+template <class R>
+void publish_encoded(value_state<R>& st, const bytes& out) {
+  if constexpr (std::is_void<R>::value) {
+    decode<>(out);
+    st.set_value();
+  } else {
+    st.set_value(std::move(std::get<0>(decode<R>(out))));
+  }
+}
+
 /// The runtime started by `lumen::init`; throws `usage_error` otherwise.
 runtime& current_runtime();
 
 /// The name of this node, reported in errors ("local" for an embedded
 /// cluster). Stays valid after shutdown.
 const std::string& this_node();
+
+/// Names this process's node; called by the runtime before it starts.
+void set_this_node(std::string id);
 
 const actor_class_entry& class_of(const actor_ref& a);
 const std::string& name_of(const actor_ref& a);

@@ -1,0 +1,36 @@
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace lumen {
+
+/// One node of the cluster, as the head's directory sees it.
+struct node_info {
+  std::string id;      // "head", "node-1", ...; "local" for an embedded run
+  std::string address; // HOST:PORT where the node accepts work
+  bool alive = true;
+  std::map<std::string, double> resources;
+
+  template <class Inspector>
+  friend typename Inspector::result_type inspect(Inspector& f, node_info& x) {
+    return f(x.id, x.address, x.alive, x.resources);
+  }
+};
+
+/// The nodes of the cluster this process belongs to, the dead ones too; a
+/// single "local" node for an embedded cluster.
+std::vector<node_info> nodes();
+
+/// The id of the node this process is, or "local".
+const std::string& this_node_id();
+
+/// Where a task or actor runs: here (the default), on a named node, or
+/// round-robin over the live nodes.
+struct placement {
+  enum kind_t { local, node, spread } kind = local;
+  std::string node_id;
+};
+
+} // namespace lumen
