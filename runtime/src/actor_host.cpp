@@ -97,28 +97,33 @@ private:
 
 bool start_instance(host_actor* self);
 
-// Takes the instance down after `reason`. Restarts it if restarts are left;
-// returns whether the actor lives on.
-bool die(host_actor* self, const std::string& reason) {
+// Takes the instance down after `reason`; restarts it if restarts are left
+// and `may_restart`. Returns whether the actor lives on.
+bool die(host_actor* self, const std::string& reason, bool may_restart) {
   auto& st = self->state;
   auto& core = *st.core;
   st.instance.reset();
   int used = core.restarts.load();
-  bool restart = !core.dead && used < core.opts.max_restarts;
+  bool restart = may_restart && !core.dead && used < core.opts.max_restarts;
+  // The reason is in place before anyone can see the death, and calls
+  // queued before it fail only after the generation moved on, so that a
+  // caller woken by their failure reaches the new instance.
   core.set_death_reason(
     reason
     + (restart ? "; restarted (" + std::to_string(used + 1) + " of "
                    + std::to_string(core.opts.max_restarts) + ")"
                : std::string{}));
-  // Calls queued before the death fail with that reason.
+  auto doomed = std::move(st.queue);
   st.queue.clear();
   st.waiting = false;
   if (restart) {
     core.generation.fetch_add(1);
     core.restarts.fetch_add(1);
+    doomed.clear();
     return start_instance(self);
   }
   core.dead = true;
+  doomed.clear();
   if (core.on_dead)
     core.on_dead(core);
   self->quit(caf::exit_reason::user_shutdown);
@@ -131,12 +136,13 @@ bool start_instance(host_actor* self) {
     self->state.instance = core.factory->construct();
     return true;
   } catch (const actor_exit_request&) {
-    return die(self, "its constructor called lumen::exit_actor()");
+    return die(self, "its constructor called lumen::exit_actor()", true);
   } catch (const actor_fatal_error& e) {
-    return die(self, std::string{"its constructor raised actor_fatal_error: "}
-                       + e.what());
+    return die(self,
+               std::string{"its constructor raised actor_fatal_error: "}
+                 + e.what(),
+               true);
   } catch (...) {
-    core.dead = true; // a constructor that throws would throw again
     auto type = current_exception_type();
     std::string what;
     try {
@@ -145,7 +151,8 @@ bool start_instance(host_actor* self) {
       what = e.what();
     } catch (...) {
     }
-    return die(self, "its constructor threw " + type + ": " + what);
+    // A constructor that throws would throw again: no restart.
+    return die(self, "its constructor threw " + type + ": " + what, false);
   }
 }
 
@@ -173,10 +180,11 @@ void drain(host_actor* self) {
     try {
       call->invoke(st.instance.get());
     } catch (const actor_exit_request&) {
-      if (!die(self, "it called lumen::exit_actor()"))
+      if (!die(self, "it called lumen::exit_actor()", true))
         return;
     } catch (const actor_fatal_error& e) {
-      if (!die(self, std::string{"it raised actor_fatal_error: "} + e.what()))
+      if (!die(self, std::string{"it raised actor_fatal_error: "} + e.what(),
+               true))
         return;
     }
   }

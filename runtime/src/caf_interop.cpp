@@ -31,6 +31,12 @@ std::exception_ptr from_caf_error(const caf::error& err) {
     task_error{"request to a typed actor", "caf::error", text, this_node()});
 }
 
+std::exception_ptr request_dropped() {
+  return std::make_exception_ptr(
+    actor_died("the request was dropped unanswered: lumen::shutdown() was "
+               "called first"));
+}
+
 } // namespace detail
 
 } // namespace lumen

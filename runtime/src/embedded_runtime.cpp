@@ -267,9 +267,12 @@ embedded_runtime::find_actor(const std::string& name) {
 
 void embedded_runtime::kill_actor(const actor_ref& a) {
   auto& core = *a.core;
+  if (core.dead)
+    return;
+  // The reason goes first: whoever sees `dead` must find it.
+  core.set_death_reason("it was killed by lumen::kill");
   if (core.dead.exchange(true))
     return;
-  core.set_death_reason("it was killed by lumen::kill");
   forget_name(core);
   caf::anon_send_exit(core.handle, caf::exit_reason::kill);
 }

@@ -1,5 +1,6 @@
 #include "lumen/init.hpp"
 
+#include <atomic>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -20,7 +21,10 @@ namespace lumen {
 namespace {
 
 std::mutex init_mtx;
-std::unique_ptr<detail::embedded_runtime> the_runtime;
+std::unique_ptr<detail::embedded_runtime> the_runtime; // under init_mtx
+// What the API reads, lock-free; cleared before the runtime is torn down,
+// so that calls made during shutdown fail cleanly.
+std::atomic<detail::embedded_runtime*> live_runtime{nullptr};
 
 // Ends the runtime at exit for programs that forget lumen::shutdown().
 struct shutdown_at_exit {
@@ -154,6 +158,7 @@ void init(const init_options& opts) {
       opts.token_file.empty() ? detail::default_token_file() : opts.token_file);
   }
   the_runtime = std::make_unique<detail::embedded_runtime>(opts, role);
+  live_runtime = the_runtime.get();
 }
 
 void init_node(const init_options& opts, detail::cluster_role role) {
@@ -168,6 +173,7 @@ void init_node(const init_options& opts, detail::cluster_role role) {
     throw usage_error(msg);
   }
   the_runtime = std::make_unique<detail::embedded_runtime>(opts, role);
+  live_runtime = the_runtime.get();
 }
 
 std::vector<node_info> nodes() {
@@ -180,11 +186,12 @@ const std::string& this_node_id() {
 
 void shutdown() {
   std::lock_guard<std::mutex> guard{init_mtx};
+  live_runtime = nullptr;
   the_runtime.reset();
 }
 
 bool is_initialized() {
-  return the_runtime != nullptr;
+  return live_runtime.load() != nullptr;
 }
 
 namespace detail {
@@ -205,16 +212,16 @@ const std::string& this_node() {
   return node_id;
 }
 
-runtime& current_runtime() {
-  if (!the_runtime)
-    throw usage_error("Lumen is not running; call lumen::init() first");
-  return *the_runtime;
+embedded_runtime& embedded() {
+  auto* rt = live_runtime.load(std::memory_order_acquire);
+  if (rt == nullptr)
+    throw usage_error("Lumen is not running; call lumen::init() first (or "
+                      "it was shut down)");
+  return *rt;
 }
 
-embedded_runtime& embedded() {
-  if (!the_runtime)
-    throw usage_error("Lumen is not running; call lumen::init() first");
-  return *the_runtime;
+runtime& current_runtime() {
+  return embedded();
 }
 
 } // namespace detail

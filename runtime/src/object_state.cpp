@@ -47,7 +47,7 @@ void object_state::set_error(std::exception_ptr err) {
 }
 
 void object_state::publish(bool failed) {
-  std::vector<std::function<void()>> todo;
+  std::vector<std::pair<uint64_t, std::function<void()>>> todo;
   {
     std::lock_guard<std::mutex> guard{mtx_};
     status_.store(failed ? status::failed : status::ready,
@@ -56,19 +56,34 @@ void object_state::publish(bool failed) {
     if (sleepers_.load(std::memory_order_relaxed) > 0)
       cv_.notify_all();
   }
-  for (auto& f : todo)
-    f();
+  for (auto& entry : todo)
+    entry.second();
 }
 
-void object_state::on_ready(std::function<void()> fn) {
+uint64_t object_state::on_ready(std::function<void()> fn) {
   {
     std::lock_guard<std::mutex> guard{mtx_};
     if (!ready()) {
-      continuations_.push_back(std::move(fn));
-      return;
+      auto token = next_token_++;
+      continuations_.emplace_back(token, std::move(fn));
+      return token;
     }
   }
   fn();
+  return 0;
+}
+
+void object_state::forget(uint64_t token) {
+  if (token == 0)
+    return;
+  std::function<void()> doomed; // destroyed outside the lock
+  std::lock_guard<std::mutex> guard{mtx_};
+  for (auto i = continuations_.begin(); i != continuations_.end(); ++i)
+    if (i->first == token) {
+      doomed = std::move(i->second);
+      continuations_.erase(i);
+      return;
+    }
 }
 
 void object_state::wait() {
@@ -191,14 +206,21 @@ std::vector<bool> wait_states(const std::vector<object_state*>& states,
       std::condition_variable cv;
     };
     auto w = std::make_shared<waiter>();
+    std::vector<uint64_t> tokens;
+    tokens.reserve(states.size());
     for (auto* s : states)
-      s->on_ready([w] {
+      tokens.push_back(s->on_ready([w] {
         std::lock_guard<std::mutex> guard{w->mtx};
         w->cv.notify_all();
-      });
-    std::unique_lock<std::mutex> guard{w->mtx};
-    w->cv.wait_until(guard, deadline,
-                     [&] { return count_ready() >= num_returns; });
+      }));
+    {
+      blocking_scope lend_a_worker;
+      std::unique_lock<std::mutex> guard{w->mtx};
+      w->cv.wait_until(guard, deadline,
+                       [&] { return count_ready() >= num_returns; });
+    }
+    for (size_t i = 0; i < states.size(); ++i)
+      states[i]->forget(tokens[i]);
   }
   std::vector<bool> flags(states.size(), false);
   size_t taken = 0;

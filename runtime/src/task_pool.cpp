@@ -1,5 +1,8 @@
 #include "task_pool.hpp"
 
+#include <algorithm>
+#include <system_error>
+
 namespace lumen::detail {
 
 namespace {
@@ -19,14 +22,25 @@ task_pool::~task_pool() {
 }
 
 void task_pool::spawn_thread() {
-  ++threads_;
+  for (auto id : retired_) {
+    auto i = std::find_if(workers_.begin(), workers_.end(),
+                          [id](auto& w) { return w.get_id() == id; });
+    if (i != workers_.end()) {
+      i->join(); // it is past its last use of the lock, which we hold
+      workers_.erase(i);
+    }
+  }
+  retired_.clear();
   workers_.emplace_back([this] { run_worker(); });
+  ++threads_;
 }
 
 void task_pool::submit(std::shared_ptr<task_spec> t) {
   std::lock_guard<std::mutex> guard{mtx_};
-  if (stopping_)
-    return; // dropping t fails its ref: the runtime is going away
+  if (stopping_) {
+    graveyard_.push_back(std::move(t)); // its ref fails in stop()
+    return;
+  }
   queue_.push_back(std::move(t));
   if (sleeping_ > 0)
     cv_.notify_one();
@@ -39,8 +53,10 @@ void task_pool::run_worker() {
     if (stopping_)
       break;
     if (queue_.empty()) {
-      if (threads_ - blocked_ > target_)
+      if (threads_ - blocked_ > target_) {
+        retired_.push_back(std::this_thread::get_id());
         break; // a stand-in whose blocked worker is back
+      }
       ++sleeping_;
       cv_.wait(guard);
       --sleeping_;
@@ -60,8 +76,13 @@ void task_pool::run_worker() {
 void task_pool::begin_blocking() {
   std::lock_guard<std::mutex> guard{mtx_};
   ++blocked_;
-  if (!stopping_ && threads_ - blocked_ < target_)
-    spawn_thread();
+  if (!stopping_ && threads_ - blocked_ < target_) {
+    try {
+      spawn_thread();
+    } catch (const std::system_error&) {
+      // Out of threads: the pool runs on with the ones it has.
+    }
+  }
 }
 
 void task_pool::end_blocking() {
@@ -70,27 +91,30 @@ void task_pool::end_blocking() {
 }
 
 void task_pool::stop() {
-  std::vector<std::thread> workers;
-  std::deque<std::shared_ptr<task_spec>> dropped;
   {
     std::lock_guard<std::mutex> guard{mtx_};
     stopping_ = true;
-    dropped.swap(queue_);
+    for (auto& t : queue_)
+      graveyard_.push_back(std::move(t));
+    queue_.clear();
     cv_.notify_all();
   }
-  dropped.clear();
-  // Workers can start stand-ins until they see stopping_, so join in rounds.
   for (;;) {
+    std::vector<std::shared_ptr<task_spec>> doomed;
+    std::vector<std::thread> workers;
     {
       std::lock_guard<std::mutex> guard{mtx_};
+      doomed.swap(graveyard_);
       workers.swap(workers_);
     }
-    if (workers.empty())
+    if (doomed.empty() && workers.empty())
       break;
+    doomed.clear();
+    // Tasks still running may block and start stand-ins until they see
+    // stopping_, hence the rounds.
     for (auto& w : workers)
       if (w.joinable())
         w.join();
-    workers.clear();
   }
 }
 

@@ -36,12 +36,18 @@ public:
   void end_blocking();
 
 private:
-  void spawn_thread(); // requires mtx_
+  void spawn_thread(); // requires mtx_; throws if no thread can start
   void run_worker();
 
   std::mutex mtx_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<task_spec>> queue_;
+  // Tasks dropped while stopping. Dropping one fails its ref, which may
+  // submit (and drop) a dependent task: collecting them here and freeing
+  // them in a loop keeps long chains from recursing through the stack.
+  std::vector<std::shared_ptr<task_spec>> graveyard_;
+  // Stand-ins that retired; joined the next time a thread starts.
+  std::vector<std::thread::id> retired_;
   size_t target_;
   size_t threads_ = 0;
   size_t blocked_ = 0;

@@ -10,6 +10,14 @@
 namespace {
 
 gate* held = nullptr;
+gate* entered = nullptr; // opened by wait_at_gate once it runs, if set
+
+int held_value(int x) {
+  held->wait();
+  return x;
+}
+LUMEN_REMOTE(held_value);
+
 // Constructions of accounts opened with this balance; other tests' actors
 // construct concurrently, so they use other balances.
 constexpr int counted_balance = 4242;
@@ -34,6 +42,8 @@ public:
     throw lumen::actor_fatal_error("ledger corrupted");
   }
   int wait_at_gate() {
+    if (entered != nullptr)
+      entered->open();
     held->wait();
     return balance_;
   }
@@ -91,14 +101,19 @@ BOOST_AUTO_TEST_CASE(calls_after_kill_fail_with_actor_died) {
 
 BOOST_AUTO_TEST_CASE(kill_fails_calls_still_queued) {
   gate g;
+  gate in;
   held = &g;
+  entered = &in;
   auto a = lumen::actor<Account>(0).remote();
   auto running = a.call(&Account::wait_at_gate);
   std::vector<lumen::ObjectRef<int>> queued;
   for (int i = 0; i < 10; ++i)
     queued.push_back(a.call(&Account::deposit, 1));
+  in.wait(); // the method runs now
+  entered = nullptr;
   lumen::kill(a);
   g.open();
+  BOOST_TEST(lumen::get(running, deadline) == 0); // it finishes first
   for (auto& r : queued)
     BOOST_CHECK_THROW(lumen::get(r, deadline), lumen::actor_died);
 }
@@ -186,6 +201,26 @@ BOOST_AUTO_TEST_CASE(calls_queued_behind_a_dying_call_fail_instead_of_hanging) {
     BOOST_CHECK_THROW(lumen::get(r, deadline), lumen::actor_died);
   // Calls made after the restart reach the new instance.
   BOOST_TEST(lumen::get(a.call(&Account::balance), deadline) == 7);
+}
+
+BOOST_AUTO_TEST_CASE(a_call_made_after_a_queued_call_failed_reaches_the_new_actor) {
+  for (int round = 0; round < 20; ++round) {
+    gate g;
+    held = &g;
+    auto a = lumen::actor<Account>(3).with_max_restarts(1).remote();
+    auto slow = lumen::task(held_value).remote(1);
+    auto first = a.call(&Account::deposit, slow); // held in the host's queue
+    auto dying = a.call(&Account::quit);
+    std::vector<lumen::ObjectRef<int>> queued;
+    for (int i = 0; i < 50; ++i)
+      queued.push_back(a.call(&Account::deposit, 1));
+    g.open();
+    BOOST_TEST(lumen::get(first, deadline) == 4);
+    BOOST_CHECK_THROW(lumen::get(dying, deadline), lumen::actor_died);
+    BOOST_CHECK_THROW(lumen::get(queued[0], deadline), lumen::actor_died);
+    // Made right after a queued call failed: must reach the new instance.
+    BOOST_TEST_REQUIRE(lumen::get(a.call(&Account::balance), deadline) == 3);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(an_actor_without_restarts_dies_for_good) {

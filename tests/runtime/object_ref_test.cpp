@@ -153,6 +153,9 @@ BOOST_AUTO_TEST_CASE(wait_wakes_up_when_a_pending_ref_becomes_ready) {
   std::vector<lumen::ObjectRef<int>> refs{lumen::task(held_value).remote(5)};
   auto waiter = std::async(std::launch::async,
                            [&] { return lumen::wait(refs, 1, deadline); });
+  // The waiter is parked by now (or soon): opening the gate must wake it.
+  BOOST_TEST((waiter.wait_for(std::chrono::milliseconds(20))
+              == std::future_status::timeout));
   g.open();
   auto res = waiter.get();
   BOOST_TEST(res.ready.size() == 1u);

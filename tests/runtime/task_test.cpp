@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -69,6 +70,21 @@ int exits() {
   lumen::exit_actor();
 }
 LUMEN_REMOTE(exits);
+
+// Waits for a subtask with lumen::wait instead of get.
+int waits_for_child() {
+  std::vector<lumen::ObjectRef<int>> child{lumen::task(square).remote(3)};
+  return static_cast<int>(lumen::wait(child, 1, deadline).ready.size());
+}
+LUMEN_REMOTE(waits_for_child);
+
+size_t thread_count() {
+  std::ifstream status{"/proc/self/status"};
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("Threads:", 0) == 0)
+      return std::stoul(line.substr(8));
+  return 0;
+}
 
 } // namespace
 
@@ -184,6 +200,20 @@ BOOST_AUTO_TEST_CASE(an_unregistered_function_is_a_usage_error) {
 
 BOOST_AUTO_TEST_CASE(tasks_blocking_in_get_do_not_starve_the_pool) {
   BOOST_TEST(lumen::get(lumen::task(nested).remote(8), deadline) == 8);
+}
+
+BOOST_AUTO_TEST_CASE(tasks_blocking_in_wait_do_not_starve_the_pool) {
+  BOOST_TEST(lumen::get(lumen::task(waits_for_child).remote(), deadline) == 1);
+}
+
+BOOST_AUTO_TEST_CASE(stand_in_workers_do_not_pile_up) {
+  // Each nested(1) blocks its worker once, which starts a stand-in thread
+  // that retires afterwards; retired threads must be reclaimed.
+  auto before = thread_count();
+  for (int i = 0; i < 3000; ++i)
+    BOOST_TEST_REQUIRE(lumen::get(lumen::task(nested).remote(1), deadline)
+                       == 1);
+  BOOST_TEST(thread_count() < before + 16);
 }
 
 BOOST_AUTO_TEST_CASE(exit_actor_outside_an_actor_fails_the_task) {

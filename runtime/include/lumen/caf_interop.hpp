@@ -35,6 +35,9 @@ void adopt(caf::actor h);
 /// is gone, `task_error` with CAF's rendering otherwise.
 std::exception_ptr from_caf_error(const caf::error& err);
 
+/// The error for a request dropped unanswered at shutdown.
+std::exception_ptr request_dropped();
+
 template <class Outs>
 struct result_of;
 
@@ -59,6 +62,17 @@ struct result_of<caf::detail::type_list<T, U, Ts...>> {
   using type = std::tuple<T, U, Ts...>;
 };
 
+/// Fails the object if nothing answered before the request was dropped
+/// (the requester stopped at shutdown), so that no `get` waits forever.
+template <class R>
+struct open_request {
+  std::shared_ptr<value_state<R>> st;
+  ~open_request() {
+    if (!st->ready())
+      st->set_error(request_dropped());
+  }
+};
+
 /// Publishes a CAF response into an object; CAF matches response handlers
 /// by signature, hence a functor with exactly the response types.
 template <class R, class Outs>
@@ -66,16 +80,17 @@ struct response_sink;
 
 template <>
 struct response_sink<void, caf::detail::type_list<void>> {
-  std::shared_ptr<value_state<void>> st;
+  std::shared_ptr<open_request<void>> req;
   void operator()() {
-    st->set_value();
+    req->st->set_value();
   }
 };
 
 template <class R, class... Ts>
 struct response_sink<R, caf::detail::type_list<Ts...>> {
-  std::shared_ptr<value_state<R>> st;
+  std::shared_ptr<open_request<R>> req;
   void operator()(Ts&... xs) {
+    auto& st = req->st;
     if constexpr (sizeof...(Ts) == 0)
       st->set_value();
     else if constexpr (sizeof...(Ts) == 1)
@@ -101,14 +116,17 @@ auto call(const Handle& h, Ts&&... xs) {
   using outs = typename rt::type;
   using R = typename detail::result_of<outs>::type;
   auto st = std::make_shared<detail::value_state<R>>();
+  // Built in place: a temporary would fail the object as it is destroyed.
+  std::shared_ptr<detail::open_request<R>> req{
+    new detail::open_request<R>{st}};
   detail::run_as_requester(
-    [st, h, args = std::make_tuple(std::decay_t<Ts>(std::forward<Ts>(xs))...)](
+    [req, h, args = std::make_tuple(std::decay_t<Ts>(std::forward<Ts>(xs))...)](
       caf::event_based_actor* self) mutable {
       std::apply(
         [&](auto&... ys) {
           self->request(h, caf::infinite, std::move(ys)...)
-            .then(detail::response_sink<R, outs>{st}, [st](caf::error& e) {
-              st->set_error(detail::from_caf_error(e));
+            .then(detail::response_sink<R, outs>{req}, [req](caf::error& e) {
+              req->st->set_error(detail::from_caf_error(e));
             });
         },
         args);

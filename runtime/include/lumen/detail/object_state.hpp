@@ -53,8 +53,12 @@ public:
   bool wait_until(clock::time_point deadline);
 
   /// Runs `fn` once the state is ready: at once, on this thread, if it
-  /// already is, otherwise on the publishing thread.
-  void on_ready(std::function<void()> fn);
+  /// already is, otherwise on the publishing thread. Returns a token for
+  /// `forget`, or 0 if `fn` already ran.
+  uint64_t on_ready(std::function<void()> fn);
+
+  /// Drops a continuation that is no longer wanted (a `wait` that returned).
+  void forget(uint64_t token);
 
 protected:
   /// Marks the state ready. Returns false if it already was.
@@ -73,7 +77,8 @@ private:
   std::exception_ptr error_;
   std::mutex mtx_;
   std::condition_variable cv_;
-  std::vector<std::function<void()>> continuations_;
+  uint64_t next_token_ = 1;
+  std::vector<std::pair<uint64_t, std::function<void()>>> continuations_;
 };
 
 /// Holds a value of type T once published.
@@ -82,9 +87,14 @@ class value_state : public object_state {
 public:
   template <class U>
   void set_value(U&& x) {
+    if (ready())
+      return;
+    // Built before claiming, so that a throwing copy leaves the state open
+    // for the error that follows.
+    std::optional<T> v{std::in_place, std::forward<U>(x)};
     if (!claim())
       return;
-    value_.emplace(std::forward<U>(x));
+    value_ = std::move(v);
     publish(false);
   }
 
