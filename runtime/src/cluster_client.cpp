@@ -89,6 +89,17 @@ void cluster_client::refresh_directory() {
 
 std::string cluster_client::pick_node(const placement& where) {
   refresh_directory();
+  if (where.kind == placement::node) {
+    auto known = [&] {
+      std::lock_guard<std::mutex> guard{mtx_};
+      for (auto& n : directory_)
+        if (n.id == where.node_id)
+          return true;
+      return false;
+    };
+    if (!known())
+      nodes(); // it may have joined since the last look
+  }
   std::lock_guard<std::mutex> guard{mtx_};
   if (where.kind == placement::node) {
     for (auto& n : directory_)

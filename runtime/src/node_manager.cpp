@@ -189,8 +189,11 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
       return encode(directory(self));
     },
     [=](task_atom, const std::string& fn, bytes& args) {
+      // Checked first: making the promise takes the sender out of the
+      // current message.
+      bool ok = trusted(self);
       auto rp = self->make_response_promise();
-      if (!trusted(self)) {
+      if (!ok) {
         rp.deliver(untrusted());
         return rp;
       }

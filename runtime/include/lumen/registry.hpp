@@ -25,6 +25,14 @@
   static const bool LUMEN_PP_CAT(lumen_actor_registered_, __COUNTER__)         \
     = ::lumen::detail::register_actor<cls>(#cls, #__VA_ARGS__, __VA_ARGS__)
 
+/// Registers how to build an actor class from constructor arguments of the
+/// given types, written as a function type: LUMEN_ACTOR_CTOR(Counter(int)).
+/// A node hosts actors that other processes create only if its code has
+/// this (a program that itself calls lumen::actor<Counter>(int) has it).
+#define LUMEN_ACTOR_CTOR(signature)                                            \
+  static const bool LUMEN_PP_CAT(lumen_ctor_registered_, __COUNTER__)          \
+    = ::lumen::detail::constructor_of<signature>::done
+
 #define LUMEN_PP_CAT(a, b) LUMEN_PP_CAT_I(a, b)
 #define LUMEN_PP_CAT_I(a, b) a##b
 
@@ -234,5 +242,11 @@ struct constructor_registration {
 template <class C, class... As>
 const bool constructor_registration<C, As...>::done
   = add_constructor({constructor_key<C, As...>(), &construct});
+
+template <class Signature>
+struct constructor_of;
+
+template <class C, class... As>
+struct constructor_of<C(As...)> : constructor_registration<C, As...> {};
 
 } // namespace lumen::detail

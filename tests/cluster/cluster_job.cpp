@@ -1,0 +1,79 @@
+// The remote functions and actors of the cluster tests. Nodes load this
+// file as a shared library (lumen start --code-path); the test drivers
+// compile it in, so both sides know the same names.
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <lumen/cluster.hpp>
+#include <lumen/lumen.hpp>
+
+#include "cluster_job.hpp"
+
+std::string where() {
+  return lumen::this_node_id();
+}
+LUMEN_REMOTE(where);
+
+int add(int x, int y) {
+  return x + y;
+}
+LUMEN_REMOTE(add);
+
+double sum(const std::vector<float>& xs) {
+  double s = 0;
+  for (auto x : xs)
+    s += x;
+  return s;
+}
+LUMEN_REMOTE(sum);
+
+int fails(int x) {
+  throw std::invalid_argument("bad input " + std::to_string(x));
+}
+LUMEN_REMOTE(fails);
+
+// Simulated long work: returns after `ms` milliseconds.
+int busy(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return ms;
+}
+LUMEN_REMOTE(busy);
+
+// Long work only on the node named `victim`; quick anywhere else.
+std::string busy_on(const std::string& victim) {
+  if (lumen::this_node_id() == victim)
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+  return lumen::this_node_id();
+}
+LUMEN_REMOTE(busy_on);
+
+Counter::Counter(int start) : n_(start) {
+}
+
+int Counter::add(int d) {
+  return n_ += d;
+}
+
+std::string Counter::node() const {
+  return lumen::this_node_id();
+}
+
+int Counter::nap(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return n_;
+}
+
+int Counter::fail() {
+  throw std::out_of_range("counter overflow");
+}
+
+LUMEN_ACTOR(Counter, &Counter::add, &Counter::node, &Counter::nap,
+            &Counter::fail);
+
+// Nodes that load this library can build a Counter from an int, as the
+// drivers create it.
+LUMEN_ACTOR_CTOR(Counter(int));

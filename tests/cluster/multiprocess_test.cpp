@@ -1,0 +1,328 @@
+#define BOOST_TEST_MODULE multiprocess
+#include <boost/test/unit_test.hpp>
+
+// A real cluster on loopback: a head and two nodes as `lumen start --block`
+// processes that load the job library, this test as the driver. One test
+// starts a third node and kills it with SIGKILL.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <lumen/cluster.hpp>
+#include <lumen/lumen.hpp>
+
+#include "cluster_job.hpp"
+#include "process.hpp"
+
+namespace {
+
+using lumen::test::process;
+using namespace std::chrono;
+
+constexpr auto deadline = seconds(30);
+
+struct started_node {
+  std::unique_ptr<process> proc;
+  std::string id;
+  std::string address;
+};
+
+std::string make_temp_dir() {
+  char tmpl[] = "/tmp/lumen-cluster-XXXXXX";
+  auto dir = ::mkdtemp(tmpl);
+  BOOST_REQUIRE(dir != nullptr);
+  return dir;
+}
+
+/// The whole cluster, shared by the tests of this binary.
+struct cluster {
+  std::string home = make_temp_dir();
+  std::string token_file = home + "/token";
+  started_node head;
+  std::vector<started_node> nodes;
+
+  std::vector<std::string> env() const {
+    return {"HOME=" + home};
+  }
+
+  started_node start(std::vector<std::string> extra) {
+    std::vector<std::string> argv{LUMEN_CLI, "start", "--block",
+                                  "--token-file", token_file,
+                                  "--code-path", CLUSTER_JOB,
+                                  "--num-cpus", "2"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto p = std::make_unique<process>(argv, env());
+    auto out = p->await_output("(pid", seconds(30));
+    BOOST_REQUIRE_MESSAGE(out, "node did not start: " << p->output());
+    std::smatch m;
+    std::regex started{R"(Started (\S+) at (\S+) \(pid)"};
+    BOOST_REQUIRE(std::regex_search(*out, m, started));
+    return {std::move(p), m[1], m[2]};
+  }
+
+  cluster() {
+    head = start({"--head", "--port", "0"});
+    nodes.push_back(start({"--address", head.address}));
+    nodes.push_back(start({"--address", head.address}));
+    lumen::init_options opts;
+    opts.address = head.address;
+    opts.token_file = token_file;
+    lumen::init(opts);
+  }
+
+  ~cluster() {
+    lumen::shutdown();
+    for (auto& n : nodes)
+      n.proc->kill(SIGTERM);
+    head.proc->kill(SIGTERM);
+  }
+};
+
+cluster* the_cluster = nullptr;
+
+struct cluster_fixture {
+  cluster_fixture() : c(std::make_unique<cluster>()) {
+    the_cluster = c.get();
+  }
+  ~cluster_fixture() {
+    the_cluster = nullptr;
+  }
+  std::unique_ptr<cluster> c;
+};
+
+std::set<std::string> ids(const std::vector<lumen::node_info>& ns,
+                          bool alive) {
+  std::set<std::string> out;
+  for (auto& n : ns)
+    if (n.alive == alive)
+      out.insert(n.id);
+  return out;
+}
+
+double seconds_since(steady_clock::time_point t) {
+  return duration<double>(steady_clock::now() - t).count();
+}
+
+} // namespace
+
+BOOST_TEST_GLOBAL_FIXTURE(cluster_fixture);
+
+BOOST_AUTO_TEST_SUITE(multiprocess)
+
+BOOST_AUTO_TEST_CASE(nodes_lists_the_head_and_both_nodes_alive) {
+  auto ns = lumen::nodes();
+  BOOST_TEST((ids(ns, true) == std::set<std::string>{"head", "node-1",
+                                                      "node-2"}));
+  BOOST_TEST(lumen::this_node_id().rfind("driver-", 0) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(tasks_run_on_the_node_they_are_placed_on) {
+  for (auto id : {"head", "node-1", "node-2"})
+    BOOST_TEST(lumen::get(lumen::task(where).on_node(id).remote(), deadline)
+               == id);
+  BOOST_TEST(lumen::get(lumen::task(where).remote()) == lumen::this_node_id());
+}
+
+BOOST_AUTO_TEST_CASE(spread_tasks_reach_every_live_node) {
+  std::vector<lumen::ObjectRef<std::string>> refs;
+  for (int i = 0; i < 30; ++i)
+    refs.push_back(lumen::task(where).spread().remote());
+  auto places = lumen::get(refs, deadline);
+  std::set<std::string> seen(places.begin(), places.end());
+  BOOST_TEST((seen == std::set<std::string>{"head", "node-1", "node-2"}));
+}
+
+BOOST_AUTO_TEST_CASE(object_refs_cross_nodes) {
+  auto a = lumen::task(add).on_node("node-1").remote(1, 2);
+  auto b = lumen::task(add).on_node("node-2").remote(a, 10);
+  BOOST_TEST(lumen::get(b, deadline) == 13);
+  auto big = lumen::put(std::vector<float>(1 << 20, 0.5f));
+  BOOST_TEST(lumen::get(lumen::task(sum).on_node("node-2").remote(big),
+                        deadline)
+             == 524288.0);
+}
+
+BOOST_AUTO_TEST_CASE(remote_exceptions_carry_type_message_and_node) {
+  try {
+    lumen::get(lumen::task(fails).on_node("node-1").remote(5), deadline);
+    BOOST_FAIL("get did not throw");
+  } catch (const lumen::task_error& e) {
+    BOOST_TEST(e.function() == "fails");
+    BOOST_TEST(e.exception_type() == "std::invalid_argument");
+    BOOST_TEST(e.message() == "bad input 5");
+    BOOST_TEST(e.node() == "node-1");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_unknown_node_is_a_usage_error) {
+  BOOST_CHECK_EXCEPTION(
+    lumen::get(lumen::task(where).on_node("node-99").remote(), deadline),
+    lumen::usage_error, [](const lumen::usage_error& e) {
+      return std::string{e.what()}.find("node-99") != std::string::npos;
+    });
+}
+
+BOOST_AUTO_TEST_CASE(actors_live_on_their_node_and_keep_call_order) {
+  auto c = lumen::actor<Counter>(0).on_node("node-2").remote();
+  BOOST_TEST(lumen::get(c.call(&Counter::node), deadline) == "node-2");
+  std::vector<lumen::ObjectRef<int>> refs;
+  for (int i = 0; i < 2000; ++i)
+    refs.push_back(c.call(&Counter::add, 1));
+  auto values = lumen::get(refs, deadline);
+  for (int i = 0; i < 2000; ++i)
+    BOOST_TEST_REQUIRE(values[i] == i + 1);
+  // A ref argument produced on another node holds back later calls.
+  auto slow = lumen::task(busy).on_node("node-1").remote(200);
+  auto first = c.call(&Counter::add, slow);
+  auto second = c.call(&Counter::add, 1);
+  BOOST_TEST(lumen::get(first, deadline) == 2200);
+  BOOST_TEST(lumen::get(second, deadline) == 2201);
+}
+
+BOOST_AUTO_TEST_CASE(a_remote_method_that_throws_fails_only_that_call) {
+  auto c = lumen::actor<Counter>(5).on_node("node-1").remote();
+  BOOST_CHECK_EXCEPTION(lumen::get(c.call(&Counter::fail), deadline),
+                        lumen::task_error, [](const lumen::task_error& e) {
+                          return e.function() == "Counter::fail"
+                                 && e.node() == "node-1"
+                                 && e.message() == "counter overflow";
+                        });
+  BOOST_TEST(lumen::get(c.call(&Counter::add, 1), deadline) == 6);
+}
+
+BOOST_AUTO_TEST_CASE(killed_remote_actors_fail_later_calls) {
+  auto c = lumen::actor<Counter>(0).on_node("node-1").remote();
+  BOOST_TEST(lumen::get(c.call(&Counter::add, 1), deadline) == 1);
+  lumen::kill(c);
+  BOOST_CHECK_THROW(lumen::get(c.call(&Counter::add, 1), deadline),
+                    lumen::actor_died);
+}
+
+BOOST_AUTO_TEST_CASE(killing_a_node_fails_its_work_fast_and_marks_it_dead) {
+  auto& cl = *the_cluster;
+  auto victim = cl.start({"--address", cl.head.address});
+  auto actor = lumen::actor<Counter>(0).on_node(victim.id).remote();
+  BOOST_TEST(lumen::get(actor.call(&Counter::node), deadline) == victim.id);
+  auto call = actor.call(&Counter::nap, 60000);
+  auto pinned = lumen::task(busy).on_node(victim.id).remote(60000);
+  std::vector<lumen::ObjectRef<std::string>> spread;
+  for (int i = 0; i < 8; ++i)
+    spread.push_back(lumen::task(busy_on).spread().with_max_retries(3).remote(
+      victim.id));
+  // Everything has reached the victim once its busy tasks are running.
+  BOOST_TEST(!lumen::wait(std::vector{pinned}, 1, milliseconds(300))
+                .pending.empty());
+  auto killed_at = steady_clock::now();
+  victim.proc->kill(SIGKILL);
+
+  BOOST_CHECK_THROW(lumen::get(call, deadline), lumen::actor_died);
+  BOOST_TEST(seconds_since(killed_at) < 2.0);
+  BOOST_CHECK_THROW(lumen::get(pinned, deadline), lumen::actor_died);
+  BOOST_TEST(seconds_since(killed_at) < 2.0);
+
+  // The head marks the node dead within 2 s.
+  bool dead = false;
+  while (!dead && seconds_since(killed_at) < 2.0)
+    dead = ids(lumen::nodes(), false).count(victim.id) > 0;
+  BOOST_TEST(dead);
+
+  // Spread tasks caught on the victim ran again elsewhere.
+  for (auto& place : lumen::get(spread, deadline))
+    BOOST_TEST(place != victim.id);
+  BOOST_CHECK_THROW(lumen::get(actor.call(&Counter::add, 1), deadline),
+                    lumen::actor_died);
+
+  auto [code, out] = lumen::test::run(
+    {LUMEN_CLI, "status", "--address", cl.head.address, "--token-file",
+     cl.token_file},
+    cl.env());
+  BOOST_TEST(code == 0);
+  BOOST_TEST(std::regex_search(out, std::regex{victim.id + R"(\s+\S+\s+dead)"}),
+             out);
+  BOOST_TEST(lumen::get(lumen::task(where).on_node("node-1").remote(),
+                        deadline)
+             == "node-1");
+}
+
+BOOST_AUTO_TEST_CASE(a_wrong_token_is_refused_on_both_sides) {
+  auto& cl = *the_cluster;
+  auto wrong = cl.home + "/wrong-token";
+  std::ofstream{wrong} << "not-the-token\n";
+  auto [code, out] = lumen::test::run(
+    {LUMEN_CLI, "status", "--address", cl.head.address, "--token-file",
+     wrong},
+    cl.env());
+  BOOST_TEST(code == 1);
+  BOOST_TEST(out.find("wrong cluster token") != std::string::npos, out);
+  auto node = lumen::test::run({LUMEN_CLI, "start", "--block", "--address",
+                                cl.head.address, "--token-file", wrong},
+                               cl.env());
+  BOOST_TEST(node.first == 1);
+  BOOST_TEST(node.second.find("wrong cluster token") != std::string::npos,
+             node.second);
+  BOOST_TEST(cl.head.proc->await_output("refused client", seconds(5))
+               .has_value());
+  BOOST_TEST(cl.head.proc->await_output("refused node", seconds(5))
+               .has_value());
+}
+
+BOOST_AUTO_TEST_CASE(junk_bytes_and_port_scans_leave_the_head_working) {
+  auto& cl = *the_cluster;
+  auto colon = cl.head.address.rfind(':');
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(
+    std::stoi(cl.head.address.substr(colon + 1))));
+  ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  std::mt19937 rng{42};
+  for (int round = 0; round < 20; ++round) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    BOOST_REQUIRE(fd >= 0);
+    BOOST_REQUIRE(
+      ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    if (round % 2 == 0) { // junk; odd rounds just connect and leave
+      std::vector<char> junk(1 << 16);
+      for (auto& b : junk)
+        b = static_cast<char>(rng());
+      auto sent = ::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
+      static_cast<void>(sent);
+    }
+    ::close(fd);
+  }
+  BOOST_TEST(cl.head.proc->running());
+  BOOST_TEST(ids(lumen::nodes(), true).count("head") == 1);
+  BOOST_TEST(lumen::get(lumen::task(where).on_node("head").remote(), deadline)
+             == "head");
+}
+
+BOOST_AUTO_TEST_CASE(the_cli_exit_codes_tell_scripts_what_happened) {
+  auto& cl = *the_cluster;
+  auto code = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), LUMEN_CLI);
+    return lumen::test::run(args, cl.env()).first;
+  };
+  BOOST_TEST(code({}) == 2);
+  BOOST_TEST(code({"bogus"}) == 2);
+  BOOST_TEST(code({"start"}) == 2);
+  BOOST_TEST(code({"start", "--head", "--address", "1.2.3.4:5"}) == 2);
+  BOOST_TEST(code({"start", "--head", "--port", "99999"}) == 2);
+  BOOST_TEST(code({"start", "--address", "nocolon"}) == 2);
+  BOOST_TEST(code({"start", "--help"}) == 0);
+  BOOST_TEST(code({"status", "--help"}) == 0);
+  BOOST_TEST(code({"status", "--address", "127.0.0.1:1", "--token-file",
+                   cl.token_file})
+             == 1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
