@@ -431,8 +431,15 @@ int run_status(int argc, char** argv) {
   return exit_ok;
 }
 
+/// Running, not a zombie waiting for a parent that may never reap it.
 bool process_alive(pid_t pid) {
-  return ::kill(pid, 0) == 0;
+  std::ifstream stat{"/proc/" + std::to_string(pid) + "/stat"};
+  std::string line;
+  if (!std::getline(stat, line))
+    return ::kill(pid, 0) == 0; // no /proc: ask the kernel
+  auto paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size()
+         && line[paren + 2] != 'Z';
 }
 
 int run_stop(int argc, char** argv) {

@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -108,6 +109,16 @@ std::set<std::string> ids(const std::vector<lumen::node_info>& ns,
     if (n.alive == alive)
       out.insert(n.id);
   return out;
+}
+
+/// Gone, or a zombie nobody reaped yet.
+bool process_gone(pid_t pid) {
+  std::ifstream stat{"/proc/" + std::to_string(pid) + "/stat"};
+  std::string line;
+  if (!std::getline(stat, line))
+    return true;
+  auto paren = line.rfind(')');
+  return paren + 2 < line.size() && line[paren + 2] == 'Z';
 }
 
 double seconds_since(steady_clock::time_point t) {
@@ -323,6 +334,41 @@ BOOST_AUTO_TEST_CASE(the_cli_exit_codes_tell_scripts_what_happened) {
   BOOST_TEST(code({"status", "--address", "127.0.0.1:1", "--token-file",
                    cl.token_file})
              == 1);
+}
+
+BOOST_AUTO_TEST_CASE(background_nodes_start_report_and_stop) {
+  // A home of its own: `lumen stop` ends the nodes recorded there, which
+  // are exactly the two this test starts.
+  auto home = make_temp_dir();
+  std::vector<std::string> env{"HOME=" + home};
+  auto [head_code, head_out] = lumen::test::run(
+    {LUMEN_CLI, "start", "--head", "--port", "0"}, env);
+  BOOST_REQUIRE_MESSAGE(head_code == 0, head_out);
+  std::smatch m;
+  BOOST_REQUIRE(std::regex_search(head_out, m,
+                                  std::regex{R"(at (\S+) \(pid (\d+)\))"}));
+  std::string address = m[1];
+  auto head_pid = static_cast<pid_t>(std::stoi(m[2]));
+  struct stat st{};
+  BOOST_REQUIRE(::stat((home + "/.lumen/cluster-token").c_str(), &st) == 0);
+  BOOST_TEST((st.st_mode & 0777) == 0600u);
+  auto [node_code, node_out] = lumen::test::run(
+    {LUMEN_CLI, "start", "--address", address}, env);
+  BOOST_REQUIRE_MESSAGE(node_code == 0, node_out);
+  BOOST_REQUIRE(std::regex_search(node_out, m,
+                                  std::regex{R"(\(pid (\d+)\))"}));
+  auto node_pid = static_cast<pid_t>(std::stoi(m[1]));
+  auto [status_code, status_out] = lumen::test::run(
+    {LUMEN_CLI, "status", "--address", address}, env);
+  BOOST_TEST(status_code == 0);
+  BOOST_TEST(std::regex_search(status_out,
+                               std::regex{R"(node-1\s+\S+\s+alive)"}),
+             status_out);
+  auto [stop_code, stop_out] = lumen::test::run({LUMEN_CLI, "stop"}, env);
+  BOOST_TEST(stop_code == 0);
+  BOOST_TEST(stop_out.find("Stopped 2 nodes") != std::string::npos, stop_out);
+  BOOST_TEST(process_gone(head_pid));
+  BOOST_TEST(process_gone(node_pid));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
