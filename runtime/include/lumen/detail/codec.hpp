@@ -182,6 +182,8 @@ public:
 
 private:
   void raw(void* p, size_t n) {
+    if (n == 0)
+      return; // p may be an empty vector's null data()
     if (n > size_ - pos_)
       truncated(n);
     std::memcpy(p, data_ + pos_, n);

@@ -1,0 +1,178 @@
+// cluster_bench: Lumen across processes on loopback, next to raw TCP in the
+// same run. This program also serves as the cluster's nodes: started with
+// --serve it runs `lumen::cli_main`, the way a user's program can.
+//
+//   ./build/tests/bench/cluster_bench [--json] [--reps=N] [--smoke]
+//
+// Figures: 1:1 calls to an actor in another process (sync: one at a time;
+// async: a batch, then all results), tensor round trips (a float vector to
+// the actor and back; MB/s counts both directions), and the baselines: a
+// TCP ping-pong of a 4-byte message and a TCP echo of the same payloads.
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <lumen/cli.hpp>
+#include <lumen/cluster.hpp>
+#include <lumen/lumen.hpp>
+
+#include "../cluster/process.hpp"
+#include "bench_report.hpp"
+#include "tcp_baseline.hpp"
+
+namespace {
+
+class Echo {
+public:
+  int ping(int x) {
+    return x;
+  }
+  std::vector<float> echo(const std::vector<float>& xs) {
+    return xs;
+  }
+};
+LUMEN_ACTOR(Echo, &Echo::ping, &Echo::echo);
+LUMEN_ACTOR_CTOR(Echo());
+
+using lumen::bench::figure;
+using lumen::bench::rate;
+using lumen::bench::verify;
+
+std::string self_exe() {
+  char buf[4096];
+  auto n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0)
+    throw std::runtime_error("cannot find this program's path");
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+struct node_process {
+  std::unique_ptr<lumen::test::process> proc;
+  std::string address;
+};
+
+node_process serve(const std::vector<std::string>& args) {
+  std::vector<std::string> argv{self_exe(), "--serve", "start", "--block",
+                                "--num-cpus", "1"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto p = std::make_unique<lumen::test::process>(argv);
+  auto out = p->await_output("(pid", std::chrono::seconds(30));
+  std::smatch m;
+  if (!out || !std::regex_search(*out, m, std::regex{R"(at (\S+) \(pid)"}))
+    throw std::runtime_error("a node did not start: " + p->output());
+  return {std::move(p), m[1]};
+}
+
+double mb_per_s(double round_trips_per_s, size_t payload) {
+  return round_trips_per_s * 2.0 * static_cast<double>(payload) / 1e6;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string{argv[1]} == "--serve")
+    return lumen::cli_main(argc - 1, argv + 1);
+  lumen::bench::options opts;
+  try {
+    opts = lumen::bench::parse_options(
+      argc, argv,
+      "cluster_bench: cross-process actor calls and tensor round trips, "
+      "next to raw TCP");
+    if (!opts.rest.empty())
+      throw std::invalid_argument("unknown flag '" + opts.rest.front()
+                                  + "'; see --help");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cluster_bench: %s\n", e.what());
+    return 2;
+  }
+  long calls = opts.smoke ? 200 : 20000;
+  std::vector<std::pair<std::string, size_t>> tensors
+    = opts.smoke ? std::vector<std::pair<std::string, size_t>>{{"4MiB", 1 << 16}}
+                 : std::vector<std::pair<std::string, size_t>>{
+                   {"4MiB", 4u << 20}, {"64MiB", 64u << 20}};
+  std::vector<figure> figs;
+
+  // Baselines first: the echo server forks, which must happen before any
+  // thread exists.
+  auto tcp = std::make_unique<lumen::bench::tcp_echo>();
+  std::vector<char> small(4), back;
+  figs.push_back({"tcp_pingpong", "ops/s", rate(opts.reps, calls, [&] {
+                    for (long i = 0; i < calls; ++i)
+                      tcp->round_trip(small, back);
+                  }), calls});
+  std::vector<figure> tcp_bulk;
+  for (auto& [label, bytes] : tensors) {
+    std::vector<char> payload(bytes, 'x');
+    int n = opts.smoke ? 2 : (bytes > (8u << 20) ? 3 : 20);
+    auto rts = rate(opts.reps, n, [&] {
+      for (int i = 0; i < n; ++i)
+        tcp->round_trip(payload, back);
+      verify(back == payload, "tcp echo");
+    });
+    for (auto& r : rts)
+      r = mb_per_s(r, bytes);
+    tcp_bulk.push_back({"tcp_bulk_" + label, "MB/s", rts, n, long(bytes)});
+  }
+  tcp.reset();
+
+  char tmpl[] = "/tmp/lumen-bench-XXXXXX";
+  std::string token_file = std::string{::mkdtemp(tmpl)} + "/token";
+  auto head = serve({"--head", "--port", "0", "--token-file", token_file});
+  auto node = serve({"--address", head.address, "--token-file", token_file});
+  lumen::init_options init;
+  init.address = head.address;
+  init.token_file = token_file;
+  lumen::init(init);
+  auto echo = lumen::actor<Echo>().on_node("node-1").remote();
+  verify(lumen::get(echo.call(&Echo::ping, 7)) == 7, "ping");
+
+  figs.push_back({"remote_actor_calls_sync", "ops/s",
+                  rate(opts.reps, calls,
+                       [&] {
+                         long sum = 0;
+                         for (int i = 0; i < calls; ++i)
+                           sum += lumen::get(echo.call(&Echo::ping, i));
+                         verify(sum == calls * (calls - 1) / 2, "sync sum");
+                       }),
+                  calls});
+  lumen::bench::compare(figs.back(), figs[0]);
+  figs.push_back({"remote_actor_calls_async", "ops/s",
+                  rate(opts.reps, calls,
+                       [&] {
+                         std::vector<lumen::ObjectRef<int>> refs;
+                         refs.reserve(calls);
+                         for (int i = 0; i < calls; ++i)
+                           refs.push_back(echo.call(&Echo::ping, i));
+                         long sum = 0;
+                         for (int v : lumen::get(refs))
+                           sum += v;
+                         verify(sum == calls * (calls - 1) / 2, "async sum");
+                       }),
+                  calls});
+  lumen::bench::compare(figs.back(), figs[0]);
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    auto& [label, bytes] = tensors[t];
+    std::vector<float> payload(bytes / sizeof(float), 1.5f);
+    auto ref = lumen::put(payload);
+    int n = opts.smoke ? 2 : (bytes > (8u << 20) ? 3 : 20);
+    auto rts = rate(opts.reps, n, [&] {
+      for (int i = 0; i < n; ++i)
+        verify(lumen::get(echo.call(&Echo::echo, ref)).size() == payload.size(),
+               "tensor echo");
+    });
+    for (auto& r : rts)
+      r = mb_per_s(r, bytes);
+    figs.push_back({"tensor_roundtrip_" + label, "MB/s", rts, n, long(bytes)});
+    lumen::bench::compare(figs.back(), tcp_bulk[t]);
+  }
+  lumen::shutdown();
+  node.proc->kill(SIGTERM);
+  head.proc->kill(SIGTERM);
+  for (auto& f : tcp_bulk)
+    figs.push_back(f);
+  lumen::bench::print("cluster_bench", figs, opts.json);
+}
