@@ -7,7 +7,6 @@
 #include "lumen/detail/arguments.hpp"
 #include "lumen/errors.hpp"
 
-#include "protocol.hpp"
 
 namespace lumen::detail {
 
@@ -60,40 +59,6 @@ struct host_state {
 };
 
 using host_actor = caf::stateful_actor<host_state>;
-
-/// A call that arrived by name from another process: runs the registered
-/// invoker on the encoded arguments.
-class named_call final : public actor_call {
-public:
-  named_call(std::shared_ptr<value_state<bytes>> st, const method_entry& m,
-             bytes args)
-    : actor_call(st, m), st_(std::move(st)), args_(std::move(args)) {
-  }
-
-  void invoke(void* instance) override {
-    try {
-      st_->set_value(method().invoke(instance, method().key, args_));
-    } catch (const actor_exit_request&) {
-      throw;
-    } catch (const actor_fatal_error&) {
-      throw;
-    } catch (...) {
-      st_->set_error(capture_task_error(method().name));
-    }
-  }
-
-  bytes encode_args() override {
-    return args_;
-  }
-
-  void accept_result(const bytes& out) override {
-    st_->set_value(out);
-  }
-
-private:
-  std::shared_ptr<value_state<bytes>> st_;
-  bytes args_;
-};
 
 bool start_instance(host_actor* self);
 
@@ -206,30 +171,6 @@ caf::behavior host(host_actor* self, std::shared_ptr<actor_core> core) {
         return;
       st.queue.push_back(std::move(m.call));
       drain(self);
-    },
-    [=](call_atom, const std::string& method, bytes& args) {
-      auto& st = self->state;
-      auto rp = self->make_response_promise();
-      auto entry = st.core->cls.find(method);
-      if (entry == nullptr) {
-        rp.deliver(false, encode_error(std::make_exception_ptr(usage_error(
-                            method + " is not registered for "
-                            + st.core->cls.name + " on this node"))));
-        return rp;
-      }
-      auto result = std::make_shared<value_state<bytes>>();
-      // Runs on this thread: the call is invoked or dropped here.
-      result->on_ready([rp, result]() mutable {
-        if (result->failed())
-          rp.deliver(false, encode_error(result->error()));
-        else
-          rp.deliver(true, result->value());
-      });
-      auto call = std::make_shared<named_call>(result, *entry, std::move(args));
-      call->core = st.core;
-      st.queue.push_back(std::move(call));
-      drain(self);
-      return rp;
     },
     [=](resume_atom) {
       self->state.waiting = false;

@@ -45,6 +45,8 @@ public:
   /// The node hosting the actor when that is another process; empty for
   /// an actor hosted here.
   std::string node_id;
+  /// The actor's id on that node's data plane.
+  uint64_t remote_id = 0;
 
   /// Calls to a remote actor wait here, in submission order, until their
   /// arguments are ready (see cluster_client::pump).

@@ -39,7 +39,8 @@ std::string hello(caf::actor_system& sys, const caf::actor& peer,
   std::string id;
   self
     ->request(peer, control_timeout, hello_atom::value, token,
-              role, std::string{}, uint16_t{0})
+              role, std::string{}, uint16_t{0}, uint16_t{0},
+              std::map<std::string, std::string>{})
     .receive([&](std::string& x) { id = std::move(x); },
              [&](caf::error& err) {
                throw error(what + " refused this process: "
@@ -57,7 +58,6 @@ cluster_client::cluster_client(embedded_runtime& rt,
   : rt_(rt), sys_(rt.system()), token_(std::move(token)) {
   head_ = connect(sys_, head_host, head_port, "the head");
   id_ = hello(sys_, head_, token_, role, "the head");
-  managers_.emplace("head", head_);
 }
 
 std::vector<node_info> cluster_client::nodes() {
@@ -121,63 +121,55 @@ std::string cluster_client::pick_node(const placement& where) {
   return live[next_spread_++ % live.size()]->id;
 }
 
-caf::actor cluster_client::manager_of(const std::string& node_id) {
-  std::string address;
+cluster_client::node_link cluster_client::link_to(const std::string& node_id) {
+  std::string address, data_address;
   {
     std::lock_guard<std::mutex> guard{mtx_};
-    auto i = managers_.find(node_id);
-    if (i != managers_.end())
+    auto i = links_.find(node_id);
+    if (i != links_.end())
       return i->second;
     for (auto& n : directory_)
-      if (n.id == node_id)
+      if (n.id == node_id) {
         address = n.address;
+        data_address = n.data_address;
+      }
   }
-  auto [host, port] = split_address(address);
-  auto mgr = connect(sys_, host, port, "node " + node_id);
-  hello(sys_, mgr, token_, "driver", "node " + node_id);
+  node_link link;
+  if (node_id == "head") {
+    link.manager = head_;
+  } else {
+    auto [host, port] = split_address(address);
+    link.manager = connect(sys_, host, port, "node " + node_id);
+    hello(sys_, link.manager, token_, "driver", "node " + node_id);
+  }
+  link.data = std::make_shared<data_client>(data_address, token_,
+                                            "node " + node_id);
+  // The control plane tells us when the node dies, a cut link included.
+  rt_.run_as_requester(
+    [mgr = link.manager](caf::event_based_actor* self) { self->monitor(mgr); });
   std::lock_guard<std::mutex> guard{mtx_};
-  return managers_.emplace(node_id, mgr).first->second;
-}
-
-uint64_t cluster_client::track(caf::event_based_actor* self,
-                               const caf::actor& peer,
-                               std::function<void(const std::string&)> fail) {
-  if (monitored_.insert(peer.address()).second)
-    self->monitor(peer);
-  auto id = next_id_++;
-  pending_.emplace(id, pending{peer.address(), std::move(fail)});
-  return id;
-}
-
-bool cluster_client::settle(uint64_t id) {
-  return pending_.erase(id) > 0;
+  return links_.emplace(node_id, std::move(link)).first->second;
 }
 
 void cluster_client::on_down(const caf::down_msg& msg) {
-  monitored_.erase(msg.source);
-  std::vector<std::function<void(const std::string&)>> fails;
-  for (auto i = pending_.begin(); i != pending_.end();) {
-    if (i->second.peer == msg.source) {
-      fails.push_back(std::move(i->second.fail));
-      i = pending_.erase(i);
-    } else {
-      ++i;
-    }
-  }
+  std::shared_ptr<data_client> data;
+  std::string node;
   {
     std::lock_guard<std::mutex> guard{mtx_};
-    for (auto i = managers_.begin(); i != managers_.end(); ++i)
-      if (i->second.address() == msg.source) {
-        for (auto& n : directory_)
-          if (n.id == i->first)
-            n.alive = false;
-        managers_.erase(i);
+    for (auto i = links_.begin(); i != links_.end(); ++i)
+      if (i->second.manager.address() == msg.source) {
+        node = i->first;
+        data = std::move(i->second.data);
+        links_.erase(i);
         break;
       }
+    for (auto& n : directory_)
+      if (n.id == node)
+        n.alive = false;
   }
-  auto why = sys_.render(msg.reason);
-  for (auto& f : fails)
-    f(why);
+  if (data)
+    data->fail_all("node " + node + " went down ("
+                   + sys_.render(msg.reason) + ")");
 }
 
 void cluster_client::submit_task(std::shared_ptr<task_spec> t) {
@@ -192,55 +184,40 @@ void cluster_client::send_task(std::shared_ptr<task_spec> t,
     return;
   }
   std::string node;
-  caf::actor mgr;
+  node_link link;
   bytes args;
   try {
     node = pick_node(t->where);
-    mgr = manager_of(node);
+    link = link_to(node);
     args = t->encode_args();
   } catch (...) {
     t->result()->set_error(std::current_exception());
     return;
   }
-  rt_.run_as_requester([this, t, node, mgr, args = std::move(args),
-                        retries_left](caf::event_based_actor* self) {
-    auto id = track(self, mgr, [this, t, node,
-                                retries_left](const std::string& why) {
-      // A task that was spread may run on another node; one pinned to
-      // this node cannot.
+  link.data->task(
+    t->function().name, args,
+    [t](bool ok, const bytes& out) {
+      if (!ok) {
+        t->result()->set_error(decode_error(out));
+        return;
+      }
+      try {
+        t->accept_result(out);
+      } catch (...) {
+        t->result()->set_error(std::current_exception());
+      }
+    },
+    [this, t, node, retries_left](const std::string& why) {
+      // A task that was spread may run on another node; one pinned to this
+      // node cannot.
       if (retries_left > 0 && t->where.kind == placement::spread) {
         send_task(t, retries_left - 1);
         return;
       }
       t->result()->set_error(std::make_exception_ptr(
         actor_died("task " + t->function().name + " was lost with node "
-                   + node + " (" + why + ")")));
+                   + node + ": " + why)));
     });
-    self->request(mgr, caf::infinite, task_atom::value, t->function().name,
-                  args)
-      .then(
-        [this, t, id](bool ok, bytes& out) {
-          if (!settle(id))
-            return;
-          if (!ok) {
-            t->result()->set_error(decode_error(out));
-            return;
-          }
-          try {
-            t->accept_result(out);
-          } catch (...) {
-            t->result()->set_error(std::current_exception());
-          }
-        },
-        [this, id](caf::error& err) {
-          auto i = pending_.find(id);
-          if (i == pending_.end())
-            return;
-          auto fail = std::move(i->second.fail);
-          pending_.erase(i);
-          fail(sys_.render(err));
-        });
-  });
 }
 
 std::shared_ptr<actor_ref>
@@ -248,7 +225,7 @@ cluster_client::spawn_actor(const actor_class_entry& cls,
                             std::unique_ptr<actor_factory> f,
                             const actor_options& opts) {
   auto node = pick_node(opts.where);
-  auto mgr = manager_of(node);
+  auto mgr = link_to(node).manager;
   caf::actor handle;
   {
     caf::scoped_actor self{sys_};
@@ -265,6 +242,7 @@ cluster_client::spawn_actor(const actor_class_entry& cls,
   auto core = std::make_shared<actor_core>(cls, std::move(f), opts);
   core->handle = handle;
   core->node_id = node;
+  core->remote_id = handle.id();
   return rt_.adopt_remote_actor(core);
 }
 
@@ -313,45 +291,32 @@ void cluster_client::send_call(const std::shared_ptr<actor_core>& core,
     return;
   }
   bytes args;
+  node_link link;
   try {
+    link = link_to(core->node_id);
     args = c->encode_args();
   } catch (...) {
     c->result()->set_error(std::current_exception());
     return;
   }
-  rt_.run_as_requester([this, core, c, args = std::move(args)](
-                         caf::event_based_actor* self) {
-    auto fail = [core, c](const std::string& why) {
-      core->set_death_reason("it or its node " + core->node_id
-                             + " went down (" + why + ")");
+  link.data->call(
+    core->remote_id, c->method().name, args,
+    [c](bool ok, const bytes& out) {
+      if (!ok) {
+        c->result()->set_error(decode_error(out));
+        return;
+      }
+      try {
+        c->accept_result(out);
+      } catch (...) {
+        c->result()->set_error(std::current_exception());
+      }
+    },
+    [core, c](const std::string& why) {
+      core->set_death_reason(why);
+      core->dead = true;
       c->result()->set_error(core->dropped_call_error(c->method()));
-    };
-    auto id = track(self, core->handle, fail);
-    self->request(core->handle, caf::infinite, call_atom::value,
-                  c->method().name, args)
-      .then(
-        [this, c, id](bool ok, bytes& out) {
-          if (!settle(id))
-            return;
-          if (!ok) {
-            c->result()->set_error(decode_error(out));
-            return;
-          }
-          try {
-            c->accept_result(out);
-          } catch (...) {
-            c->result()->set_error(std::current_exception());
-          }
-        },
-        [this, id](caf::error& err) {
-          auto i = pending_.find(id);
-          if (i == pending_.end())
-            return;
-          auto f = std::move(i->second.fail);
-          pending_.erase(i);
-          f(sys_.render(err));
-        });
-  });
+    });
 }
 
 } // namespace lumen::detail

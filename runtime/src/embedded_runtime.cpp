@@ -1,6 +1,9 @@
 #include "embedded_runtime.hpp"
 
+#include <malloc.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
 #include <caf/all.hpp>
@@ -36,6 +39,21 @@ caf::behavior requester(caf::event_based_actor* self,
   return {[=](requester_job& job) { job.fn(self); }};
 }
 
+// Tensors cross a cluster in buffers of many megabytes. glibc maps each
+// such buffer anew and unmaps it when freed, so every tensor pays a page
+// fault per 4 KiB (about 30 ms for 64 MiB, four times the copy itself), and
+// its per-thread arenas cannot hold blocks above 64 MiB at all. One arena
+// that keeps freed blocks for reuse avoids both. A user's own MALLOC_*
+// settings win.
+void keep_large_buffers() {
+  if (std::getenv("MALLOC_ARENA_MAX") == nullptr)
+    mallopt(M_ARENA_MAX, 1);
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr)
+    mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  if (std::getenv("MALLOC_TRIM_THRESHOLD_") == nullptr)
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
 size_t cpu_count(const init_options& opts) {
   if (opts.num_cpus > 0)
     return static_cast<size_t>(opts.num_cpus);
@@ -69,6 +87,7 @@ embedded_runtime::embedded_runtime(const init_options& opts, cluster_role role)
   // threads serve event-based actors only, Lumen actors have their own.
   cfg_.set("scheduler.max-threads", cpu_count(opts));
   if (role_.kind != cluster_role::embedded) {
+    keep_large_buffers();
     cfg_.load<caf::io::middleman>();
     // Heartbeats let a silent peer (a cut link, not a closed socket) time
     // out within the 2 s we promise for failure detection.
@@ -98,6 +117,8 @@ embedded_runtime::embedded_runtime(const init_options& opts, cluster_role role)
       case cluster_role::node: {
         role_.serve.is_head = role_.kind == cluster_role::head;
         role_.serve.token = role_.token;
+        data_ = std::make_unique<data_server>(*this, role_.serve.host,
+                                              role_.token);
         manager_ = spawn_node_manager(*sys_, *this, role_.serve);
         auto port = sys_->middleman().publish(manager_, role_.serve.port,
                                               role_.serve.host.c_str(), true);
@@ -144,6 +165,9 @@ void embedded_runtime::shutdown_actors() {
     std::lock_guard<std::mutex> guard{mtx_};
     names_.clear();
   }
+  // No new frames once the actors are going: the data plane closes first,
+  // failing what drivers still wait for on this node.
+  data_.reset();
   pool_.stop();
   for (auto& a : adopted_)
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
@@ -295,7 +319,11 @@ std::vector<node_info> embedded_runtime::nodes() {
   std::string address;
   if (port_ != 0)
     address = role_.serve.host + ":" + std::to_string(port_);
-  return {node_info{this_node(), address, true, role_.serve.resources}};
+  std::string data_address;
+  if (data_)
+    data_address = role_.serve.host + ":" + std::to_string(data_->port());
+  return {node_info{this_node(), address, true, role_.serve.resources,
+                    data_address}};
 }
 
 void embedded_runtime::run_as_requester(

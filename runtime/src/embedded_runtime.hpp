@@ -15,6 +15,7 @@
 
 #include "actor_host.hpp"
 #include "cluster_client.hpp"
+#include "data_plane.hpp"
 #include "node_manager.hpp"
 #include "task_pool.hpp"
 
@@ -73,6 +74,16 @@ public:
     return port_;
   }
 
+  /// The data plane's port (head and node), else 0.
+  uint16_t data_port() const noexcept {
+    return data_ ? data_->port() : 0;
+  }
+
+  /// The data plane server (head and node only).
+  data_server& data() {
+    return *data_;
+  }
+
   /// Runs `job` on an event-based actor, where it may issue CAF requests.
   void run_as_requester(std::function<void(caf::event_based_actor*)> job);
 
@@ -94,6 +105,7 @@ private:
   cluster_role role_;
   caf::actor manager_;
   uint16_t port_ = 0;
+  std::unique_ptr<data_server> data_;
   std::unique_ptr<cluster_client> client_;
   std::mutex mtx_;
   std::unordered_map<std::string, std::shared_ptr<actor_ref>> names_;

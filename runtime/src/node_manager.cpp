@@ -21,33 +21,6 @@ namespace lumen::detail {
 
 namespace {
 
-/// A task sent by name: runs the registered invoker on the encoded
-/// arguments. Retries are the sender's business.
-class named_task final : public task_spec {
-public:
-  named_task(std::shared_ptr<value_state<bytes>> st, const function_entry& e,
-             bytes args)
-    : task_spec(st, e, 0, false), st_(std::move(st)), args_(std::move(args)) {
-  }
-
-  bytes encode_args() override {
-    return args_;
-  }
-
-  void accept_result(const bytes& out) override {
-    st_->set_value(out);
-  }
-
-protected:
-  void attempt() override {
-    st_->set_value(function().invoke(function().fn, args_));
-  }
-
-private:
-  std::shared_ptr<value_state<bytes>> st_;
-  bytes args_;
-};
-
 /// Builds an actor sent by name from its encoded constructor arguments.
 class named_factory final : public actor_factory {
 public:
@@ -86,9 +59,6 @@ struct manager_state {
   std::vector<node_entry> nodes;
   int next_node = 1;
   int next_driver = 1;
-  // Tasks running in the pool, by id, until their result is delivered.
-  uint64_t next_task = 0;
-  std::unordered_map<uint64_t, caf::response_promise> running;
   // Actors hosted here for other processes, kept alive until they end.
   std::unordered_map<caf::actor_addr, std::shared_ptr<actor_ref>> hosted;
 };
@@ -116,7 +86,8 @@ std::vector<node_info> directory(manager_actor* self) {
   std::vector<node_info> out;
   out.push_back({st.id,
                  st.settings.host + ":" + std::to_string(st.rt->port()),
-                 true, st.settings.resources});
+                 true, st.settings.resources,
+                 st.settings.host + ":" + std::to_string(st.rt->data_port())});
   for (auto& n : st.nodes)
     out.push_back(n.info);
   return out;
@@ -140,7 +111,8 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
   });
   return {
     [=](hello_atom, const std::string& token, const std::string& role,
-        const std::string& host, uint16_t port)
+        const std::string& host, uint16_t port, uint16_t data_port,
+        const std::map<std::string, std::string>& resources)
       -> caf::result<std::string> {
       auto& st = self->state;
       auto sender = self->current_sender();
@@ -161,7 +133,17 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
         return "driver-" + std::to_string(st.next_driver++);
       auto id = "node-" + std::to_string(st.next_node++);
       auto address = host + ":" + std::to_string(port);
-      st.nodes.push_back({{id, address, true, {}}, sender->address()});
+      node_info info{id, address, true, {},
+                     host + ":" + std::to_string(data_port)};
+      for (auto& [k, v] : resources) {
+        try {
+          info.resources[k] = std::stod(v);
+        } catch (const std::exception&) {
+          log_line("node " + id + " sent a bad resource amount: " + k + "="
+                   + v);
+        }
+      }
+      st.nodes.push_back({std::move(info), sender->address()});
       self->monitor(caf::actor_cast<caf::actor>(sender));
       log_line("node " + id + " joined from " + address);
       return id;
@@ -171,9 +153,13 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
       // the manager itself and sees this node die with it.
       auto rp = self->make_response_promise();
       auto& st = self->state;
+      std::map<std::string, std::string> resources;
+      for (auto& [k, v] : st.settings.resources)
+        resources[k] = std::to_string(v);
       self
         ->request(head, std::chrono::seconds(10), hello_atom::value, token,
-                  std::string{"node"}, st.settings.host, st.rt->port())
+                  std::string{"node"}, st.settings.host, st.rt->port(),
+                  st.rt->data_port(), resources)
         .then(
           [=](std::string& id) mutable {
             self->state.id = id;
@@ -187,47 +173,6 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
       if (!trusted(self))
         return untrusted();
       return encode(directory(self));
-    },
-    [=](task_atom, const std::string& fn, bytes& args) {
-      // Checked first: making the promise takes the sender out of the
-      // current message.
-      bool ok = trusted(self);
-      auto rp = self->make_response_promise();
-      if (!ok) {
-        rp.deliver(untrusted());
-        return rp;
-      }
-      auto& st = self->state;
-      auto entry = find_function(fn);
-      if (entry == nullptr) {
-        rp.deliver(false, encode_error(std::make_exception_ptr(usage_error(
-                            "node " + st.id + " has no remote function '" + fn
-                            + "': start it with --code-path to a library "
-                              "that registers it with LUMEN_REMOTE"))));
-        return rp;
-      }
-      auto id = st.next_task++;
-      st.running.emplace(id, rp);
-      auto result = std::make_shared<value_state<bytes>>();
-      auto me = caf::actor_cast<caf::actor>(self);
-      result->on_ready([me, id, result] {
-        if (result->failed())
-          caf::anon_send(me, done_atom::value, id, false,
-                         encode_error(result->error()));
-        else
-          caf::anon_send(me, done_atom::value, id, true, result->value());
-      });
-      st.rt->run_local(
-        std::make_shared<named_task>(result, *entry, std::move(args)));
-      return rp;
-    },
-    [=](done_atom, uint64_t id, bool ok, bytes& out) {
-      auto& running = self->state.running;
-      auto i = running.find(id);
-      if (i == running.end())
-        return;
-      i->second.deliver(ok, std::move(out));
-      running.erase(i);
     },
     [=](spawn_atom, const std::string& cls_name, const std::string& key,
         bytes& args, const std::string& name,
@@ -252,6 +197,7 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
           *cls, std::make_unique<named_factory>(*ctor, std::move(args)),
           opts);
         auto handle = ref->core->handle;
+        st.rt->data().expose(handle.id(), ref->core);
         self->monitor(handle);
         st.hosted.emplace(handle.address(), std::move(ref));
         return handle;

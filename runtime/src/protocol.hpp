@@ -3,13 +3,13 @@
 // The messages Lumen processes exchange over CAF's middleman. Payloads are
 // bytes from lumen's codec; CAF carries std::vector<char> as one raw block.
 //
+// This is the control plane; tasks and actor calls travel on the data plane
+// (data_plane.hpp).
+//
 //   to a node manager (every node, the head included):
-//     (hello, token, role, host, port)    -> (assigned node id)
+//     (hello, token, role, host, port, data port) -> (assigned node id)
 //     (nodes)                             -> (encoded vector<node_info>)
-//     (task, function, args)              -> (ok, encoded result or error)
 //     (spawn, class, ctor key, args, name, max_restarts) -> (actor)
-//   to an actor host:
-//     (call, method, args)                -> (ok, encoded result or error)
 //
 // A node manager answers only peers that said hello with the cluster token.
 
@@ -24,11 +24,8 @@ namespace lumen::detail {
 
 using hello_atom = caf::atom_constant<caf::atom("lmhello")>;
 using nodes_atom = caf::atom_constant<caf::atom("lmnodes")>;
-using task_atom = caf::atom_constant<caf::atom("lmtask")>;
 using spawn_atom = caf::atom_constant<caf::atom("lmspawn")>;
-using call_atom = caf::atom_constant<caf::atom("lmcall")>;
 using join_atom = caf::atom_constant<caf::atom("lmjoin")>;
-using done_atom = caf::atom_constant<caf::atom("lmdone")>;
 
 /// Encodes a published error (task_error, actor_died, ...) for the wire.
 bytes encode_error(const std::exception_ptr& err);

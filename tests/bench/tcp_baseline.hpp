@@ -16,30 +16,16 @@
 #include <string>
 #include <vector>
 
+#include "../../runtime/src/socket_io.hpp"
+
 namespace lumen::bench {
 
 inline void write_all(int fd, const void* data, size_t n) {
-  auto p = static_cast<const char*>(data);
-  while (n > 0) {
-    auto k = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (k <= 0)
-      throw std::runtime_error("tcp baseline: send failed");
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
+  if (!detail::write_all(fd, data, n))
+    throw std::runtime_error("tcp baseline: send failed");
 }
 
-inline bool read_all(int fd, void* data, size_t n) {
-  auto p = static_cast<char*>(data);
-  while (n > 0) {
-    auto k = ::recv(fd, p, n, 0);
-    if (k <= 0)
-      return false;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
+using detail::read_all;
 
 inline void no_delay(int fd) {
   int one = 1;

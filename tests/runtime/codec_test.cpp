@@ -118,9 +118,10 @@ BOOST_AUTO_TEST_CASE(registered_functions_run_from_bytes_by_name) {
   BOOST_REQUIRE(entry != nullptr);
   auto args = lumen::detail::encode(std::vector<std::string>{"a", "b"},
                                     std::string{"+"});
-  auto out = entry->invoke(entry->fn, args);
+  auto out = entry->invoke(entry->fn, lumen::detail::span_of(args));
   BOOST_TEST(std::get<0>(lumen::detail::decode<std::string>(out)) == "a+b");
-  BOOST_CHECK_THROW(entry->invoke(entry->fn, lumen::detail::encode(1)),
+  auto wrong = lumen::detail::encode(1);
+  BOOST_CHECK_THROW(entry->invoke(entry->fn, lumen::detail::span_of(wrong)),
                     lumen::codec_error);
 }
 
@@ -136,8 +137,8 @@ BOOST_AUTO_TEST_CASE(registered_methods_and_constructors_run_from_bytes) {
   BOOST_REQUIRE(cls != nullptr);
   auto m = cls->find("Scaler::scale");
   BOOST_REQUIRE(m != nullptr);
-  auto out = m->invoke(obj.get(), m->key,
-                       lumen::detail::encode(std::vector<float>{1, 2}));
+  auto in = lumen::detail::encode(std::vector<float>{1, 2});
+  auto out = m->invoke(obj.get(), m->key, lumen::detail::span_of(in));
   BOOST_TEST(std::get<0>(lumen::detail::decode<std::vector<float>>(out))
              == (std::vector<float>{2, 4}));
   BOOST_TEST(cls->find("Scaler::nope") == nullptr);

@@ -9,13 +9,14 @@ namespace lumen {
 /// One node of the cluster, as the head's directory sees it.
 struct node_info {
   std::string id;      // "head", "node-1", ...; "local" for an embedded run
-  std::string address; // HOST:PORT where the node accepts work
+  std::string address; // HOST:PORT of its control endpoint (CAF)
   bool alive = true;
   std::map<std::string, double> resources;
+  std::string data_address; // HOST:PORT where tasks and calls go
 
   template <class Inspector>
   friend typename Inspector::result_type inspect(Inspector& f, node_info& x) {
-    return f(x.id, x.address, x.alive, x.resources);
+    return f(x.id, x.address, x.alive, x.resources, x.data_address);
   }
 };
 

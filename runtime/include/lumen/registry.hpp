@@ -55,11 +55,11 @@ method_key key_of(M m) {
 
 /// Runs a registered function on encoded arguments, returning the encoded
 /// result; the way a node runs a task sent to it by name.
-using function_invoker = bytes (*)(erased_fn fn, const bytes& args);
+using function_invoker = bytes (*)(erased_fn fn, byte_span args);
 
 /// Runs a registered method on an instance, from and to bytes.
 using method_invoker = bytes (*)(void* self, const method_key& key,
-                                 const bytes& args);
+                                 byte_span args);
 
 /// Builds an actor instance from encoded constructor arguments.
 using constructor = std::shared_ptr<void> (*)(const bytes& args);
@@ -139,7 +139,7 @@ bytes encode_result(F&& f) {
 }
 
 template <class R, class... Ps>
-bytes invoke_function(erased_fn f, const bytes& in) {
+bytes invoke_function(erased_fn f, byte_span in) {
   auto fn = reinterpret_cast<R (*)(Ps...)>(f);
   auto args = decode<std::decay_t<Ps>...>(in);
   return encode_result([&]() -> decltype(auto) { return std::apply(fn, args); });
@@ -179,7 +179,7 @@ struct method_traits<R (C::*)(Ps...) const> : method_traits<R (C::*)(Ps...)> {
 };
 
 template <class C, class M>
-bytes invoke_method(void* self, const method_key& key, const bytes& in) {
+bytes invoke_method(void* self, const method_key& key, byte_span in) {
   M m;
   std::memcpy(&m, key.data(), sizeof(M));
   auto args = decode_tuple<typename method_traits<M>::args>(in);

@@ -35,6 +35,16 @@ namespace detail {
 
 using bytes = std::vector<char>;
 
+/// A view of encoded bytes, e.g. the arguments inside a received frame.
+struct byte_span {
+  const char* data;
+  size_t size;
+};
+
+inline byte_span span_of(const bytes& b) {
+  return {b.data(), b.size()};
+}
+
 /// Arithmetic element types whose sequences cross the wire as one block of
 /// raw bytes in host byte order (all Lumen nodes must share endianness,
 /// as with CAF's raw path).
@@ -107,11 +117,13 @@ public:
 
 private:
   void raw(const void* p, size_t n) {
-    if (n == 0)
-      return;
-    auto used = out_.size();
-    out_.resize(used + n);
-    std::memcpy(out_.data() + used, p, n);
+    auto c = static_cast<const char*>(p);
+    // One pass over the data; resize-then-copy would zero it first. GCC 12
+    // misreads insert's copy as an overflow (-Wstringop-overflow).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+    out_.insert(out_.end(), c, c + n);
+#pragma GCC diagnostic pop
   }
 
   void size(size_t n) {
@@ -285,17 +297,27 @@ bytes encode(const Ts&... xs) {
 
 /// Deserializes exactly the bytes that encoding a `Tuple`'s elements wrote.
 template <class Tuple>
-Tuple decode_tuple(const bytes& in) {
+Tuple decode_tuple(byte_span in) {
   Tuple out;
-  reader r{in.data(), in.size()};
+  reader r{in.data, in.size};
   std::apply([&r](auto&... xs) { r(xs...); }, out);
   r.finish();
   return out;
 }
 
+template <class Tuple>
+Tuple decode_tuple(const bytes& in) {
+  return decode_tuple<Tuple>(span_of(in));
+}
+
 /// Deserializes exactly the bytes `encode<Ts...>` wrote.
 template <class... Ts>
 std::tuple<Ts...> decode(const bytes& in) {
+  return decode_tuple<std::tuple<Ts...>>(in);
+}
+
+template <class... Ts>
+std::tuple<Ts...> decode(byte_span in) {
   return decode_tuple<std::tuple<Ts...>>(in);
 }
 

@@ -1,0 +1,160 @@
+#pragma once
+
+// The data plane: tasks and actor calls between processes travel as frames
+// on plain TCP connections, straight from the caller's thread to the
+// socket, with one reader thread per connection publishing the replies.
+// CAF's middleman stays the control plane (join, directory, spawn, failure
+// monitoring); its per-message path is an order of magnitude slower for
+// this traffic.
+//
+// A frame is a 24-byte header (magic, kind, ok flag, request id, payload
+// length) and the payload:
+//   hello   the cluster token              -> welcome, or refused + reason
+//   task    u32 name length, name, args    -> reply (ok: result, else error)
+//   call    u64 actor id, u32 method length, method, args -> reply
+// Payload bytes come from lumen's codec; arguments are never copied out of
+// the received frame.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "lumen/detail/codec.hpp"
+
+#include "actor_host.hpp"
+
+namespace lumen::detail {
+
+class embedded_runtime;
+
+enum class frame_kind : uint8_t {
+  hello = 1,
+  welcome,
+  refused,
+  task,
+  call,
+  reply,
+};
+
+struct frame_header {
+  uint32_t magic;
+  uint8_t kind;
+  uint8_t ok;
+  uint16_t reserved;
+  uint64_t id;
+  uint64_t length;
+};
+
+/// One framed connection; each frame is written whole, under a lock.
+class data_connection {
+public:
+  explicit data_connection(int fd);
+  ~data_connection();
+
+  data_connection(const data_connection&) = delete;
+  data_connection& operator=(const data_connection&) = delete;
+
+  /// Writes one frame whose payload is the concatenation of `parts`;
+  /// false if the peer is gone.
+  bool send(frame_kind kind, bool ok, uint64_t id,
+            std::vector<byte_span> parts);
+
+  /// Reads the next frame; false on EOF, error or a malformed header.
+  bool receive(frame_header& header, std::shared_ptr<bytes>& payload);
+
+  /// Wakes a reader blocked on this connection; further reads fail.
+  void close();
+
+private:
+  int fd_;
+  std::mutex write_mtx_;
+};
+
+/// The serving side, in every head and node: accepts connections, checks
+/// the token, runs tasks on the pool and hands calls to actor hosts.
+class data_server {
+public:
+  data_server(embedded_runtime& rt, const std::string& host,
+              std::string token);
+  ~data_server();
+
+  uint16_t port() const noexcept {
+    return port_;
+  }
+
+  /// Makes an actor hosted here callable under `id`.
+  void expose(uint64_t id, std::weak_ptr<actor_core> core);
+
+private:
+  void accept_loop();
+  void serve(std::shared_ptr<data_connection> c);
+  void run_task(const std::shared_ptr<data_connection>& c, uint64_t id,
+                std::shared_ptr<bytes> payload);
+  void run_call(const std::shared_ptr<data_connection>& c, uint64_t id,
+                std::shared_ptr<bytes> payload);
+
+  embedded_runtime& rt_;
+  std::string token_;
+  int listen_fd_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::thread acceptor_;
+  std::mutex mtx_;
+  std::vector<std::shared_ptr<data_connection>> conns_;
+  std::vector<std::thread> readers_;
+  std::unordered_map<uint64_t, std::weak_ptr<actor_core>> actors_;
+};
+
+/// A driver's connection to one node.
+class data_client {
+public:
+  using on_reply = std::function<void(bool ok, const bytes& payload)>;
+  using on_fail = std::function<void(const std::string& why)>;
+
+  /// Connects and presents the token; throws `error` saying what failed.
+  data_client(const std::string& address, const std::string& token,
+              std::string peer);
+  ~data_client();
+
+  data_client(const data_client&) = delete;
+  data_client& operator=(const data_client&) = delete;
+
+  /// Sends a task; exactly one of the callbacks runs, on the reader thread
+  /// (or at once on this thread if the connection is already gone).
+  void task(const std::string& function, const bytes& args, on_reply done,
+            on_fail fail);
+
+  /// Sends a call to actor `actor` on the peer; callbacks as for `task`.
+  void call(uint64_t actor, const std::string& method, const bytes& args,
+            on_reply done, on_fail fail);
+
+  /// Fails everything pending with `why` and closes the connection.
+  void fail_all(const std::string& why);
+
+private:
+  struct pending {
+    on_reply done;
+    on_fail fail;
+  };
+
+  void send(frame_kind kind, std::vector<byte_span> parts, on_reply done,
+            on_fail fail);
+  void read_loop();
+
+  std::string peer_;
+  std::unique_ptr<data_connection> conn_;
+  std::mutex mtx_;
+  bool closed_ = false;
+  std::string closed_why_;
+  uint64_t next_id_ = 1;
+  std::unordered_map<uint64_t, pending> pending_;
+  std::thread reader_;
+};
+
+} // namespace lumen::detail
