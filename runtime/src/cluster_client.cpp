@@ -49,6 +49,23 @@ std::string hello(caf::actor_system& sys, const caf::actor& peer,
   return id;
 }
 
+/// Publishes a data-plane reply into the result of `x` (a task or a call):
+/// the value, the remote error, or the error of decoding it.
+template <class T>
+data_client::on_reply publish_reply(std::shared_ptr<T> x) {
+  return [x](bool ok, const bytes& out) {
+    if (!ok) {
+      x->result()->set_error(decode_error(out));
+      return;
+    }
+    try {
+      x->accept_result(out);
+    } catch (...) {
+      x->result()->set_error(std::current_exception());
+    }
+  };
+}
+
 } // namespace
 
 cluster_client::cluster_client(embedded_runtime& rt,
@@ -195,18 +212,7 @@ void cluster_client::send_task(std::shared_ptr<task_spec> t,
     return;
   }
   link.data->task(
-    t->function().name, args,
-    [t](bool ok, const bytes& out) {
-      if (!ok) {
-        t->result()->set_error(decode_error(out));
-        return;
-      }
-      try {
-        t->accept_result(out);
-      } catch (...) {
-        t->result()->set_error(std::current_exception());
-      }
-    },
+    t->function().name, args, publish_reply(t),
     [this, t, node, retries_left](const std::string& why) {
       // A task that was spread may run on another node; one pinned to this
       // node cannot.
@@ -300,18 +306,7 @@ void cluster_client::send_call(const std::shared_ptr<actor_core>& core,
     return;
   }
   link.data->call(
-    core->remote_id, c->method().name, args,
-    [c](bool ok, const bytes& out) {
-      if (!ok) {
-        c->result()->set_error(decode_error(out));
-        return;
-      }
-      try {
-        c->accept_result(out);
-      } catch (...) {
-        c->result()->set_error(std::current_exception());
-      }
-    },
+    core->remote_id, c->method().name, args, publish_reply(c),
     [core, c](const std::string& why) {
       core->set_death_reason(why);
       core->dead = true;

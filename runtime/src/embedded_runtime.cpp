@@ -222,13 +222,17 @@ embedded_runtime::spawn_actor(const actor_class_entry& cls,
     return spawn_local_actor(cls, std::move(f), opts);
   {
     std::lock_guard<std::mutex> guard{mtx_};
-    if (!opts.name.empty() && names_.count(opts.name) > 0)
-      throw usage_error("an actor named '" + opts.name
-                        + "' already exists; pick another name, or look it "
-                          "up with lumen::get_actor<C>(\""
-                        + opts.name + "\")");
+    require_free_name(opts.name);
   }
   return client_->spawn_actor(cls, std::move(f), opts);
+}
+
+void embedded_runtime::require_free_name(const std::string& name) const {
+  if (!name.empty() && names_.count(name) > 0)
+    throw usage_error("an actor named '" + name
+                      + "' already exists; pick another name, or look it up "
+                        "with lumen::get_actor<C>(\""
+                      + name + "\")");
 }
 
 std::shared_ptr<actor_ref>
@@ -238,11 +242,7 @@ embedded_runtime::spawn_local_actor(const actor_class_entry& cls,
   auto core = std::make_shared<actor_core>(cls, std::move(f), opts);
   {
     std::lock_guard<std::mutex> guard{mtx_};
-    if (!opts.name.empty() && names_.count(opts.name) > 0)
-      throw usage_error("an actor named '" + opts.name
-                        + "' already exists; pick another name, or look it "
-                          "up with lumen::get_actor<C>(\""
-                        + opts.name + "\")");
+    require_free_name(opts.name);
     core->handle = spawn_host(*sys_, core);
   }
   return register_actor(std::move(core));

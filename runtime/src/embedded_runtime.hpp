@@ -92,6 +92,8 @@ public:
 
 private:
   void forget_name(const actor_core& core);
+  /// Throws `usage_error` if an actor goes by `name`; requires mtx_.
+  void require_free_name(const std::string& name) const;
   /// Ends every actor and the actor system; safe to call twice.
   void shutdown_actors();
   std::shared_ptr<actor_ref> register_actor(std::shared_ptr<actor_core> core);

@@ -135,17 +135,6 @@ void init(int argc, char** argv) {
 }
 
 void init(const init_options& opts) {
-  std::lock_guard<std::mutex> guard{init_mtx};
-  if (the_runtime)
-    throw usage_error("lumen::init was called twice; call lumen::shutdown() "
-                      "before initializing again");
-  auto errs = detail::registration_errors();
-  if (!errs.empty()) {
-    std::string msg = "lumen::init: registration errors:";
-    for (auto& e : errs)
-      msg += "\n  " + e;
-    throw usage_error(msg);
-  }
   detail::cluster_role role;
   auto address = opts.address;
   if (address.empty())
@@ -157,17 +146,17 @@ void init(const init_options& opts) {
     role.token = detail::read_token(
       opts.token_file.empty() ? detail::default_token_file() : opts.token_file);
   }
-  the_runtime = std::make_unique<detail::embedded_runtime>(opts, role);
-  live_runtime = the_runtime.get();
+  init_node(opts, std::move(role));
 }
 
 void init_node(const init_options& opts, detail::cluster_role role) {
   std::lock_guard<std::mutex> guard{init_mtx};
   if (the_runtime)
-    throw usage_error("this process already runs Lumen");
+    throw usage_error("lumen::init was called twice; call lumen::shutdown() "
+                      "before initializing again");
   auto errs = detail::registration_errors();
   if (!errs.empty()) {
-    std::string msg = "registration errors:";
+    std::string msg = "lumen::init: registration errors:";
     for (auto& e : errs)
       msg += "\n  " + e;
     throw usage_error(msg);
