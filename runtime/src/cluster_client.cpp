@@ -143,7 +143,7 @@ cluster_client::node_link cluster_client::link_to(const std::string& node_id) {
   {
     std::lock_guard<std::mutex> guard{mtx_};
     auto i = links_.find(node_id);
-    if (i != links_.end())
+    if (i != links_.end() && !i->second.data->closed())
       return i->second;
     for (auto& n : directory_)
       if (n.id == node_id) {
@@ -165,26 +165,56 @@ cluster_client::node_link cluster_client::link_to(const std::string& node_id) {
   rt_.run_as_requester(
     [mgr = link.manager](caf::event_based_actor* self) { self->monitor(mgr); });
   std::lock_guard<std::mutex> guard{mtx_};
-  return links_.emplace(node_id, std::move(link)).first->second;
+  auto& slot = links_[node_id];
+  if (slot.data)
+    retired_.push_back(std::move(slot.data)); // closed, see above
+  slot = std::move(link);
+  return slot;
+}
+
+cluster_client::~cluster_client() {
+  stopping_ = true;
+  std::vector<std::shared_ptr<data_client>> all;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    for (auto& [id, link] : links_)
+      all.push_back(std::move(link.data));
+    links_.clear();
+    for (auto& d : retired_)
+      all.push_back(std::move(d));
+    retired_.clear();
+  }
+  for (auto& d : all)
+    if (d)
+      d->fail_all("the runtime shut down");
+}
+
+std::shared_ptr<data_client>
+cluster_client::drop_link(const std::string& node_id) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  for (auto& n : directory_)
+    if (n.id == node_id)
+      n.alive = false;
+  auto i = links_.find(node_id);
+  if (i == links_.end())
+    return nullptr;
+  auto data = i->second.data;
+  retired_.push_back(data);
+  links_.erase(i);
+  return data;
 }
 
 void cluster_client::on_down(const caf::down_msg& msg) {
-  std::shared_ptr<data_client> data;
   std::string node;
   {
     std::lock_guard<std::mutex> guard{mtx_};
-    for (auto i = links_.begin(); i != links_.end(); ++i)
-      if (i->second.manager.address() == msg.source) {
-        node = i->first;
-        data = std::move(i->second.data);
-        links_.erase(i);
-        break;
-      }
-    for (auto& n : directory_)
-      if (n.id == node)
-        n.alive = false;
+    for (auto& [id, link] : links_)
+      if (link.manager.address() == msg.source)
+        node = id;
   }
-  if (data)
+  if (node.empty())
+    return;
+  if (auto data = drop_link(node))
     data->fail_all("node " + node + " went down ("
                    + sys_.render(msg.reason) + ")");
 }
@@ -214,9 +244,11 @@ void cluster_client::send_task(std::shared_ptr<task_spec> t,
   link.data->task(
     t->function().name, args, publish_reply(t),
     [this, t, node, retries_left](const std::string& why) {
+      drop_link(node);
       // A task that was spread may run on another node; one pinned to this
       // node cannot.
-      if (retries_left > 0 && t->where.kind == placement::spread) {
+      if (retries_left > 0 && t->where.kind == placement::spread
+          && !stopping_) {
         send_task(t, retries_left - 1);
         return;
       }
@@ -307,7 +339,8 @@ void cluster_client::send_call(const std::shared_ptr<actor_core>& core,
   }
   link.data->call(
     core->remote_id, c->method().name, args, publish_reply(c),
-    [core, c](const std::string& why) {
+    [this, core, c](const std::string& why) {
+      drop_link(core->node_id);
       core->set_death_reason(why);
       core->dead = true;
       c->result()->set_error(core->dropped_call_error(c->method()));

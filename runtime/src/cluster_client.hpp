@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -56,6 +57,9 @@ public:
   /// On the requester's thread: a monitored node manager went down.
   void on_down(const caf::down_msg& msg);
 
+  /// Closes every connection; called before the runtime goes away.
+  ~cluster_client();
+
 private:
   /// What this driver holds for one node.
   struct node_link {
@@ -67,6 +71,9 @@ private:
   std::string pick_node(const placement& where);
   /// The link to `node_id`, connecting and saying hello if needed.
   node_link link_to(const std::string& node_id);
+  /// Takes `node_id` for dead and retires its link: its connection closed
+  /// or its manager went down. Failing the rest is the caller's business.
+  std::shared_ptr<data_client> drop_link(const std::string& node_id);
   void refresh_directory();
   void send_task(std::shared_ptr<task_spec> t, int retries_left);
   void pump(const std::shared_ptr<actor_core>& core);
@@ -80,6 +87,10 @@ private:
   caf::actor head_;
   std::mutex mtx_;
   std::unordered_map<std::string, node_link> links_;
+  // Links of dead nodes. Kept, not destroyed, since the last reference
+  // could otherwise drop on the link's own reader thread, which joins it.
+  std::vector<std::shared_ptr<data_client>> retired_;
+  std::atomic<bool> stopping_{false};
   std::vector<node_info> directory_;
   std::chrono::steady_clock::time_point directory_at_;
   size_t next_spread_ = 0;

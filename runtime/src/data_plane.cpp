@@ -426,6 +426,11 @@ void data_client::read_loop() {
   fail_all("the connection to " + peer_ + " closed");
 }
 
+bool data_client::closed() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return closed_;
+}
+
 void data_client::fail_all(const std::string& why) {
   std::unordered_map<uint64_t, pending> doomed;
   {

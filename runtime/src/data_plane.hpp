@@ -111,7 +111,8 @@ private:
   std::unordered_map<uint64_t, std::weak_ptr<actor_core>> actors_;
 };
 
-/// A driver's connection to one node.
+/// A driver's connection to one node. Must not be destroyed on its own
+/// reader thread (it joins that thread).
 class data_client {
 public:
   using on_reply = std::function<void(bool ok, const bytes& payload)>;
@@ -136,6 +137,9 @@ public:
 
   /// Fails everything pending with `why` and closes the connection.
   void fail_all(const std::string& why);
+
+  /// True once the connection is gone; everything sent then fails.
+  bool closed();
 
 private:
   struct pending {

@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <memory>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -61,10 +60,10 @@ node_process serve(const std::vector<std::string>& args) {
   argv.insert(argv.end(), args.begin(), args.end());
   auto p = std::make_unique<lumen::test::process>(argv);
   auto out = p->await_output("(pid", std::chrono::seconds(30));
-  std::smatch m;
-  if (!out || !std::regex_search(*out, m, std::regex{R"(at (\S+) \(pid)"}))
+  auto s = out ? lumen::test::parse_started(*out) : std::nullopt;
+  if (!s)
     throw std::runtime_error("a node did not start: " + p->output());
-  return {std::move(p), m[1]};
+  return {std::move(p), s->address};
 }
 
 double mb_per_s(double round_trips_per_s, size_t payload) {

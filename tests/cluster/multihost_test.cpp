@@ -17,7 +17,6 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -200,11 +199,11 @@ std::unique_ptr<process> start_in(const std::string& ns,
   auto p = std::make_unique<process>(argv,
                                      std::vector<std::string>{"HOME=" + home});
   auto out = p->await_output("(pid", seconds(30));
-  std::smatch m;
-  if (!out || !std::regex_search(*out, m, std::regex{R"(at (\S+) \(pid)"}))
+  auto s = out ? lumen::test::parse_started(*out) : std::nullopt;
+  if (!s)
     throw std::runtime_error("a node did not start in " + ns + ": "
                              + p->output());
-  address = m[1];
+  address = s->address;
   return p;
 }
 

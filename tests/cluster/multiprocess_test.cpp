@@ -15,7 +15,6 @@
 #include <fstream>
 #include <memory>
 #include <random>
-#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -66,10 +65,9 @@ struct cluster {
     auto p = std::make_unique<process>(argv, env());
     auto out = p->await_output("(pid", seconds(30));
     BOOST_REQUIRE_MESSAGE(out, "node did not start: " << p->output());
-    std::smatch m;
-    std::regex started{R"(Started (\S+) at (\S+) \(pid)"};
-    BOOST_REQUIRE(std::regex_search(*out, m, started));
-    return {std::move(p), m[1], m[2]};
+    auto s = lumen::test::parse_started(*out);
+    BOOST_REQUIRE(s);
+    return {std::move(p), s->id, s->address};
   }
 
   cluster() {
@@ -259,8 +257,7 @@ BOOST_AUTO_TEST_CASE(killing_a_node_fails_its_work_fast_and_marks_it_dead) {
      cl.token_file},
     cl.env());
   BOOST_TEST(code == 0);
-  BOOST_TEST(std::regex_search(out, std::regex{victim.id + R"(\s+\S+\s+dead)"}),
-             out);
+  BOOST_TEST(lumen::test::status_of(out, victim.id) == "dead", out);
   BOOST_TEST(lumen::get(lumen::task(where).on_node("node-1").remote(),
                         deadline)
              == "node-1");
@@ -344,25 +341,23 @@ BOOST_AUTO_TEST_CASE(background_nodes_start_report_and_stop) {
   auto [head_code, head_out] = lumen::test::run(
     {LUMEN_CLI, "start", "--head", "--port", "0"}, env);
   BOOST_REQUIRE_MESSAGE(head_code == 0, head_out);
-  std::smatch m;
-  BOOST_REQUIRE(std::regex_search(head_out, m,
-                                  std::regex{R"(at (\S+) \(pid (\d+)\))"}));
-  std::string address = m[1];
-  auto head_pid = static_cast<pid_t>(std::stoi(m[2]));
+  auto head = lumen::test::parse_started(head_out);
+  BOOST_REQUIRE(head);
+  auto address = head->address;
+  auto head_pid = head->pid;
   struct stat st{};
   BOOST_REQUIRE(::stat((home + "/.lumen/cluster-token").c_str(), &st) == 0);
   BOOST_TEST((st.st_mode & 0777) == 0600u);
   auto [node_code, node_out] = lumen::test::run(
     {LUMEN_CLI, "start", "--address", address}, env);
   BOOST_REQUIRE_MESSAGE(node_code == 0, node_out);
-  BOOST_REQUIRE(std::regex_search(node_out, m,
-                                  std::regex{R"(\(pid (\d+)\))"}));
-  auto node_pid = static_cast<pid_t>(std::stoi(m[1]));
+  auto node = lumen::test::parse_started(node_out);
+  BOOST_REQUIRE(node);
+  auto node_pid = node->pid;
   auto [status_code, status_out] = lumen::test::run(
     {LUMEN_CLI, "status", "--address", address}, env);
   BOOST_TEST(status_code == 0);
-  BOOST_TEST(std::regex_search(status_out,
-                               std::regex{R"(node-1\s+\S+\s+alive)"}),
+  BOOST_TEST(lumen::test::status_of(status_out, "node-1") == "alive",
              status_out);
   auto [stop_code, stop_out] = lumen::test::run({LUMEN_CLI, "stop"}, env);
   BOOST_TEST(stop_code == 0);

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -131,6 +132,41 @@ private:
   std::string output_;
   std::optional<int> status_;
 };
+
+/// What `lumen start` printed: "Started ID at ADDRESS (pid PID)".
+struct started {
+  std::string id;
+  std::string address;
+  pid_t pid = -1;
+};
+
+/// Finds the "Started" line in `output`; nothing if there is none.
+inline std::optional<started> parse_started(const std::string& output) {
+  auto at = output.find("Started ");
+  if (at == std::string::npos)
+    return std::nullopt;
+  std::istringstream line{output.substr(at, output.find('\n', at) - at)};
+  started s;
+  std::string word, at_word, pid_word;
+  line >> word >> s.id >> at_word >> s.address >> pid_word >> s.pid;
+  if (at_word != "at" || pid_word != "(pid" || s.pid <= 0)
+    return std::nullopt;
+  return s;
+}
+
+/// The STATE column of node `id` in `lumen status` output, or "".
+inline std::string status_of(const std::string& output,
+                             const std::string& id) {
+  std::istringstream lines{output};
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words{line};
+    std::string node, address, state;
+    words >> node >> address >> state;
+    if (node == id)
+      return state;
+  }
+  return {};
+}
 
 /// Runs a command to completion; returns its exit code and output.
 inline std::pair<int, std::string> run(std::vector<std::string> argv,
