@@ -53,6 +53,8 @@ public:
   std::mutex outbox_mtx;
   std::deque<std::shared_ptr<actor_call>> outbox;
   bool outbox_blocked = false;
+  /// Its node died and it is being rebuilt elsewhere: calls wait.
+  bool relocating = false;
 
   void set_death_reason(std::string reason);
 

@@ -204,6 +204,58 @@ cluster_client::drop_link(const std::string& node_id) {
   return data;
 }
 
+void cluster_client::rescue_actors(const std::string& node_id,
+                                   const std::string& why) {
+  std::vector<std::weak_ptr<actor_core>> cores;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto i = hosted_.find(node_id);
+    if (i == hosted_.end())
+      return;
+    cores.swap(i->second);
+    hosted_.erase(i);
+  }
+  for (auto& weak : cores) {
+    auto core = weak.lock();
+    if (!core || core->dead)
+      continue;
+    auto reason = "its node " + node_id + " went down (" + why + ")";
+    if (core->restarts.load() >= core->opts.max_restarts || stopping_) {
+      core->set_death_reason(reason);
+      core->dead = true;
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> guard{core->outbox_mtx};
+      core->relocating = true;
+    }
+    try {
+      // Its own placement cannot be honoured any more: any live node will do.
+      auto node = pick_node({placement::spread, {}});
+      auto handle = spawn_on(node, *core);
+      core->set_death_reason(reason + "; restarted on " + node);
+      {
+        std::lock_guard<std::mutex> guard{core->outbox_mtx};
+        core->handle = handle;
+        core->node_id = node;
+        core->remote_id = handle.id();
+        core->restarts.fetch_add(1);
+        core->relocating = false;
+      }
+      std::lock_guard<std::mutex> guard{mtx_};
+      hosted_[node].push_back(core);
+    } catch (const std::exception& e) {
+      core->set_death_reason(reason + "; no restart: " + e.what());
+      core->dead = true;
+      std::deque<std::shared_ptr<actor_call>> doomed; // fail outside the lock
+      std::lock_guard<std::mutex> guard{core->outbox_mtx};
+      doomed.swap(core->outbox);
+      core->relocating = false;
+    }
+    pump(core);
+  }
+}
+
 void cluster_client::on_down(const caf::down_msg& msg) {
   std::string node;
   {
@@ -214,9 +266,11 @@ void cluster_client::on_down(const caf::down_msg& msg) {
   }
   if (node.empty())
     return;
-  if (auto data = drop_link(node))
-    data->fail_all("node " + node + " went down ("
-                   + sys_.render(msg.reason) + ")");
+  if (auto data = drop_link(node)) {
+    auto why = sys_.render(msg.reason);
+    data->fail_all("node " + node + " went down (" + why + ")");
+    rescue_actors(node, why);
+  }
 }
 
 void cluster_client::submit_task(std::shared_ptr<task_spec> t) {
@@ -241,10 +295,9 @@ void cluster_client::send_task(std::shared_ptr<task_spec> t,
     t->result()->set_error(std::current_exception());
     return;
   }
-  link.data->task(
-    t->function().name, args, publish_reply(t),
-    [this, t, node, retries_left](const std::string& why) {
-      drop_link(node);
+  auto lost = [this, t, node, retries_left](const std::string& why) {
+      if (drop_link(node))
+        rescue_actors(node, why);
       // A task that was spread may run on another node; one pinned to this
       // node cannot.
       if (retries_left > 0 && t->where.kind == placement::spread
@@ -255,7 +308,9 @@ void cluster_client::send_task(std::shared_ptr<task_spec> t,
       t->result()->set_error(std::make_exception_ptr(
         actor_died("task " + t->function().name + " was lost with node "
                    + node + ": " + why)));
-    });
+  };
+  if (!link.data->task(t->function().name, args, publish_reply(t), lost))
+    lost("the connection to node " + node + " is gone");
 }
 
 std::shared_ptr<actor_ref>
@@ -263,25 +318,32 @@ cluster_client::spawn_actor(const actor_class_entry& cls,
                             std::unique_ptr<actor_factory> f,
                             const actor_options& opts) {
   auto node = pick_node(opts.where);
+  auto core = std::make_shared<actor_core>(cls, std::move(f), opts);
+  core->handle = spawn_on(node, *core);
+  core->node_id = node;
+  core->remote_id = core->handle.id();
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    hosted_[node].push_back(core);
+  }
+  return rt_.adopt_remote_actor(core);
+}
+
+caf::actor cluster_client::spawn_on(const std::string& node,
+                                   const actor_core& core) {
   auto mgr = link_to(node).manager;
   caf::actor handle;
-  {
-    caf::scoped_actor self{sys_};
-    self
-      ->request(mgr, control_timeout, spawn_atom::value, cls.name,
-                f->constructor_key(), f->encode_args(), opts.name,
-                static_cast<int32_t>(opts.max_restarts))
-      .receive([&](caf::actor& h) { handle = std::move(h); },
-               [&](caf::error& err) {
-                 throw usage_error("cannot start " + cls.name + " on node "
-                                   + node + ": " + sys_.render(err));
-               });
-  }
-  auto core = std::make_shared<actor_core>(cls, std::move(f), opts);
-  core->handle = handle;
-  core->node_id = node;
-  core->remote_id = handle.id();
-  return rt_.adopt_remote_actor(core);
+  caf::scoped_actor self{sys_};
+  self
+    ->request(mgr, control_timeout, spawn_atom::value, core.cls.name,
+              core.factory->constructor_key(), core.factory->encode_args(),
+              core.opts.name, static_cast<int32_t>(core.opts.max_restarts))
+    .receive([&](caf::actor& h) { handle = std::move(h); },
+             [&](caf::error& err) {
+               throw usage_error("cannot start " + core.cls.name + " on node "
+                                 + node + ": " + sys_.render(err));
+             });
+  return handle;
 }
 
 void cluster_client::submit_call(const std::shared_ptr<actor_core>& core,
@@ -298,7 +360,8 @@ void cluster_client::pump(const std::shared_ptr<actor_core>& core) {
   {
     // Sending under the lock keeps concurrent pumps from reordering calls.
     std::lock_guard<std::mutex> guard{core->outbox_mtx};
-    while (!core->outbox_blocked && !core->outbox.empty()) {
+    while (!core->outbox_blocked && !core->relocating
+           && !core->outbox.empty()) {
       auto& head = core->outbox.front();
       bool ready = true;
       for (auto& d : head->deps)
@@ -337,14 +400,30 @@ void cluster_client::send_call(const std::shared_ptr<actor_core>& core,
     c->result()->set_error(std::current_exception());
     return;
   }
-  link.data->call(
-    core->remote_id, c->method().name, args, publish_reply(c),
-    [this, core, c](const std::string& why) {
-      drop_link(core->node_id);
-      core->set_death_reason(why);
-      core->dead = true;
-      c->result()->set_error(core->dropped_call_error(c->method()));
+  auto node = core->node_id; // the actor may move before the reply
+  auto lost = [this, node, core, c](const std::string& why) {
+    if (drop_link(node))
+      rescue_actors(node, why);
+    {
+      std::lock_guard<std::mutex> guard{core->outbox_mtx};
+      if (core->node_id == node && !core->relocating
+          && core->restarts.load() >= core->opts.max_restarts) {
+        core->set_death_reason(why);
+        core->dead = true;
+      }
+    }
+    c->result()->set_error(core->dropped_call_error(c->method()));
+  };
+  if (!link.data->call(core->remote_id, c->method().name, args,
+                       publish_reply(c), lost)) {
+    // We hold the outbox lock (see pump): fail this call here, and leave the
+    // node's funeral to the requester's thread.
+    c->result()->set_error(core->dropped_call_error(c->method()));
+    rt_.run_as_requester([this, node](caf::event_based_actor*) {
+      if (drop_link(node))
+        rescue_actors(node, "its connection closed");
     });
+  }
 }
 
 } // namespace lumen::detail

@@ -74,6 +74,11 @@ private:
   /// Takes `node_id` for dead and retires its link: its connection closed
   /// or its manager went down. Failing the rest is the caller's business.
   std::shared_ptr<data_client> drop_link(const std::string& node_id);
+  /// After `node_id` died: rebuilds its actors that have restarts left on
+  /// live nodes, and marks the others dead.
+  void rescue_actors(const std::string& node_id, const std::string& why);
+  /// Starts an actor on `node`; returns its handle. Throws on refusal.
+  caf::actor spawn_on(const std::string& node, const actor_core& core);
   void refresh_directory();
   void send_task(std::shared_ptr<task_spec> t, int retries_left);
   void pump(const std::shared_ptr<actor_core>& core);
@@ -90,6 +95,9 @@ private:
   // Links of dead nodes. Kept, not destroyed, since the last reference
   // could otherwise drop on the link's own reader thread, which joins it.
   std::vector<std::shared_ptr<data_client>> retired_;
+  // The remote actors this driver created, by the node hosting them.
+  std::unordered_map<std::string, std::vector<std::weak_ptr<actor_core>>>
+    hosted_;
   std::atomic<bool> stopping_{false};
   std::vector<node_info> directory_;
   std::chrono::steady_clock::time_point directory_at_;

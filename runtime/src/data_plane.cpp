@@ -368,20 +368,20 @@ data_client::~data_client() {
   reader_.join();
 }
 
-void data_client::task(const std::string& function, const bytes& args,
+bool data_client::task(const std::string& function, const bytes& args,
                        on_reply done, on_fail fail) {
   auto len = static_cast<uint32_t>(function.size());
-  send(frame_kind::task,
+  return send(frame_kind::task,
        {{reinterpret_cast<const char*>(&len), sizeof(len)},
         {function.data(), function.size()},
         span_of(args)},
        std::move(done), std::move(fail));
 }
 
-void data_client::call(uint64_t actor, const std::string& method,
+bool data_client::call(uint64_t actor, const std::string& method,
                        const bytes& args, on_reply done, on_fail fail) {
   auto len = static_cast<uint32_t>(method.size());
-  send(frame_kind::call,
+  return send(frame_kind::call,
        {{reinterpret_cast<const char*>(&actor), sizeof(actor)},
         {reinterpret_cast<const char*>(&len), sizeof(len)},
         {method.data(), method.size()},
@@ -389,23 +389,22 @@ void data_client::call(uint64_t actor, const std::string& method,
        std::move(done), std::move(fail));
 }
 
-void data_client::send(frame_kind kind, std::vector<byte_span> parts,
+bool data_client::send(frame_kind kind, std::vector<byte_span> parts,
                        on_reply done, on_fail fail) {
   uint64_t id;
   {
-    std::unique_lock<std::mutex> guard{mtx_};
-    if (closed_) {
-      auto why = closed_why_;
-      guard.unlock();
-      fail(why);
-      return;
-    }
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (closed_)
+      return false;
     id = next_id_++;
     // Registered before sending: the reply may beat send() back.
     pending_.emplace(id, pending{std::move(done), std::move(fail)});
   }
+  // A failed write closes the connection; the reader then fails everything
+  // pending on its own thread, never inside a caller that holds locks.
   if (!conn_->send(kind, true, id, std::move(parts)))
-    fail_all("the connection to " + peer_ + " broke");
+    conn_->close();
+  return true;
 }
 
 void data_client::read_loop() {

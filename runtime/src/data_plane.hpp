@@ -126,13 +126,13 @@ public:
   data_client(const data_client&) = delete;
   data_client& operator=(const data_client&) = delete;
 
-  /// Sends a task; exactly one of the callbacks runs, on the reader thread
-  /// (or at once on this thread if the connection is already gone).
-  void task(const std::string& function, const bytes& args, on_reply done,
+  /// Sends a task; exactly one of the callbacks runs later, on the reader
+  /// thread. Returns false, running neither, if the connection is gone.
+  bool task(const std::string& function, const bytes& args, on_reply done,
             on_fail fail);
 
-  /// Sends a call to actor `actor` on the peer; callbacks as for `task`.
-  void call(uint64_t actor, const std::string& method, const bytes& args,
+  /// Sends a call to actor `actor` on the peer; as `task` otherwise.
+  bool call(uint64_t actor, const std::string& method, const bytes& args,
             on_reply done, on_fail fail);
 
   /// Fails everything pending with `why` and closes the connection.
@@ -147,7 +147,7 @@ private:
     on_fail fail;
   };
 
-  void send(frame_kind kind, std::vector<byte_span> parts, on_reply done,
+  bool send(frame_kind kind, std::vector<byte_span> parts, on_reply done,
             on_fail fail);
   void read_loop();
 

@@ -298,7 +298,13 @@ void embedded_runtime::kill_actor(const actor_ref& a) {
   if (core.dead.exchange(true))
     return;
   forget_name(core);
-  caf::anon_send_exit(core.handle, caf::exit_reason::kill);
+  caf::actor handle;
+  {
+    // A remote actor's handle changes when it is rebuilt elsewhere.
+    std::lock_guard<std::mutex> guard{a.core->outbox_mtx};
+    handle = core.handle;
+  }
+  caf::anon_send_exit(handle, caf::exit_reason::kill);
 }
 
 void embedded_runtime::forget_name(const actor_core& core) {

@@ -224,6 +224,9 @@ BOOST_AUTO_TEST_CASE(killing_a_node_fails_its_work_fast_and_marks_it_dead) {
   auto actor = lumen::actor<Counter>(0).on_node(victim.id).remote();
   BOOST_TEST(lumen::get(actor.call(&Counter::node), deadline) == victim.id);
   auto call = actor.call(&Counter::nap, 60000);
+  auto phoenix
+    = lumen::actor<Counter>(7).on_node(victim.id).with_max_restarts(1).remote();
+  auto phoenix_call = phoenix.call(&Counter::nap, 60000);
   auto pinned = lumen::task(busy).on_node(victim.id).remote(60000);
   std::vector<lumen::ObjectRef<std::string>> spread;
   for (int i = 0; i < 8; ++i)
@@ -246,6 +249,16 @@ BOOST_AUTO_TEST_CASE(killing_a_node_fails_its_work_fast_and_marks_it_dead) {
     dead = ids(lumen::nodes(), false).count(victim.id) > 0;
   BOOST_TEST(dead);
 
+  // An actor with restarts left is rebuilt on a live node: the call it was
+  // running fails, later calls reach the new instance.
+  BOOST_CHECK_THROW(lumen::get(phoenix_call, deadline), lumen::actor_died);
+  auto reborn_on = lumen::get(phoenix.call(&Counter::node), deadline);
+  BOOST_TEST(reborn_on != victim.id);
+  BOOST_TEST(lumen::get(phoenix.call(&Counter::add, 1), deadline) == 8);
+  BOOST_TEST(phoenix.num_restarts() == 1);
+  BOOST_TEST(phoenix.alive());
+  BOOST_TEST(!actor.alive());
+
   // Spread tasks caught on the victim ran again elsewhere.
   for (auto& place : lumen::get(spread, deadline))
     BOOST_TEST(place != victim.id);
@@ -261,6 +274,14 @@ BOOST_AUTO_TEST_CASE(killing_a_node_fails_its_work_fast_and_marks_it_dead) {
   BOOST_TEST(lumen::get(lumen::task(where).on_node("node-1").remote(),
                         deadline)
              == "node-1");
+
+  // A node started again joins as a new node and takes work.
+  auto again = cl.start({"--address", cl.head.address});
+  BOOST_TEST(again.id != victim.id);
+  BOOST_TEST(lumen::get(lumen::task(where).on_node(again.id).remote(),
+                        deadline)
+             == again.id);
+  again.proc->kill(SIGTERM);
 }
 
 BOOST_AUTO_TEST_CASE(a_wrong_token_is_refused_on_both_sides) {
