@@ -215,7 +215,8 @@ actor_ref::actor_ref(std::shared_ptr<actor_core> c) : core(std::move(c)) {
 }
 
 actor_ref::~actor_ref() {
-  send_stop(*core);
+  if (!core->borrowed)
+    send_stop(*core);
 }
 
 caf::actor spawn_host(caf::actor_system& sys,

@@ -47,6 +47,9 @@ public:
   std::string node_id;
   /// The actor's id on that node's data plane.
   uint64_t remote_id = 0;
+  /// Found by name, created by another process: never stopped or killed on
+  /// this process's behalf except by lumen::kill, and never rebuilt here.
+  bool borrowed = false;
 
   /// Calls to a remote actor wait here, in submission order, until their
   /// arguments are ready (see cluster_client::pump).

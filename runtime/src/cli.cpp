@@ -68,7 +68,8 @@ const char* start_help
 const char* status_help
   = "usage: lumen status [--address HOST:PORT] [--token-file F]\n"
     "\n"
-    "Prints the cluster's nodes: id, address, alive or dead, resources.\n"
+    "Prints the cluster's nodes: id, address, alive or dead, the actors\n"
+    "each hosts for other processes, and resources.\n"
     "The address defaults to $LUMEN_ADDRESS, else 127.0.0.1:6380.\n";
 
 const char* stop_help
@@ -416,7 +417,8 @@ int run_status(int argc, char** argv) {
   auto all = nodes();
   shutdown();
   std::cout << std::left << std::setw(10) << "NODE" << std::setw(24)
-            << "ADDRESS" << std::setw(8) << "STATE"
+            << "ADDRESS" << std::setw(8) << "STATE" << std::setw(8)
+            << "ACTORS"
             << "RESOURCES\n";
   for (auto& n : all) {
     std::string res;
@@ -426,7 +428,8 @@ int run_status(int argc, char** argv) {
       res += (res.empty() ? "" : ",") + x.str();
     }
     std::cout << std::setw(10) << n.id << std::setw(24) << n.address
-              << std::setw(8) << (n.alive ? "alive" : "dead") << res << "\n";
+              << std::setw(8) << (n.alive ? "alive" : "dead") << std::setw(8)
+              << n.actors << res << "\n";
   }
   return exit_ok;
 }

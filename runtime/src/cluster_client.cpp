@@ -104,19 +104,20 @@ void cluster_client::refresh_directory() {
     nodes();
 }
 
+void cluster_client::learn_of(const std::string& node_id) {
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    for (auto& n : directory_)
+      if (n.id == node_id)
+        return;
+  }
+  nodes(); // it may have joined since the last look
+}
+
 std::string cluster_client::pick_node(const placement& where) {
   refresh_directory();
-  if (where.kind == placement::node) {
-    auto known = [&] {
-      std::lock_guard<std::mutex> guard{mtx_};
-      for (auto& n : directory_)
-        if (n.id == where.node_id)
-          return true;
-      return false;
-    };
-    if (!known())
-      nodes(); // it may have joined since the last look
-  }
+  if (where.kind == placement::node)
+    learn_of(where.node_id);
   std::lock_guard<std::mutex> guard{mtx_};
   if (where.kind == placement::node) {
     for (auto& n : directory_)
@@ -220,7 +221,8 @@ void cluster_client::rescue_actors(const std::string& node_id,
     if (!core || core->dead)
       continue;
     auto reason = "its node " + node_id + " went down (" + why + ")";
-    if (core->restarts.load() >= core->opts.max_restarts || stopping_) {
+    if (core->restarts.load() >= core->opts.max_restarts || !core->factory
+        || stopping_) {
       core->set_death_reason(reason);
       core->dead = true;
       continue;
@@ -327,6 +329,44 @@ cluster_client::spawn_actor(const actor_class_entry& cls,
     hosted_[node].push_back(core);
   }
   return rt_.adopt_remote_actor(core);
+}
+
+std::shared_ptr<actor_core> cluster_client::lookup(const std::string& name) {
+  bool found = false;
+  std::string cls_name, node;
+  caf::actor handle;
+  {
+    caf::scoped_actor self{sys_};
+    self->request(head_, control_timeout, lookup_atom::value, name)
+      .receive(
+        [&](bool f, std::string& c, std::string& n, caf::actor& h) {
+          found = f;
+          cls_name = std::move(c);
+          node = std::move(n);
+          handle = std::move(h);
+        },
+        [&](caf::error& err) {
+          throw actor_died("the head did not answer: " + sys_.render(err));
+        });
+  }
+  if (!found)
+    return nullptr;
+  auto cls = find_actor_class(cls_name);
+  if (cls == nullptr)
+    throw usage_error("the actor named '" + name + "' is a " + cls_name
+                      + ", which this program does not register with "
+                        "LUMEN_ACTOR");
+  actor_options opts;
+  opts.name = name;
+  auto core = std::make_shared<actor_core>(*cls, nullptr, opts);
+  core->borrowed = true;
+  core->handle = handle;
+  core->node_id = node;
+  core->remote_id = handle.id();
+  learn_of(node);
+  std::lock_guard<std::mutex> guard{mtx_};
+  hosted_[node].push_back(core);
+  return core;
 }
 
 caf::actor cluster_client::spawn_on(const std::string& node,

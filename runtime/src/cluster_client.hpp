@@ -49,6 +49,9 @@ public:
                                          std::unique_ptr<actor_factory> f,
                                          const actor_options& opts);
 
+  /// The actor named `name` in the head's directory, or null.
+  std::shared_ptr<actor_core> lookup(const std::string& name);
+
   /// Queues a call to a remote actor; calls leave in submission order, a
   /// call with pending ObjectRef arguments holding back later ones.
   void submit_call(const std::shared_ptr<actor_core>& core,
@@ -80,6 +83,8 @@ private:
   /// Starts an actor on `node`; returns its handle. Throws on refusal.
   caf::actor spawn_on(const std::string& node, const actor_core& core);
   void refresh_directory();
+  /// Refreshes the directory unless it already lists `node_id`.
+  void learn_of(const std::string& node_id);
   void send_task(std::shared_ptr<task_spec> t, int retries_left);
   void pump(const std::shared_ptr<actor_core>& core);
   void send_call(const std::shared_ptr<actor_core>& core,

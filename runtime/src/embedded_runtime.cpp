@@ -159,7 +159,8 @@ void embedded_runtime::shutdown_actors() {
   for (auto& c : cores) {
     c->set_death_reason("the runtime shut down");
     c->dead = true;
-    caf::anon_send_exit(c->handle, caf::exit_reason::kill);
+    if (!c->borrowed)
+      caf::anon_send_exit(c->handle, caf::exit_reason::kill);
   }
   {
     std::lock_guard<std::mutex> guard{mtx_};
@@ -284,9 +285,16 @@ void embedded_runtime::submit_call(const actor_ref& a,
 
 std::shared_ptr<actor_ref>
 embedded_runtime::find_actor(const std::string& name) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  auto i = names_.find(name);
-  return i == names_.end() ? nullptr : i->second;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto i = names_.find(name);
+    if (i != names_.end())
+      return i->second;
+  }
+  if (!client_)
+    return nullptr;
+  auto core = client_->lookup(name);
+  return core ? register_actor(std::move(core)) : nullptr;
 }
 
 void embedded_runtime::kill_actor(const actor_ref& a) {

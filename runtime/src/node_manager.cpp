@@ -50,6 +50,13 @@ struct node_entry {
   caf::actor_addr manager;
 };
 
+/// A named actor in the cluster-wide directory (head only).
+struct named_entry {
+  std::string cls;
+  std::string node;
+  caf::actor handle;
+};
+
 struct manager_state {
   embedded_runtime* rt = nullptr;
   node_settings settings;
@@ -61,6 +68,10 @@ struct manager_state {
   int next_driver = 1;
   // Actors hosted here for other processes, kept alive until they end.
   std::unordered_map<caf::actor_addr, std::shared_ptr<actor_ref>> hosted;
+  // Named actors of the whole cluster (head only).
+  std::map<std::string, named_entry> names;
+  // The head (nodes only), told about names and actor counts.
+  caf::actor head;
 };
 
 using manager_actor = caf::stateful_actor<manager_state>;
@@ -87,10 +98,30 @@ std::vector<node_info> directory(manager_actor* self) {
   out.push_back({st.id,
                  st.settings.host + ":" + std::to_string(st.rt->port()),
                  true, st.settings.resources,
-                 st.settings.host + ":" + std::to_string(st.rt->data_port())});
+                 st.settings.host + ":" + std::to_string(st.rt->data_port()),
+                 static_cast<int>(st.hosted.size())});
   for (auto& n : st.nodes)
     out.push_back(n.info);
   return out;
+}
+
+/// Tells the head how many actors this node hosts (nodes only).
+void report_actors(manager_actor* self) {
+  auto& st = self->state;
+  if (st.head)
+    self->send(st.head, actors_atom::value,
+               static_cast<int32_t>(st.hosted.size()));
+}
+
+/// Registers `name` in the head's directory; false if it is taken.
+bool bind_name(manager_actor* self, const std::string& name,
+               named_entry entry) {
+  auto& names = self->state.names;
+  if (names.count(name) > 0)
+    return false;
+  self->monitor(entry.handle);
+  names.emplace(name, std::move(entry));
+  return true;
 }
 
 caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
@@ -101,7 +132,11 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
   st.id = st.settings.is_head ? "head" : "";
   self->set_down_handler([=](caf::down_msg& msg) {
     auto& st = self->state;
-    st.hosted.erase(msg.source);
+    if (st.hosted.erase(msg.source) > 0)
+      report_actors(self);
+    for (auto i = st.names.begin(); i != st.names.end();)
+      i = i->second.handle.address() == msg.source ? st.names.erase(i)
+                                                    : std::next(i);
     for (auto& n : st.nodes)
       if (n.manager == msg.source && n.info.alive) {
         n.info.alive = false;
@@ -163,6 +198,7 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
         .then(
           [=](std::string& id) mutable {
             self->state.id = id;
+            self->state.head = head;
             self->state.trusted.insert(head.node());
             rp.deliver(std::move(id));
           },
@@ -175,36 +211,103 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
       return encode(directory(self));
     },
     [=](spawn_atom, const std::string& cls_name, const std::string& key,
-        bytes& args, const std::string& name,
-        int32_t max_restarts) -> caf::result<caf::actor> {
-      if (!trusted(self))
-        return untrusted();
+        bytes& args, const std::string& name, int32_t max_restarts) {
+      // Checked first: making the promise takes the sender out of the
+      // current message.
+      bool ok = trusted(self);
+      auto rp = self->make_response_promise();
+      if (!ok) {
+        rp.deliver(untrusted());
+        return rp;
+      }
       auto& st = self->state;
       auto cls = find_actor_class(cls_name);
       auto ctor = find_constructor(key);
-      if (cls == nullptr || ctor == nullptr)
-        return caf::make_error(
+      if (cls == nullptr || ctor == nullptr) {
+        rp.deliver(caf::make_error(
           caf::sec::cannot_spawn_actor_from_arguments,
           "node " + st.id + " cannot build a " + cls_name
             + " from these arguments: start it with --code-path to a "
               "library that registers the class with LUMEN_ACTOR and "
-              "creates it the same way");
+              "LUMEN_ACTOR_CTOR"));
+        return rp;
+      }
       actor_options opts;
       opts.name = name;
       opts.max_restarts = max_restarts;
+      std::shared_ptr<actor_ref> ref;
       try {
-        auto ref = st.rt->spawn_local_actor(
+        ref = st.rt->spawn_local_actor(
           *cls, std::make_unique<named_factory>(*ctor, std::move(args)),
           opts);
-        auto handle = ref->core->handle;
-        st.rt->data().expose(handle.id(), ref->core);
-        self->monitor(handle);
-        st.hosted.emplace(handle.address(), std::move(ref));
-        return handle;
       } catch (const std::exception& e) {
-        return caf::make_error(caf::sec::cannot_spawn_actor_from_arguments,
-                               e.what());
+        rp.deliver(caf::make_error(caf::sec::cannot_spawn_actor_from_arguments,
+                                   e.what()));
+        return rp;
       }
+      auto handle = ref->core->handle;
+      auto host = [=](std::shared_ptr<actor_ref> r) mutable {
+        auto& st = self->state;
+        st.rt->data().expose(handle.id(), r->core);
+        self->monitor(handle);
+        st.hosted.emplace(handle.address(), std::move(r));
+        report_actors(self);
+        rp.deliver(handle);
+      };
+      auto taken = [=]() mutable {
+        caf::anon_send_exit(handle, caf::exit_reason::kill);
+        rp.deliver(caf::make_error(caf::sec::cannot_spawn_actor_from_arguments,
+                                   "an actor named '" + name
+                                     + "' already exists in the cluster"));
+      };
+      if (name.empty()) {
+        host(std::move(ref));
+      } else if (st.settings.is_head) {
+        if (bind_name(self, name, {cls_name, st.id, handle}))
+          host(std::move(ref));
+        else
+          taken();
+      } else {
+        self
+          ->request(st.head, std::chrono::seconds(10), name_atom::value, name,
+                    cls_name, st.id, handle)
+          .then(
+            [=](bool bound) mutable {
+              if (bound)
+                host(ref);
+              else
+                taken();
+            },
+            [=](caf::error& err) mutable {
+              caf::anon_send_exit(handle, caf::exit_reason::kill);
+              rp.deliver(std::move(err));
+            });
+      }
+      return rp;
+    },
+    [=](name_atom, const std::string& name, const std::string& cls,
+        const std::string& node, const caf::actor& handle) -> caf::result<bool> {
+      if (!trusted(self))
+        return untrusted();
+      return bind_name(self, name, {cls, node, handle});
+    },
+    [=](lookup_atom, const std::string& name)
+      -> caf::result<bool, std::string, std::string, caf::actor> {
+      if (!trusted(self))
+        return untrusted();
+      auto& names = self->state.names;
+      auto i = names.find(name);
+      if (i == names.end())
+        return {false, std::string{}, std::string{}, caf::actor{}};
+      return {true, i->second.cls, i->second.node, i->second.handle};
+    },
+    [=](actors_atom, int32_t count) {
+      auto sender = self->current_sender();
+      if (!trusted(self) || !sender)
+        return;
+      for (auto& n : self->state.nodes)
+        if (n.manager == sender->address())
+          n.info.actors = count;
     },
   };
 }

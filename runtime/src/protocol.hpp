@@ -10,6 +10,10 @@
 //     (hello, token, role, host, port, data port) -> (assigned node id)
 //     (nodes)                             -> (encoded vector<node_info>)
 //     (spawn, class, ctor key, args, name, max_restarts) -> (actor)
+//   to the head only:
+//     (name, name, class, node id, actor) -> (true, or false if taken)
+//     (lookup, name)          -> (found, class, node id, actor)
+//     (actors, count)         a node reports how many actors it hosts
 //
 // A node manager answers only peers that said hello with the cluster token.
 
@@ -26,6 +30,9 @@ using hello_atom = caf::atom_constant<caf::atom("lmhello")>;
 using nodes_atom = caf::atom_constant<caf::atom("lmnodes")>;
 using spawn_atom = caf::atom_constant<caf::atom("lmspawn")>;
 using join_atom = caf::atom_constant<caf::atom("lmjoin")>;
+using name_atom = caf::atom_constant<caf::atom("lmname")>;
+using lookup_atom = caf::atom_constant<caf::atom("lmlookup")>;
+using actors_atom = caf::atom_constant<caf::atom("lmactors")>;
 
 /// Encodes a published error (task_error, actor_died, ...) for the wire.
 bytes encode_error(const std::exception_ptr& err);

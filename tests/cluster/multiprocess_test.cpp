@@ -210,6 +210,31 @@ BOOST_AUTO_TEST_CASE(a_remote_method_that_throws_fails_only_that_call) {
   BOOST_TEST(lumen::get(c.call(&Counter::add, 1), deadline) == 6);
 }
 
+BOOST_AUTO_TEST_CASE(named_actors_are_found_by_other_scripts) {
+  auto& cl = *the_cluster;
+  auto shared
+    = lumen::actor<Counter>(100).on_node("node-1").with_name("shared").remote();
+  BOOST_TEST(lumen::get(shared.call(&Counter::add, 0), deadline) == 100);
+  auto [code, out] = lumen::test::run(
+    {SECOND_DRIVER, cl.head.address, cl.token_file}, cl.env());
+  BOOST_TEST(code == 0, out);
+  BOOST_TEST(out.find("node=node-1") != std::string::npos, out);
+  BOOST_TEST(out.find("value=105") != std::string::npos, out);
+  BOOST_TEST(out.find("clash refused") != std::string::npos, out);
+  BOOST_TEST(out.find("already exists") != std::string::npos, out);
+  BOOST_TEST(out.find("nobody missing") != std::string::npos, out);
+  // The other script's shutdown left the actor alone.
+  BOOST_TEST(lumen::get(shared.call(&Counter::add, 1), deadline) == 106);
+  auto status = lumen::test::run({LUMEN_CLI, "status", "--address",
+                                  cl.head.address, "--token-file",
+                                  cl.token_file},
+                                 cl.env());
+  auto row = lumen::test::status_row(status.second, "node-1");
+  BOOST_REQUIRE(row.size() > 3);
+  BOOST_TEST(std::stoi(row[3]) >= 1, status.second);
+  lumen::kill(shared);
+}
+
 BOOST_AUTO_TEST_CASE(killed_remote_actors_fail_later_calls) {
   auto c = lumen::actor<Counter>(0).on_node("node-1").remote();
   BOOST_TEST(lumen::get(c.call(&Counter::add, 1), deadline) == 1);

@@ -154,18 +154,27 @@ inline std::optional<started> parse_started(const std::string& output) {
   return s;
 }
 
-/// The STATE column of node `id` in `lumen status` output, or "".
-inline std::string status_of(const std::string& output,
-                             const std::string& id) {
+/// The row of node `id` in `lumen status` output, as words: id, address,
+/// state, actors, resources. Empty if the node is not listed.
+inline std::vector<std::string> status_row(const std::string& output,
+                                           const std::string& id) {
   std::istringstream lines{output};
   for (std::string line; std::getline(lines, line);) {
     std::istringstream words{line};
-    std::string node, address, state;
-    words >> node >> address >> state;
-    if (node == id)
-      return state;
+    std::vector<std::string> row;
+    for (std::string w; words >> w;)
+      row.push_back(w);
+    if (!row.empty() && row[0] == id)
+      return row;
   }
   return {};
+}
+
+/// The STATE column of node `id` in `lumen status` output, or "".
+inline std::string status_of(const std::string& output,
+                             const std::string& id) {
+  auto row = status_row(output, id);
+  return row.size() > 2 ? row[2] : std::string{};
 }
 
 /// Runs a command to completion; returns its exit code and output.

@@ -13,10 +13,11 @@ struct node_info {
   bool alive = true;
   std::map<std::string, double> resources;
   std::string data_address; // HOST:PORT where tasks and calls go
+  int actors = 0;           // actors it hosts for other processes
 
   template <class Inspector>
   friend typename Inspector::result_type inspect(Inspector& f, node_info& x) {
-    return f(x.id, x.address, x.alive, x.resources, x.data_address);
+    return f(x.id, x.address, x.alive, x.resources, x.data_address, x.actors);
   }
 };
 

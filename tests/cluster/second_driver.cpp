@@ -1,0 +1,37 @@
+// A second script in the cluster of multiprocess_test: finds the named
+// actor the first one created, and reports what it sees, one fact a line.
+//   second_driver HEAD_ADDRESS TOKEN_FILE
+
+#include <iostream>
+
+#include <lumen/cluster.hpp>
+#include <lumen/lumen.hpp>
+
+#include "cluster_job.hpp"
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::cerr << "usage: second_driver HEAD_ADDRESS TOKEN_FILE\n";
+    return 2;
+  }
+  lumen::init_options opts;
+  opts.address = argv[1];
+  opts.token_file = argv[2];
+  lumen::init(opts);
+  auto shared = lumen::get_actor<Counter>("shared");
+  if (!shared) {
+    std::cout << "shared: missing\n";
+    return 1;
+  }
+  std::cout << "node=" << lumen::get(shared->call(&Counter::node)) << "\n";
+  std::cout << "value=" << lumen::get(shared->call(&Counter::add, 5)) << "\n";
+  try {
+    lumen::actor<Counter>(0).on_node("node-2").with_name("shared").remote();
+    std::cout << "clash accepted\n";
+  } catch (const lumen::usage_error& e) {
+    std::cout << "clash refused: " << e.what() << "\n";
+  }
+  std::cout << (lumen::get_actor<Counter>("nobody") ? "nobody found\n"
+                                                    : "nobody missing\n");
+  lumen::shutdown();
+}
