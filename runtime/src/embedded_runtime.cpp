@@ -86,6 +86,8 @@ embedded_runtime::embedded_runtime(const init_options& opts, cluster_role role)
   // CAF's default of 4 scheduler threads oversubscribes small machines; its
   // threads serve event-based actors only, Lumen actors have their own.
   cfg_.set("scheduler.max-threads", cpu_count(opts));
+  for (auto& step : config_steps())
+    step(cfg_);
   if (role_.kind != cluster_role::embedded) {
     keep_large_buffers();
     cfg_.load<caf::io::middleman>();
@@ -98,6 +100,13 @@ embedded_runtime::embedded_runtime(const init_options& opts, cluster_role role)
   }
   sys_ = std::make_unique<caf::actor_system>(cfg_);
   requester_ = sys_->spawn(requester, [this](const caf::down_msg& msg) {
+    auto i = watched_.find(msg.source);
+    if (i != watched_.end()) {
+      auto fails = std::move(i->second);
+      watched_.erase(i);
+      for (auto& [token, f] : fails)
+        f();
+    }
     if (client_)
       client_->on_down(msg);
   });
@@ -343,6 +352,36 @@ std::vector<node_info> embedded_runtime::nodes() {
 void embedded_runtime::run_as_requester(
   std::function<void(caf::event_based_actor*)> job) {
   caf::anon_send(requester_, requester_job{std::move(job)});
+}
+
+caf::node_id embedded_runtime::caf_node_of(const std::string& node_id) {
+  if (node_id == this_node() || node_id == "local")
+    return sys_->node();
+  if (!client_)
+    throw usage_error("there is no node '" + node_id
+                      + "': this process is not in a cluster (pass "
+                        "--address to lumen::init to join one)");
+  return client_->caf_node_of(node_id);
+}
+
+uint64_t embedded_runtime::watch(caf::event_based_actor* self,
+                                 const caf::actor& whom,
+                                 std::function<void()> fail) {
+  auto& fails = watched_[whom.address()];
+  if (fails.empty())
+    self->monitor(whom); // a second monitor would deliver a second down_msg
+  auto token = next_watch_++;
+  fails.emplace(token, std::move(fail));
+  return token;
+}
+
+void embedded_runtime::unwatch(const caf::actor_addr& whom, uint64_t token) {
+  auto i = watched_.find(whom);
+  if (i == watched_.end())
+    return;
+  i->second.erase(token);
+  // The monitor stays: demonitoring here could race a down_msg in flight,
+  // and the next watch of this actor reuses it.
 }
 
 void embedded_runtime::adopt(caf::actor h) {

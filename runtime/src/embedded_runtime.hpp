@@ -10,6 +10,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/event_based_actor.hpp>
 
+#include "lumen/caf_interop.hpp"
 #include "lumen/detail/runtime.hpp"
 #include "lumen/init.hpp"
 
@@ -90,6 +91,16 @@ public:
   /// Ends `h` at shutdown, so that the actor system can finish.
   void adopt(caf::actor h);
 
+  /// See lumen::detail::caf_node_of.
+  caf::node_id caf_node_of(const std::string& node_id);
+
+  /// See lumen::detail::watch; requester thread only.
+  uint64_t watch(caf::event_based_actor* self, const caf::actor& whom,
+                 std::function<void()> fail);
+
+  /// See lumen::detail::unwatch; requester thread only.
+  void unwatch(const caf::actor_addr& whom, uint64_t token);
+
 private:
   void forget_name(const actor_core& core);
   /// Throws `usage_error` if an actor goes by `name`; requires mtx_.
@@ -113,9 +124,17 @@ private:
   std::unordered_map<std::string, std::shared_ptr<actor_ref>> names_;
   std::vector<std::weak_ptr<actor_core>> actors_;
   std::vector<caf::actor> adopted_;
+  // Requester thread only: what to fail when a watched actor goes down.
+  std::unordered_map<caf::actor_addr,
+                     std::unordered_map<uint64_t, std::function<void()>>>
+    watched_;
+  uint64_t next_watch_ = 1;
 };
 
 /// The process's runtime as the embedded one (the only kind so far).
 embedded_runtime& embedded();
+
+/// The configuration steps LUMEN_TYPED_ACTOR recorded.
+std::vector<config_step>& config_steps();
 
 } // namespace lumen::detail

@@ -8,6 +8,9 @@
 #include <thread>
 #include <vector>
 
+#include <caf/all.hpp>
+
+#include <lumen/caf_interop.hpp>
 #include <lumen/cluster.hpp>
 #include <lumen/lumen.hpp>
 
@@ -77,3 +80,27 @@ LUMEN_ACTOR(Counter, &Counter::add, &Counter::node, &Counter::nap,
 // Nodes that load this library can build a Counter from an int, as the
 // drivers create it.
 LUMEN_ACTOR_CTOR(Counter(int));
+
+namespace {
+
+calculator::behavior_type calculator_impl() {
+  return {[](add_atom, int32_t x, int32_t y) { return x + y; }};
+}
+
+struct silent_state {
+  std::vector<caf::typed_response_promise<int32_t>> never_delivered;
+};
+
+silent_actor::behavior_type
+silent_impl(silent_actor::stateful_pointer<silent_state> self) {
+  return {[=](ask_atom) {
+    auto rp = self->make_response_promise<int32_t>();
+    self->state.never_delivered.push_back(rp);
+    return rp;
+  }};
+}
+
+} // namespace
+
+LUMEN_TYPED_ACTOR("calculator", calculator_impl);
+LUMEN_TYPED_ACTOR("silent", silent_impl);

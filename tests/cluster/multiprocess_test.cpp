@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include <lumen/caf_interop.hpp>
 #include <lumen/cluster.hpp>
 #include <lumen/lumen.hpp>
 
@@ -235,6 +236,23 @@ BOOST_AUTO_TEST_CASE(named_actors_are_found_by_other_scripts) {
   lumen::kill(shared);
 }
 
+BOOST_AUTO_TEST_CASE(typed_actors_spawn_on_other_nodes_by_name) {
+  auto calc = lumen::spawn_on<calculator>("node-2", "calculator");
+  BOOST_CHECK(calc->node() != lumen::system().node());
+  BOOST_TEST(lumen::get(lumen::call(calc, add_atom::value, 2, 3), deadline)
+             == 5);
+  auto here = lumen::spawn_on<calculator>(lumen::this_node_id(), "calculator");
+  BOOST_TEST(lumen::get(lumen::call(here, add_atom::value, 1, 1), deadline)
+             == 2);
+  BOOST_CHECK_EXCEPTION(lumen::spawn_on<calculator>("node-1", "no-such-actor"),
+                        lumen::usage_error, [](const lumen::usage_error& e) {
+                          return std::string{e.what()}.find("LUMEN_TYPED_ACTOR")
+                                 != std::string::npos;
+                        });
+  BOOST_CHECK_THROW(lumen::spawn_on<calculator>("node-99", "calculator"),
+                    lumen::usage_error);
+}
+
 BOOST_AUTO_TEST_CASE(killed_remote_actors_fail_later_calls) {
   auto c = lumen::actor<Counter>(0).on_node("node-1").remote();
   BOOST_TEST(lumen::get(c.call(&Counter::add, 1), deadline) == 1);
@@ -253,6 +271,8 @@ BOOST_AUTO_TEST_CASE(killing_a_node_fails_its_work_fast_and_marks_it_dead) {
     = lumen::actor<Counter>(7).on_node(victim.id).with_max_restarts(1).remote();
   auto phoenix_call = phoenix.call(&Counter::nap, 60000);
   auto pinned = lumen::task(busy).on_node(victim.id).remote(60000);
+  auto silent = lumen::spawn_on<silent_actor>(victim.id, "silent");
+  auto typed_call = lumen::call(silent, ask_atom::value);
   std::vector<lumen::ObjectRef<std::string>> spread;
   for (int i = 0; i < 8; ++i)
     spread.push_back(lumen::task(busy_on).spread().with_max_retries(3).remote(
@@ -266,6 +286,8 @@ BOOST_AUTO_TEST_CASE(killing_a_node_fails_its_work_fast_and_marks_it_dead) {
   BOOST_CHECK_THROW(lumen::get(call, deadline), lumen::actor_died);
   BOOST_TEST(seconds_since(killed_at) < 2.0);
   BOOST_CHECK_THROW(lumen::get(pinned, deadline), lumen::actor_died);
+  BOOST_TEST(seconds_since(killed_at) < 2.0);
+  BOOST_CHECK_THROW(lumen::get(typed_call, deadline), lumen::actor_died);
   BOOST_TEST(seconds_since(killed_at) < 2.0);
 
   // The head marks the node dead within 2 s.

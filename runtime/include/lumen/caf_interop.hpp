@@ -9,12 +9,24 @@
 
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/make_message.hpp>
 #include <caf/error.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/is_typed_actor.hpp>
 #include <caf/response_type.hpp>
 
+#include "lumen/errors.hpp"
 #include "lumen/object_ref.hpp"
+#include "lumen/registry.hpp"
+
+/// Registers a typed CAF actor's behaviour under a name, so that any node
+/// whose code has it can spawn it: LUMEN_TYPED_ACTOR("calculator", calc).
+/// Every process needs the same registrations (CAF's add_actor_type).
+#define LUMEN_TYPED_ACTOR(name, fn)                                            \
+  static const bool LUMEN_PP_CAT(lumen_typed_registered_, __COUNTER__)         \
+    = ::lumen::detail::register_typed_actor(name, fn)
 
 namespace lumen {
 
@@ -30,6 +42,33 @@ void run_as_requester(std::function<void(caf::event_based_actor*)> job);
 
 /// Ends `h` when the runtime shuts down.
 void adopt(caf::actor h);
+
+/// A change to the actor system's configuration, made before it starts.
+using config_step = std::function<void(caf::actor_system_config&)>;
+
+/// Records `step` for every actor system Lumen starts in this process.
+bool add_config_step(config_step step);
+
+template <class F>
+bool register_typed_actor(const char* name, F fn) {
+  return add_config_step(
+    [name = std::string{name}, fn](caf::actor_system_config& cfg) {
+      cfg.add_actor_type(name, fn);
+    });
+}
+
+/// The CAF node of cluster node `node_id`, connecting to it if needed;
+/// throws `usage_error` for a node that is not in the cluster.
+caf::node_id caf_node_of(const std::string& node_id);
+
+/// On the requester's thread: runs `fail` if `whom` goes down first, since
+/// CAF would leave a request to a dead remote actor open until its timeout.
+/// Returns a token for `unwatch`.
+uint64_t watch(caf::event_based_actor* self, const caf::actor& whom,
+               std::function<void()> fail);
+
+/// On the requester's thread: the request answered; forget its `fail`.
+void unwatch(const caf::actor_addr& whom, uint64_t token);
 
 /// The Lumen error for a failed CAF request: `actor_died` if the receiver
 /// is gone, `task_error` with CAF's rendering otherwise.
@@ -66,10 +105,22 @@ struct result_of<caf::detail::type_list<T, U, Ts...>> {
 /// (the requester stopped at shutdown), so that no `get` waits forever.
 template <class R>
 struct open_request {
+  explicit open_request(std::shared_ptr<value_state<R>> x) : st(std::move(x)) {
+  }
+
   std::shared_ptr<value_state<R>> st;
+  caf::actor_addr watched; // set for a remote receiver
+  uint64_t token = 0;
+
   ~open_request() {
     if (!st->ready())
       st->set_error(request_dropped());
+  }
+
+  /// The response (or error) arrived: stop watching the receiver.
+  void settle() {
+    if (token != 0)
+      unwatch(watched, token);
   }
 };
 
@@ -82,6 +133,7 @@ template <>
 struct response_sink<void, caf::detail::type_list<void>> {
   std::shared_ptr<open_request<void>> req;
   void operator()() {
+    req->settle();
     req->st->set_value();
   }
 };
@@ -90,6 +142,7 @@ template <class R, class... Ts>
 struct response_sink<R, caf::detail::type_list<Ts...>> {
   std::shared_ptr<open_request<R>> req;
   void operator()(Ts&... xs) {
+    req->settle();
     auto& st = req->st;
     if constexpr (sizeof...(Ts) == 0)
       st->set_value();
@@ -116,22 +169,56 @@ auto call(const Handle& h, Ts&&... xs) {
   using outs = typename rt::type;
   using R = typename detail::result_of<outs>::type;
   auto st = std::make_shared<detail::value_state<R>>();
-  // Built in place: a temporary would fail the object as it is destroyed.
-  std::shared_ptr<detail::open_request<R>> req{
-    new detail::open_request<R>{st}};
+  auto req = std::make_shared<detail::open_request<R>>(st);
   detail::run_as_requester(
     [req, h, args = std::make_tuple(std::decay_t<Ts>(std::forward<Ts>(xs))...)](
       caf::event_based_actor* self) mutable {
+      if (h->node() != self->node()) {
+        req->watched = h.address();
+        // Weak: the watch must not keep the request open.
+        std::weak_ptr<detail::open_request<R>> weak = req;
+        req->token = detail::watch(self, caf::actor_cast<caf::actor>(h),
+                                   [weak] {
+                                     if (auto r = weak.lock())
+                                       r->st->set_error(std::make_exception_ptr(
+                                         actor_died("the typed actor's node "
+                                                    "went down")));
+                                   });
+      }
       std::apply(
         [&](auto&... ys) {
           self->request(h, caf::infinite, std::move(ys)...)
             .then(detail::response_sink<R, outs>{req}, [req](caf::error& e) {
+              req->settle();
               req->st->set_error(detail::from_caf_error(e));
             });
         },
         args);
     });
   return ObjectRef<R>{std::move(st)};
+}
+
+/// Spawns the typed actor registered as `name` (LUMEN_TYPED_ACTOR) on the
+/// cluster node `node_id` (this process for `lumen::this_node_id()`), with
+/// constructor arguments `xs`, through CAF's middleman. It is ended at
+/// `lumen::shutdown`. Throws `usage_error` saying why if the node cannot.
+template <class Handle, class... Ts>
+Handle spawn_on(const std::string& node_id, const std::string& name,
+                Ts&&... xs) {
+  auto nid = detail::caf_node_of(node_id);
+  auto args = caf::make_message(std::forward<Ts>(xs)...);
+  auto& sys = system();
+  auto h = nid == sys.node()
+             ? sys.spawn<Handle>(name, std::move(args))
+             : sys.middleman().remote_spawn<Handle>(
+               nid, name, std::move(args), std::chrono::seconds(10));
+  if (!h)
+    throw usage_error("cannot spawn '" + name + "' on node " + node_id + ": "
+                      + sys.render(h.error())
+                      + " (is it registered with LUMEN_TYPED_ACTOR there, "
+                        "with these argument types?)");
+  detail::adopt(caf::actor_cast<caf::actor>(*h));
+  return *h;
 }
 
 /// Spawns a CAF actor in the runtime's actor system and ends it at
