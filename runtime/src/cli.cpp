@@ -249,8 +249,10 @@ std::string start_node(const start_options& o) {
     role.token = detail::read_token(o.token_file);
   }
   init_node(o.init, role);
-  auto me = nodes().front();
-  return this_node_id() + " " + me.address;
+  for (auto& n : nodes())
+    if (n.id == this_node_id())
+      return n.id + " " + n.address;
+  throw error("the head does not list this node");
 }
 
 /// Blocks until SIGINT or SIGTERM, which the caller masked beforehand.

@@ -137,10 +137,16 @@ embedded_runtime::embedded_runtime(const init_options& opts, cluster_role role)
                       + sys_->render(port.error())
                       + "); pick another --port");
         port_ = *port;
-        if (role_.kind == cluster_role::head)
+        if (role_.kind == cluster_role::head) {
           set_this_node("head");
-        else
+          role_.head_host = role_.serve.host;
+          role_.head_port = port_;
+        } else {
           set_this_node(join_head(*sys_, manager_, role_));
+        }
+        // Tasks and actors running here may send work to other nodes too.
+        client_ = std::make_unique<cluster_client>(
+          *this, role_.head_host, role_.head_port, role_.token, "client");
         break;
       }
     }
@@ -197,7 +203,8 @@ void embedded_runtime::shutdown_actors() {
 }
 
 bool embedded_runtime::runs_here(const placement& where) const {
-  if (where.kind == placement::local)
+  if (where.kind == placement::local
+      || (where.kind == placement::node && where.node_id == this_node()))
     return true;
   if (client_)
     return false;

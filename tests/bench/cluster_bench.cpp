@@ -7,7 +7,8 @@
 // Figures: 1:1 calls to an actor in another process (sync: one at a time;
 // async: a batch, then all results), tensor round trips (a float vector to
 // the actor and back; MB/s counts both directions), and the baselines: a
-// TCP ping-pong of a 4-byte message and a TCP echo of the same payloads.
+// TCP ping-pong of a 4-byte message and a TCP echo of the same payloads
+// (tcp_bulk is the 64 MiB one).
 
 #include <chrono>
 #include <cstdlib>
@@ -114,7 +115,10 @@ int main(int argc, char** argv) {
     });
     for (auto& r : rts)
       r = mb_per_s(r, bytes);
-    tcp_bulk.push_back({"tcp_bulk_" + label, "MB/s", rts, n, long(bytes)});
+    // The largest payload is the bulk baseline the issue names `tcp_bulk`.
+    auto name = &label == &tensors.back().first ? std::string{"tcp_bulk"}
+                                                : "tcp_bulk_" + label;
+    tcp_bulk.push_back({name, "MB/s", rts, n, long(bytes)});
   }
   tcp.reset();
 

@@ -54,6 +54,13 @@ std::string busy_on(const std::string& victim) {
 }
 LUMEN_REMOTE(busy_on);
 
+// Runs on one node: puts a tensor there and has node `to` sum it.
+double relay(const std::string& to, int n) {
+  auto tensor = lumen::put(std::vector<float>(n, 1.0f));
+  return lumen::get(lumen::task(sum).on_node(to).remote(tensor));
+}
+LUMEN_REMOTE(relay);
+
 Counter::Counter(int start) : n_(start) {
 }
 

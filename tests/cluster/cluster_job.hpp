@@ -15,6 +15,7 @@ double sum(const std::vector<float>& xs);
 int fails(int x);
 int busy(int ms);
 std::string busy_on(const std::string& victim);
+double relay(const std::string& to, int n);
 
 class Counter {
 public:

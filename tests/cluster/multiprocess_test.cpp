@@ -163,6 +163,17 @@ BOOST_AUTO_TEST_CASE(object_refs_cross_nodes) {
              == 524288.0);
 }
 
+BOOST_AUTO_TEST_CASE(work_on_a_node_sends_its_own_refs_to_another_node) {
+  BOOST_TEST(lumen::get(lumen::task(relay).on_node("node-1").remote("node-2",
+                                                                    1000),
+                        deadline)
+             == 1000.0);
+  BOOST_TEST(lumen::get(lumen::task(relay).on_node("head").remote("node-1",
+                                                                  10),
+                        deadline)
+             == 10.0);
+}
+
 BOOST_AUTO_TEST_CASE(remote_exceptions_carry_type_message_and_node) {
   try {
     lumen::get(lumen::task(fails).on_node("node-1").remote(5), deadline);
@@ -353,13 +364,13 @@ BOOST_AUTO_TEST_CASE(a_wrong_token_is_refused_on_both_sides) {
                .has_value());
 }
 
-BOOST_AUTO_TEST_CASE(junk_bytes_and_port_scans_leave_the_head_working) {
-  auto& cl = *the_cluster;
-  auto colon = cl.head.address.rfind(':');
+/// Sends junk to `address` and connects-and-leaves, 10 times each.
+void throw_junk_at(const std::string& address) {
+  auto colon = address.rfind(':');
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(
-    std::stoi(cl.head.address.substr(colon + 1))));
+  addr.sin_port
+    = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
   ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
   std::mt19937 rng{42};
   for (int round = 0; round < 20; ++round) {
@@ -376,6 +387,14 @@ BOOST_AUTO_TEST_CASE(junk_bytes_and_port_scans_leave_the_head_working) {
     }
     ::close(fd);
   }
+}
+
+BOOST_AUTO_TEST_CASE(junk_bytes_and_port_scans_leave_the_head_working) {
+  auto& cl = *the_cluster;
+  throw_junk_at(cl.head.address); // the control port (CAF)
+  for (auto& n : lumen::nodes())
+    if (n.id == "head")
+      throw_junk_at(n.data_address); // the data port
   BOOST_TEST(cl.head.proc->running());
   BOOST_TEST(ids(lumen::nodes(), true).count("head") == 1);
   BOOST_TEST(lumen::get(lumen::task(where).on_node("head").remote(), deadline)
