@@ -87,6 +87,9 @@ std::vector<node_info> cluster_client::nodes() {
         throw actor_died("the head did not answer: " + sys_.render(err));
       });
   std::lock_guard<std::mutex> guard{mtx_};
+  for (auto& n : out)
+    if (dead_.count(n.id) > 0)
+      n.alive = false;
   directory_ = out;
   directory_at_ = std::chrono::steady_clock::now();
   return out;
@@ -193,6 +196,7 @@ cluster_client::~cluster_client() {
 std::shared_ptr<data_client>
 cluster_client::drop_link(const std::string& node_id) {
   std::lock_guard<std::mutex> guard{mtx_};
+  dead_.insert(node_id);
   for (auto& n : directory_)
     if (n.id == node_id)
       n.alive = false;
@@ -290,12 +294,28 @@ void cluster_client::send_task(std::shared_ptr<task_spec> t,
   node_link link;
   bytes args;
   try {
-    node = pick_node(t->where);
-    link = link_to(node);
     args = t->encode_args();
   } catch (...) {
     t->result()->set_error(std::current_exception());
     return;
+  }
+  for (;;) {
+    try {
+      node = pick_node(t->where);
+      link = link_to(node);
+      break;
+    } catch (...) {
+      // A spread task tries another node when one cannot be reached.
+      if (node.empty() || t->where.kind != placement::spread
+          || retries_left == 0 || stopping_) {
+        t->result()->set_error(std::current_exception());
+        return;
+      }
+      if (drop_link(node))
+        rescue_actors(node, "it cannot be reached");
+      --retries_left;
+      node.clear();
+    }
   }
   auto lost = [this, t, node, retries_left](const std::string& why) {
       if (drop_link(node))

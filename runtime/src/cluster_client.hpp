@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -108,6 +109,9 @@ private:
     hosted_;
   std::atomic<bool> stopping_{false};
   std::vector<node_info> directory_;
+  // Nodes this process saw die before the head did; a node never comes
+  // back under the same id, so the head's view cannot revive them.
+  std::set<std::string> dead_;
   std::chrono::steady_clock::time_point directory_at_;
   size_t next_spread_ = 0;
 };
