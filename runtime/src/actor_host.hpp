@@ -42,8 +42,10 @@ public:
   /// Called on the host's thread when the actor is dead for good.
   std::function<void(actor_core&)> on_dead;
 
-  /// The node hosting the actor when that is another process; empty for
-  /// an actor hosted here.
+  /// Hosted by another process (set at creation, never changes).
+  bool remote = false;
+  /// The node hosting a remote actor; changes when it is rebuilt elsewhere
+  /// (read and written under outbox_mtx then).
   std::string node_id;
   /// The actor's id on that node's data plane.
   uint64_t remote_id = 0;

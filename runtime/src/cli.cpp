@@ -289,6 +289,37 @@ void print_started(const start_options& o, const std::string& id,
               << " (or LUMEN_ADDRESS=" << address << ")\n";
 }
 
+/// The fields of /proc/PID/stat after the command name; empty if gone.
+std::vector<std::string> proc_stat(pid_t pid) {
+  std::ifstream stat{"/proc/" + std::to_string(pid) + "/stat"};
+  std::string line;
+  std::vector<std::string> fields;
+  if (!std::getline(stat, line))
+    return fields;
+  auto paren = line.rfind(')');
+  if (paren == std::string::npos)
+    return fields;
+  std::istringstream rest{line.substr(paren + 1)};
+  for (std::string f; rest >> f;)
+    fields.push_back(f);
+  return fields; // [0] is the state, [19] the start time
+}
+
+/// When the process started (clock ticks since boot), to tell it from a
+/// later process that got the same pid; "" if unknown.
+std::string start_time(pid_t pid) {
+  auto f = proc_stat(pid);
+  return f.size() > 19 ? f[19] : std::string{};
+}
+
+/// Running, not a zombie waiting for a parent that may never reap it.
+bool process_alive(pid_t pid) {
+  auto f = proc_stat(pid);
+  if (f.empty())
+    return ::kill(pid, 0) == 0 && !std::ifstream{"/proc/self/stat"};
+  return f[0] != "Z";
+}
+
 int run_start(int argc, char** argv) {
   auto o = parse_start(argc, argv);
   mask_stop_signals();
@@ -352,7 +383,7 @@ int run_start(int argc, char** argv) {
     }
     if (code == exit_ok) {
       std::ofstream{run_dir() + "/" + std::to_string(::getpid()) + ".pid"}
-        << this_node_id() << "\n";
+        << this_node_id() << " " << start_time(::getpid()) << "\n";
       detail::log_line("started " + report.substr(2));
     } else {
       detail::log_line("failed to start: " + report.substr(2));
@@ -436,17 +467,6 @@ int run_status(int argc, char** argv) {
   return exit_ok;
 }
 
-/// Running, not a zombie waiting for a parent that may never reap it.
-bool process_alive(pid_t pid) {
-  std::ifstream stat{"/proc/" + std::to_string(pid) + "/stat"};
-  std::string line;
-  if (!std::getline(stat, line))
-    return ::kill(pid, 0) == 0; // no /proc: ask the kernel
-  auto paren = line.rfind(')');
-  return paren != std::string::npos && paren + 2 < line.size()
-         && line[paren + 2] != 'Z';
-}
-
 int run_stop(int argc, char** argv) {
   flag_reader flags{argc, argv, {"--help"}};
   std::string flag, value;
@@ -467,7 +487,10 @@ int run_stop(int argc, char** argv) {
   int stopped = 0;
   for (auto pid : pids) {
     auto file = run_dir() + "/" + std::to_string(pid) + ".pid";
-    if (pid <= 0 || !process_alive(pid)) {
+    std::string id, started;
+    std::ifstream{file} >> id >> started;
+    // A pid that now belongs to another process is not ours to stop.
+    if (pid <= 0 || !process_alive(pid) || started != start_time(pid)) {
       ::unlink(file.c_str());
       continue;
     }

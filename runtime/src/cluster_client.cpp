@@ -49,6 +49,11 @@ std::string hello(caf::actor_system& sys, const caf::actor& peer,
   return id;
 }
 
+/// Whether an actor this process created may be rebuilt once more.
+bool restartable(const actor_core& core) {
+  return core.factory && core.restarts.load() < core.opts.max_restarts;
+}
+
 /// Publishes a data-plane reply into the result of `x` (a task or a call):
 /// the value, the remote error, or the error of decoding it.
 template <class T>
@@ -75,6 +80,7 @@ cluster_client::cluster_client(embedded_runtime& rt,
   : rt_(rt), sys_(rt.system()), token_(std::move(token)) {
   head_ = connect(sys_, head_host, head_port, "the head");
   id_ = hello(sys_, head_, token_, role, "the head");
+  undertaker_ = std::thread{[this] { run_funerals(); }};
 }
 
 std::vector<node_info> cluster_client::nodes() {
@@ -165,19 +171,35 @@ cluster_client::node_link cluster_client::link_to(const std::string& node_id) {
   }
   link.data = std::make_shared<data_client>(data_address, token_,
                                             "node " + node_id);
+  link.data->start();
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto& slot = links_[node_id];
+    if (slot.data && !slot.data->closed()) {
+      // Another thread connected first: use its link, drop ours.
+      auto mine = std::move(link.data);
+      auto theirs = slot;
+      retired_.push_back(mine);
+      mine->fail_all("superseded");
+      return theirs;
+    }
+    if (slot.data)
+      retired_.push_back(std::move(slot.data)); // closed, see above
+    slot = link;
+  }
   // The control plane tells us when the node dies, a cut link included.
   rt_.run_as_requester(
     [mgr = link.manager](caf::event_based_actor* self) { self->monitor(mgr); });
-  std::lock_guard<std::mutex> guard{mtx_};
-  auto& slot = links_[node_id];
-  if (slot.data)
-    retired_.push_back(std::move(slot.data)); // closed, see above
-  slot = std::move(link);
-  return slot;
+  return link;
 }
 
 cluster_client::~cluster_client() {
   stopping_ = true;
+  {
+    std::lock_guard<std::mutex> guard{funeral_mtx_};
+    funeral_cv_.notify_all();
+  }
+  undertaker_.join();
   std::vector<std::shared_ptr<data_client>> all;
   {
     std::lock_guard<std::mutex> guard{mtx_};
@@ -188,21 +210,49 @@ cluster_client::~cluster_client() {
       all.push_back(std::move(d));
     retired_.clear();
   }
+  // After this, no reader thread runs a callback into this object.
   for (auto& d : all)
     if (d)
-      d->fail_all("the runtime shut down");
+      d->stop("the runtime shut down");
+}
+
+void cluster_client::bury(std::string node_id, std::string why,
+                          std::shared_ptr<data_client> data) {
+  std::lock_guard<std::mutex> guard{funeral_mtx_};
+  funerals_.push_back({std::move(node_id), std::move(why), std::move(data)});
+  funeral_cv_.notify_one();
+}
+
+void cluster_client::run_funerals() {
+  for (;;) {
+    funeral f;
+    {
+      std::unique_lock<std::mutex> guard{funeral_mtx_};
+      funeral_cv_.wait(guard,
+                       [this] { return stopping_ || !funerals_.empty(); });
+      if (stopping_)
+        return;
+      f = std::move(funerals_.front());
+      funerals_.pop_front();
+    }
+    if (f.data)
+      f.data->fail_all("node " + f.node + " went down (" + f.why + ")");
+    rescue_actors(f.node, f.why);
+  }
 }
 
 std::shared_ptr<data_client>
-cluster_client::drop_link(const std::string& node_id) {
+cluster_client::drop_link(const std::string& node_id,
+                          const data_client* failed) {
   std::lock_guard<std::mutex> guard{mtx_};
+  auto i = links_.find(node_id);
+  if (i == links_.end()
+      || (failed != nullptr && i->second.data.get() != failed))
+    return nullptr; // an old connection's news: the node has a new one
   dead_.insert(node_id);
   for (auto& n : directory_)
     if (n.id == node_id)
       n.alive = false;
-  auto i = links_.find(node_id);
-  if (i == links_.end())
-    return nullptr;
   auto data = i->second.data;
   retired_.push_back(data);
   links_.erase(i);
@@ -225,10 +275,13 @@ void cluster_client::rescue_actors(const std::string& node_id,
     if (!core || core->dead)
       continue;
     auto reason = "its node " + node_id + " went down (" + why + ")";
-    if (core->restarts.load() >= core->opts.max_restarts || !core->factory
-        || stopping_) {
+    if (!restartable(*core) || stopping_) {
       core->set_death_reason(reason);
       core->dead = true;
+      std::deque<std::shared_ptr<actor_call>> doomed; // fail outside the lock
+      std::lock_guard<std::mutex> guard{core->outbox_mtx};
+      doomed.swap(core->outbox);
+      core->relocating = false;
       continue;
     }
     {
@@ -238,7 +291,19 @@ void cluster_client::rescue_actors(const std::string& node_id,
     try {
       // Its own placement cannot be honoured any more: any live node will do.
       auto node = pick_node({placement::spread, {}});
-      auto handle = spawn_on(node, *core);
+      caf::actor handle;
+      // The head may not have seen the old instance die yet, and then
+      // refuses its name for a moment.
+      for (int attempt = 0;; ++attempt) {
+        try {
+          handle = spawn_on(node, *core);
+          break;
+        } catch (const usage_error&) {
+          if (attempt == 5 || stopping_)
+            throw;
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        }
+      }
       core->set_death_reason(reason + "; restarted on " + node);
       {
         std::lock_guard<std::mutex> guard{core->outbox_mtx};
@@ -272,11 +337,8 @@ void cluster_client::on_down(const caf::down_msg& msg) {
   }
   if (node.empty())
     return;
-  if (auto data = drop_link(node)) {
-    auto why = sys_.render(msg.reason);
-    data->fail_all("node " + node + " went down (" + why + ")");
-    rescue_actors(node, why);
-  }
+  if (auto data = drop_link(node, nullptr))
+    bury(node, sys_.render(msg.reason), std::move(data));
 }
 
 void cluster_client::submit_task(std::shared_ptr<task_spec> t) {
@@ -311,15 +373,16 @@ void cluster_client::send_task(std::shared_ptr<task_spec> t,
         t->result()->set_error(std::current_exception());
         return;
       }
-      if (drop_link(node))
-        rescue_actors(node, "it cannot be reached");
+      if (auto data = drop_link(node, nullptr))
+        bury(node, "it cannot be reached", std::move(data));
       --retries_left;
       node.clear();
     }
   }
-  auto lost = [this, t, node, retries_left](const std::string& why) {
-      if (drop_link(node))
-        rescue_actors(node, why);
+  auto lost = [this, t, node, retries_left,
+               client = link.data.get()](const std::string& why) {
+      if (auto data = drop_link(node, client))
+        bury(node, why, std::move(data));
       // A task that was spread may run on another node; one pinned to this
       // node cannot.
       if (retries_left > 0 && t->where.kind == placement::spread
@@ -342,6 +405,7 @@ cluster_client::spawn_actor(const actor_class_entry& cls,
   auto node = pick_node(opts.where);
   auto core = std::make_shared<actor_core>(cls, std::move(f), opts);
   core->handle = spawn_on(node, *core);
+  core->remote = true;
   core->node_id = node;
   core->remote_id = core->handle.id();
   {
@@ -384,6 +448,7 @@ std::shared_ptr<actor_core> cluster_client::lookup(const std::string& name) {
   opts.name = name;
   auto core = std::make_shared<actor_core>(*cls, nullptr, opts);
   core->borrowed = true;
+  core->remote = true;
   core->handle = handle;
   core->node_id = node;
   core->remote_id = handle.id();
@@ -421,22 +486,27 @@ void cluster_client::submit_call(const std::shared_ptr<actor_core>& core,
 
 void cluster_client::pump(const std::shared_ptr<actor_core>& core) {
   std::shared_ptr<actor_call> blocker;
+  std::deque<std::shared_ptr<actor_call>> doomed; // failed outside the lock
   {
     // Sending under the lock keeps concurrent pumps from reordering calls.
     std::lock_guard<std::mutex> guard{core->outbox_mtx};
-    while (!core->outbox_blocked && !core->relocating
-           && !core->outbox.empty()) {
-      auto& head = core->outbox.front();
-      bool ready = true;
-      for (auto& d : head->deps)
-        ready = ready && d->ready();
-      if (!ready) {
-        core->outbox_blocked = true;
-        blocker = head;
-        break;
+    if (core->dead) {
+      doomed.swap(core->outbox);
+    } else {
+      while (!core->outbox_blocked && !core->relocating
+             && !core->outbox.empty()) {
+        auto& head = core->outbox.front();
+        bool ready = true;
+        for (auto& d : head->deps)
+          ready = ready && d->ready();
+        if (!ready) {
+          core->outbox_blocked = true;
+          blocker = head;
+          break;
+        }
+        send_call(core, std::move(head));
+        core->outbox.pop_front();
       }
-      send_call(core, std::move(head));
-      core->outbox.pop_front();
     }
   }
   if (blocker)
@@ -465,17 +535,23 @@ void cluster_client::send_call(const std::shared_ptr<actor_core>& core,
     return;
   }
   auto node = core->node_id; // the actor may move before the reply
-  auto lost = [this, node, core, c](const std::string& why) {
-    if (drop_link(node))
-      rescue_actors(node, why);
+  auto lost = [this, node, core, c,
+               client = link.data.get()](const std::string& why) {
     {
+      // Decided before the caller hears of the failure: its next call must
+      // wait for the rebuilt actor, not chase the dead node.
       std::lock_guard<std::mutex> guard{core->outbox_mtx};
-      if (core->node_id == node && !core->relocating
-          && core->restarts.load() >= core->opts.max_restarts) {
-        core->set_death_reason(why);
-        core->dead = true;
+      if (core->node_id == node && !core->relocating) {
+        if (restartable(*core) && !stopping_) {
+          core->relocating = true;
+        } else {
+          core->set_death_reason(why);
+          core->dead = true;
+        }
       }
     }
+    if (auto data = drop_link(node, client))
+      bury(node, why, std::move(data));
     c->result()->set_error(core->dropped_call_error(c->method()));
   };
   if (!link.data->call(core->remote_id, c->method().name, args,
@@ -483,10 +559,8 @@ void cluster_client::send_call(const std::shared_ptr<actor_core>& core,
     // We hold the outbox lock (see pump): fail this call here, and leave the
     // node's funeral to the requester's thread.
     c->result()->set_error(core->dropped_call_error(c->method()));
-    rt_.run_as_requester([this, node](caf::event_based_actor*) {
-      if (drop_link(node))
-        rescue_actors(node, "its connection closed");
-    });
+    if (auto data = drop_link(node, link.data.get()))
+      bury(node, "its connection closed", std::move(data));
   }
 }
 

@@ -2,6 +2,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <thread>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -78,9 +81,19 @@ private:
   std::string pick_node(const placement& where);
   /// The link to `node_id`, connecting and saying hello if needed.
   node_link link_to(const std::string& node_id);
-  /// Takes `node_id` for dead and retires its link: its connection closed
-  /// or its manager went down. Failing the rest is the caller's business.
-  std::shared_ptr<data_client> drop_link(const std::string& node_id);
+  /// Takes `node_id` for dead and retires its link, if its connection is
+  /// `failed` (any connection if null): that connection closed, or the
+  /// node's manager went down. Returns the retired connection, or null if
+  /// there was nothing (more) to retire.
+  std::shared_ptr<data_client> drop_link(const std::string& node_id,
+                                         const data_client* failed);
+  /// Queues the rest of a node's death for the funeral thread: failing
+  /// what is pending on `data` and rebuilding actors elsewhere. Those block
+  /// (requests to other nodes), which neither CAF's threads nor a
+  /// connection's reader may.
+  void bury(std::string node_id, std::string why,
+            std::shared_ptr<data_client> data);
+  void run_funerals();
   /// After `node_id` died: rebuilds its actors that have restarts left on
   /// live nodes, and marks the others dead.
   void rescue_actors(const std::string& node_id, const std::string& why);
@@ -108,6 +121,15 @@ private:
   std::unordered_map<std::string, std::vector<std::weak_ptr<actor_core>>>
     hosted_;
   std::atomic<bool> stopping_{false};
+  struct funeral {
+    std::string node;
+    std::string why;
+    std::shared_ptr<data_client> data;
+  };
+  std::mutex funeral_mtx_;
+  std::condition_variable funeral_cv_;
+  std::deque<funeral> funerals_;
+  std::thread undertaker_; // started last: it uses the members above
   std::vector<node_info> directory_;
   // Nodes this process saw die before the head did; a node never comes
   // back under the same id, so the head's view cannot revive them.

@@ -7,7 +7,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <system_error>
 
 #include "lumen/detail/arguments.hpp"
 #include "lumen/errors.hpp"
@@ -25,6 +27,13 @@ constexpr uint32_t frame_magic = 0x314e4d4c; // "LMN1"
 
 // Nothing we send comes near this; a larger length is junk, not a frame.
 constexpr uint64_t max_payload = uint64_t{1} << 36;
+
+// A hello carries a token: anything longer is not one, and nothing is
+// allocated for a peer that has not shown it.
+constexpr uint64_t max_hello = 4096;
+
+// How long a peer may take to say hello, and a node to answer one.
+constexpr auto handshake_timeout = std::chrono::seconds(5);
 
 void set_no_delay(int fd) {
   int one = 1;
@@ -164,12 +173,21 @@ bool data_connection::send(frame_kind kind, bool ok, uint64_t id,
 }
 
 bool data_connection::receive(frame_header& h,
-                              std::shared_ptr<bytes>& payload) {
+                              std::shared_ptr<bytes>& payload,
+                              uint64_t max_length) {
   if (!read_all(fd_, &h, sizeof(h)) || h.magic != frame_magic
-      || h.length > max_payload)
+      || h.length > max_length)
     return false;
   payload = std::make_shared<bytes>(h.length);
   return read_all(fd_, payload->data(), h.length);
+}
+
+void data_connection::set_timeout(std::chrono::milliseconds timeout) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
+  ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
 void data_connection::close() {
@@ -228,44 +246,70 @@ void data_server::accept_loop() {
     if (fd < 0) {
       if (stopping_)
         return;
+      // Out of descriptors (or a transient error): back off instead of
+      // spinning; finished connections free theirs meanwhile.
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
       continue;
     }
     auto c = std::make_shared<data_connection>(fd);
     std::lock_guard<std::mutex> guard{mtx_};
     if (stopping_)
       return;
-    conns_.push_back(c);
-    readers_.emplace_back([this, c] { serve(c); });
+    reap_finished();
+    try {
+      readers_.emplace_back([this, c] { serve(c); });
+      conns_.push_back(c);
+    } catch (const std::system_error&) {
+      c->close(); // no thread to serve it: refuse the connection
+    }
   }
 }
 
+void data_server::reap_finished() {
+  for (auto id : finished_) {
+    auto i = std::find_if(readers_.begin(), readers_.end(),
+                          [id](auto& t) { return t.get_id() == id; });
+    if (i != readers_.end()) {
+      i->join(); // past its last use of the lock, which we hold
+      readers_.erase(i);
+    }
+  }
+  finished_.clear();
+}
+
 void data_server::serve(std::shared_ptr<data_connection> c) {
-  frame_header h{};
-  std::shared_ptr<bytes> payload;
-  // Nothing is served before a hello with the token: junk, a port scan or
-  // a wrong token end the connection here.
-  if (!c->receive(h, payload)
-      || h.kind != static_cast<uint8_t>(frame_kind::hello)) {
-    c->close();
-    return;
-  }
-  if (std::string(payload->begin(), payload->end()) != token_) {
-    log_line("refused a data connection: wrong cluster token");
-    std::string why = "wrong cluster token";
-    c->send(frame_kind::refused, false, h.id, {{why.data(), why.size()}});
-    c->close();
-    return;
-  }
-  c->send(frame_kind::welcome, true, h.id, {});
-  while (c->receive(h, payload)) {
-    if (h.kind == static_cast<uint8_t>(frame_kind::task))
-      run_task(c, h.id, std::move(payload));
-    else if (h.kind == static_cast<uint8_t>(frame_kind::call))
-      run_call(c, h.id, std::move(payload));
-    else
-      break; // not a request: the peer is confused, drop it
+  try {
+    frame_header h{};
+    std::shared_ptr<bytes> payload;
+    // Nothing is served, nor allocated beyond a small hello, before the
+    // token: junk, a port scan, a silent peer or a wrong token end here.
+    c->set_timeout(handshake_timeout);
+    if (c->receive(h, payload, max_hello)
+        && h.kind == static_cast<uint8_t>(frame_kind::hello)) {
+      if (std::string(payload->begin(), payload->end()) != token_) {
+        log_line("refused a data connection: wrong cluster token");
+        std::string why = "wrong cluster token";
+        c->send(frame_kind::refused, false, h.id, {{why.data(), why.size()}});
+      } else {
+        c->set_timeout(std::chrono::milliseconds{0});
+        c->send(frame_kind::welcome, true, h.id, {});
+        while (c->receive(h, payload, max_payload)) {
+          if (h.kind == static_cast<uint8_t>(frame_kind::task))
+            run_task(c, h.id, std::move(payload));
+          else if (h.kind == static_cast<uint8_t>(frame_kind::call))
+            run_call(c, h.id, std::move(payload));
+          else
+            break; // not a request: the peer is confused, drop it
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    log_line(std::string{"dropped a data connection: "} + e.what());
   }
   c->close();
+  std::lock_guard<std::mutex> guard{mtx_};
+  conns_.erase(std::remove(conns_.begin(), conns_.end(), c), conns_.end());
+  finished_.push_back(std::this_thread::get_id());
 }
 
 void data_server::run_task(const std::shared_ptr<data_connection>& c,
@@ -343,6 +387,11 @@ data_client::data_client(const std::string& address, const std::string& token,
     throw error("cannot resolve the data address " + address + " of "
                 + peer_);
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  // Linux bounds connect() by the send timeout: a silent or cut-off node
+  // fails the handshake instead of blocking this caller.
+  timeval tv{static_cast<time_t>(handshake_timeout.count()), 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   int rc = ::connect(fd, found->ai_addr, found->ai_addrlen);
   ::freeaddrinfo(found);
   if (rc != 0) {
@@ -355,17 +404,34 @@ data_client::data_client(const std::string& address, const std::string& token,
   frame_header h{};
   std::shared_ptr<bytes> payload;
   if (!conn_->send(frame_kind::hello, true, 0, {{token.data(), token.size()}})
-      || !conn_->receive(h, payload))
-    throw error(peer_ + " closed the data connection during the handshake");
+      || !conn_->receive(h, payload, max_hello))
+    throw error(peer_ + " did not complete the data handshake");
   if (h.kind != static_cast<uint8_t>(frame_kind::welcome))
     throw error(peer_ + " refused this process: "
                 + std::string(payload->begin(), payload->end()));
-  reader_ = std::thread{[this] { read_loop(); }};
+  conn_->set_timeout(std::chrono::milliseconds{0});
+}
+
+void data_client::start() {
+  reader_ = std::thread{[self = shared_from_this()] { self->read_loop(); }};
 }
 
 data_client::~data_client() {
   fail_all("the runtime shut down");
-  reader_.join();
+  // The reader holds a reference until it ends, so this runs either after
+  // it ended or on it, as its last step.
+  if (reader_.joinable()) {
+    if (reader_.get_id() == std::this_thread::get_id())
+      reader_.detach();
+    else
+      reader_.join();
+  }
+}
+
+void data_client::stop(const std::string& why) {
+  fail_all(why);
+  if (reader_.joinable() && reader_.get_id() != std::this_thread::get_id())
+    reader_.join();
 }
 
 bool data_client::task(const std::string& function, const bytes& args,
@@ -410,7 +476,7 @@ bool data_client::send(frame_kind kind, std::vector<byte_span> parts,
 void data_client::read_loop() {
   frame_header h{};
   std::shared_ptr<bytes> payload;
-  while (conn_->receive(h, payload)) {
+  while (conn_->receive(h, payload, max_payload)) {
     pending p;
     {
       std::lock_guard<std::mutex> guard{mtx_};

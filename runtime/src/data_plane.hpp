@@ -16,6 +16,7 @@
 // the received frame.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -65,8 +66,13 @@ public:
   bool send(frame_kind kind, bool ok, uint64_t id,
             std::vector<byte_span> parts);
 
-  /// Reads the next frame; false on EOF, error or a malformed header.
-  bool receive(frame_header& header, std::shared_ptr<bytes>& payload);
+  /// Reads the next frame; false on EOF, error, a malformed header or a
+  /// payload above `max_length`.
+  bool receive(frame_header& header, std::shared_ptr<bytes>& payload,
+               uint64_t max_length);
+
+  /// Bounds how long a read or write may block (0: forever).
+  void set_timeout(std::chrono::milliseconds timeout);
 
   /// Wakes a reader blocked on this connection; further reads fail.
   void close();
@@ -94,6 +100,8 @@ public:
 private:
   void accept_loop();
   void serve(std::shared_ptr<data_connection> c);
+  /// Joins the threads of connections that ended; requires mtx_.
+  void reap_finished();
   void run_task(const std::shared_ptr<data_connection>& c, uint64_t id,
                 std::shared_ptr<bytes> payload);
   void run_call(const std::shared_ptr<data_connection>& c, uint64_t id,
@@ -108,12 +116,13 @@ private:
   std::mutex mtx_;
   std::vector<std::shared_ptr<data_connection>> conns_;
   std::vector<std::thread> readers_;
+  std::vector<std::thread::id> finished_;
   std::unordered_map<uint64_t, std::weak_ptr<actor_core>> actors_;
 };
 
-/// A driver's connection to one node. Must not be destroyed on its own
-/// reader thread (it joins that thread).
-class data_client {
+/// A driver's connection to one node. Its reader thread keeps it alive
+/// until the connection ends; `stop` ends both.
+class data_client : public std::enable_shared_from_this<data_client> {
 public:
   using on_reply = std::function<void(bool ok, const bytes& payload)>;
   using on_fail = std::function<void(const std::string& why)>;
@@ -135,8 +144,15 @@ public:
   bool call(uint64_t actor, const std::string& method, const bytes& args,
             on_reply done, on_fail fail);
 
+  /// Starts the reader thread; call once, right after construction.
+  void start();
+
   /// Fails everything pending with `why` and closes the connection.
   void fail_all(const std::string& why);
+
+  /// Fails everything pending and waits for the reader thread to end, so
+  /// that no callback runs afterwards (unless called on that thread).
+  void stop(const std::string& why);
 
   /// True once the connection is gone; everything sent then fails.
   bool closed();

@@ -96,10 +96,11 @@ embedded_runtime::embedded_runtime(const init_options& opts, cluster_role role)
     cfg_.set("middleman.heartbeat-interval",
              caf::timespan{std::chrono::milliseconds(200)});
     cfg_.set("middleman.connection-timeout",
-             caf::timespan{std::chrono::milliseconds(1500)});
+             caf::timespan{std::chrono::milliseconds(1200)});
   }
   sys_ = std::make_unique<caf::actor_system>(cfg_);
   requester_ = sys_->spawn(requester, [this](const caf::down_msg& msg) {
+    monitored_.erase(msg.source);
     auto i = watched_.find(msg.source);
     if (i != watched_.end()) {
       auto fails = std::move(i->second);
@@ -181,20 +182,24 @@ void embedded_runtime::shutdown_actors() {
     std::lock_guard<std::mutex> guard{mtx_};
     names_.clear();
   }
-  // No new frames once the actors are going: the data plane closes first,
-  // failing what drivers still wait for on this node.
+  // The manager goes first (no more spawns, which use the data plane);
+  // then the data plane closes, failing at once what drivers still wait
+  // for on this node.
+  if (manager_) {
+    caf::anon_send_exit(manager_, caf::exit_reason::user_shutdown);
+    caf::scoped_actor{*sys_}->wait_for(manager_);
+    manager_ = nullptr;
+  }
   data_.reset();
   pool_.stop();
   for (auto& a : adopted_)
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   adopted_.clear();
-  if (manager_)
-    caf::anon_send_exit(manager_, caf::exit_reason::user_shutdown);
-  manager_ = nullptr;
   caf::anon_send_exit(requester_, caf::exit_reason::user_shutdown);
   requester_ = nullptr;
-  client_.reset();
+  // Hosts and the requester use the cluster client until they are done.
   sys_->await_all_actors_done();
+  client_.reset();
   hosts_running = false;
   // Handles users still hold must not reach into the destroyed system.
   for (auto& c : cores)
@@ -291,7 +296,7 @@ void embedded_runtime::submit_call(const actor_ref& a,
   c->core = a.core;
   if (a.core->dead)
     return; // c fails with actor_died as it goes out of scope
-  if (!a.core->node_id.empty()) {
+  if (a.core->remote) {
     client_->submit_call(a.core, std::move(c));
     return;
   }
@@ -375,8 +380,8 @@ uint64_t embedded_runtime::watch(caf::event_based_actor* self,
                                  const caf::actor& whom,
                                  std::function<void()> fail) {
   auto& fails = watched_[whom.address()];
-  if (fails.empty())
-    self->monitor(whom); // a second monitor would deliver a second down_msg
+  if (monitored_.insert(whom.address()).second)
+    self->monitor(whom); // once: each monitor delivers its own down_msg
   auto token = next_watch_++;
   fails.emplace(token, std::move(fail));
   return token;

@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -129,6 +130,7 @@ private:
                      std::unordered_map<uint64_t, std::function<void()>>>
     watched_;
   uint64_t next_watch_ = 1;
+  std::set<caf::actor_addr> monitored_;
 };
 
 /// The process's runtime as the embedded one (the only kind so far).

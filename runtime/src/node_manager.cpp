@@ -116,9 +116,18 @@ void report_actors(manager_actor* self) {
 /// Registers `name` in the head's directory; false if it is taken.
 bool bind_name(manager_actor* self, const std::string& name,
                named_entry entry) {
-  auto& names = self->state.names;
-  if (names.count(name) > 0)
-    return false;
+  auto& st = self->state;
+  auto& names = st.names;
+  if (auto i = names.find(name); i != names.end()) {
+    // A name whose actor's node is dead is free again: a rebuilt actor
+    // takes it back even if the old one's down message is still on its way.
+    bool on_dead_node = false;
+    for (auto& n : st.nodes)
+      on_dead_node = on_dead_node || (n.info.id == i->second.node && !n.info.alive);
+    if (!on_dead_node)
+      return false;
+    names.erase(i);
+  }
   self->monitor(entry.handle);
   names.emplace(name, std::move(entry));
   return true;
@@ -185,9 +194,18 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
     },
     [=](join_atom, const caf::actor& head, const std::string& token) {
       // Says hello to the head from this actor, so that the head monitors
-      // the manager itself and sees this node die with it.
+      // the manager itself and sees this node die with it. Only this
+      // process may ask, and only once: a peer that could would make this
+      // node trust it.
+      auto sender = self->current_sender();
+      bool local = sender && sender->node() == self->node();
       auto rp = self->make_response_promise();
       auto& st = self->state;
+      if (!local || st.head) {
+        rp.deliver(caf::make_error(caf::sec::invalid_argument,
+                                   "join is for the node's own process"));
+        return rp;
+      }
       std::map<std::string, std::string> resources;
       for (auto& [k, v] : st.settings.resources)
         resources[k] = std::to_string(v);

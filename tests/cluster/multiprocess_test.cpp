@@ -389,6 +389,90 @@ void throw_junk_at(const std::string& address) {
   }
 }
 
+/// A connection to `address` on loopback; -1 if it cannot be made.
+int connect_to(const std::string& address) {
+  auto colon = address.rfind(':');
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port
+    = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+  ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  timeval tv{15, 0}; // a bound on every read below
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+
+/// The data plane's frame header (runtime/src/data_plane.hpp).
+struct frame_header {
+  uint32_t magic = 0x314e4d4c;
+  uint8_t kind;
+  uint8_t ok = 1;
+  uint16_t reserved = 0;
+  uint64_t id = 1;
+  uint64_t length;
+};
+
+/// True once the peer closed `fd` (reads return 0), within its timeout.
+bool closed_by_peer(int fd) {
+  char buf[256];
+  for (;;) {
+    auto n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n == 0)
+      return true;
+    if (n < 0)
+      return false;
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_data_port_refuses_strangers_without_harm) {
+  auto& cl = *the_cluster;
+  std::string data;
+  for (auto& n : lumen::nodes())
+    if (n.id == "head")
+      data = n.data_address;
+  BOOST_REQUIRE(!data.empty());
+  // A well-formed header claiming 64 GiB, before any token: dropped,
+  // nothing allocated.
+  int huge = connect_to(data);
+  BOOST_REQUIRE(huge >= 0);
+  frame_header h{};
+  h.kind = 1; // hello
+  h.length = uint64_t{1} << 36;
+  BOOST_REQUIRE(::send(huge, &h, sizeof(h), MSG_NOSIGNAL) == sizeof(h));
+  BOOST_TEST(closed_by_peer(huge));
+  ::close(huge);
+  // A wrong token: refused, with the reason.
+  int wrong = connect_to(data);
+  std::string token = "not-the-token";
+  h.length = token.size();
+  ::send(wrong, &h, sizeof(h), MSG_NOSIGNAL);
+  ::send(wrong, token.data(), token.size(), MSG_NOSIGNAL);
+  frame_header reply{};
+  BOOST_REQUIRE(::recv(wrong, &reply, sizeof(reply), MSG_WAITALL)
+                == sizeof(reply));
+  BOOST_TEST(reply.kind == 3); // refused
+  std::string why(reply.length, '\0');
+  ::recv(wrong, why.data(), why.size(), MSG_WAITALL);
+  BOOST_TEST(why == "wrong cluster token");
+  ::close(wrong);
+  BOOST_TEST(cl.head.proc->await_output("refused a data connection",
+                                        seconds(5))
+               .has_value());
+  // A peer that connects and stays silent is let go after the handshake
+  // timeout, and others are served meanwhile.
+  int silent = connect_to(data);
+  BOOST_TEST(lumen::get(lumen::task(where).on_node("head").remote(), deadline)
+             == "head");
+  BOOST_TEST(closed_by_peer(silent));
+  ::close(silent);
+  BOOST_TEST(cl.head.proc->running());
+}
+
 BOOST_AUTO_TEST_CASE(junk_bytes_and_port_scans_leave_the_head_working) {
   auto& cl = *the_cluster;
   throw_junk_at(cl.head.address); // the control port (CAF)
