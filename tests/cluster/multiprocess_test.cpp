@@ -364,31 +364,6 @@ BOOST_AUTO_TEST_CASE(a_wrong_token_is_refused_on_both_sides) {
                .has_value());
 }
 
-/// Sends junk to `address` and connects-and-leaves, 10 times each.
-void throw_junk_at(const std::string& address) {
-  auto colon = address.rfind(':');
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port
-    = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
-  ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  std::mt19937 rng{42};
-  for (int round = 0; round < 20; ++round) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    BOOST_REQUIRE(fd >= 0);
-    BOOST_REQUIRE(
-      ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-    if (round % 2 == 0) { // junk; odd rounds just connect and leave
-      std::vector<char> junk(1 << 16);
-      for (auto& b : junk)
-        b = static_cast<char>(rng());
-      auto sent = ::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
-      static_cast<void>(sent);
-    }
-    ::close(fd);
-  }
-}
-
 /// A connection to `address` on loopback; -1 if it cannot be made.
 int connect_to(const std::string& address) {
   auto colon = address.rfind(':');
@@ -405,6 +380,23 @@ int connect_to(const std::string& address) {
   timeval tv{15, 0}; // a bound on every read below
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   return fd;
+}
+
+/// Sends junk to `address` and connects-and-leaves, 10 times each.
+void throw_junk_at(const std::string& address) {
+  std::mt19937 rng{42};
+  for (int round = 0; round < 20; ++round) {
+    int fd = connect_to(address);
+    BOOST_REQUIRE(fd >= 0);
+    if (round % 2 == 0) { // junk; odd rounds just connect and leave
+      std::vector<char> junk(1 << 16);
+      for (auto& b : junk)
+        b = static_cast<char>(rng());
+      auto sent = ::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
+      static_cast<void>(sent);
+    }
+    ::close(fd);
+  }
 }
 
 /// The data plane's frame header (runtime/src/data_plane.hpp).
