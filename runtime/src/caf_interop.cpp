@@ -5,6 +5,7 @@
 #include "lumen/errors.hpp"
 
 #include "embedded_runtime.hpp"
+#include "protocol.hpp"
 
 namespace lumen {
 
@@ -42,8 +43,32 @@ std::vector<config_step>& config_steps() {
   return *steps;
 }
 
-caf::node_id caf_node_of(const std::string& node_id) {
-  return embedded().caf_node_of(node_id);
+caf::strong_actor_ptr spawn_typed_on(const std::string& node_id,
+                                     const std::string& name,
+                                     caf::message args,
+                                     const std::set<std::string>& interface) {
+  auto fail = [&](const caf::error& err) {
+    throw usage_error("cannot spawn '" + name + "' on node " + node_id + ": "
+                      + system().render(err)
+                      + " (is it registered with LUMEN_TYPED_ACTOR there, "
+                        "with these argument types?)");
+  };
+  auto& rt = embedded();
+  if (node_id == this_node() || node_id == "local") {
+    auto h = rt.system().spawn<caf::actor>(name, std::move(args), nullptr, true,
+                                           &interface);
+    if (!h)
+      fail(h.error());
+    return caf::actor_cast<caf::strong_actor_ptr>(*h);
+  }
+  caf::strong_actor_ptr out;
+  caf::scoped_actor self{rt.system()};
+  self
+    ->request(rt.manager_of(node_id), std::chrono::seconds(10),
+              spawn_typed_atom::value, name, std::move(args), interface)
+    .receive([&](caf::strong_actor_ptr& h) { out = std::move(h); },
+             [&](caf::error& err) { fail(err); });
+  return out;
 }
 
 uint64_t watch(caf::event_based_actor* self, const caf::actor& whom,

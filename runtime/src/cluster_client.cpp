@@ -415,8 +415,8 @@ cluster_client::spawn_actor(const actor_class_entry& cls,
   return rt_.adopt_remote_actor(core);
 }
 
-caf::node_id cluster_client::caf_node_of(const std::string& node_id) {
-  return link_to(pick_node({placement::node, node_id})).manager.node();
+caf::actor cluster_client::manager_of(const std::string& node_id) {
+  return link_to(pick_node({placement::node, node_id})).manager;
 }
 
 std::shared_ptr<actor_core> cluster_client::lookup(const std::string& name) {

@@ -53,8 +53,8 @@ public:
                                          std::unique_ptr<actor_factory> f,
                                          const actor_options& opts);
 
-  /// The CAF node of cluster node `node_id`, connecting if needed.
-  caf::node_id caf_node_of(const std::string& node_id);
+  /// The control handle of live node `node_id`, connecting if needed.
+  caf::actor manager_of(const std::string& node_id);
 
   /// The actor named `name` in the head's directory, or null.
   std::shared_ptr<actor_core> lookup(const std::string& name);

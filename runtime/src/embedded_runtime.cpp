@@ -138,6 +138,9 @@ embedded_runtime::embedded_runtime(const init_options& opts, cluster_role role)
                       + sys_->render(port.error())
                       + "); pick another --port");
         port_ = *port;
+        // CAF's own spawn service answers any peer that connects, token or
+        // not; typed actors are spawned through the node manager instead.
+        sys_->registry().erase(caf::atom("SpawnServ"));
         if (role_.kind == cluster_role::head) {
           set_this_node("head");
           role_.head_host = role_.serve.host;
@@ -366,14 +369,12 @@ void embedded_runtime::run_as_requester(
   caf::anon_send(requester_, requester_job{std::move(job)});
 }
 
-caf::node_id embedded_runtime::caf_node_of(const std::string& node_id) {
-  if (node_id == this_node() || node_id == "local")
-    return sys_->node();
+caf::actor embedded_runtime::manager_of(const std::string& node_id) {
   if (!client_)
     throw usage_error("there is no node '" + node_id
                       + "': this process is not in a cluster (pass "
                         "--address to lumen::init to join one)");
-  return client_->caf_node_of(node_id);
+  return client_->manager_of(node_id);
 }
 
 uint64_t embedded_runtime::watch(caf::event_based_actor* self,

@@ -92,8 +92,10 @@ public:
   /// Ends `h` at shutdown, so that the actor system can finish.
   void adopt(caf::actor h);
 
-  /// See lumen::detail::caf_node_of.
-  caf::node_id caf_node_of(const std::string& node_id);
+  /// The control handle of cluster node `node_id`, connecting if needed;
+  /// throws `usage_error` if this process is in no cluster or there is no
+  /// such node.
+  caf::actor manager_of(const std::string& node_id);
 
   /// See lumen::detail::watch; requester thread only.
   uint64_t watch(caf::event_based_actor* self, const caf::actor& whom,

@@ -303,6 +303,18 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
       }
       return rp;
     },
+    [=](spawn_typed_atom, const std::string& name, caf::message& args,
+        const std::set<std::string>& interface)
+      -> caf::result<caf::strong_actor_ptr> {
+      if (!trusted(self))
+        return untrusted();
+      auto h = self->system().spawn<caf::actor>(name, std::move(args), nullptr,
+                                                true, &interface);
+      if (!h)
+        return std::move(h.error());
+      self->state.rt->adopt(*h); // ends with this node
+      return caf::actor_cast<caf::strong_actor_ptr>(*h);
+    },
     [=](name_atom, const std::string& name, const std::string& cls,
         const std::string& node, const caf::actor& handle) -> caf::result<bool> {
       if (!trusted(self))

@@ -10,6 +10,7 @@
 //     (hello, token, role, host, port, data port) -> (assigned node id)
 //     (nodes)                             -> (encoded vector<node_info>)
 //     (spawn, class, ctor key, args, name, max_restarts) -> (actor)
+//     (spawn typed, name, args, interface) -> (actor)    LUMEN_TYPED_ACTOR
 //   to the head only:
 //     (name, name, class, node id, actor) -> (true, or false if taken)
 //     (lookup, name)          -> (found, class, node id, actor)
@@ -31,6 +32,7 @@ using nodes_atom = caf::atom_constant<caf::atom("lmnodes")>;
 using spawn_atom = caf::atom_constant<caf::atom("lmspawn")>;
 using join_atom = caf::atom_constant<caf::atom("lmjoin")>;
 using name_atom = caf::atom_constant<caf::atom("lmname")>;
+using spawn_typed_atom = caf::atom_constant<caf::atom("lmspawnt")>;
 using lookup_atom = caf::atom_constant<caf::atom("lmlookup")>;
 using actors_atom = caf::atom_constant<caf::atom("lmactors")>;
 

@@ -465,6 +465,18 @@ BOOST_AUTO_TEST_CASE(the_data_port_refuses_strangers_without_harm) {
   BOOST_TEST(cl.head.proc->running());
 }
 
+BOOST_AUTO_TEST_CASE(a_peer_without_the_token_can_neither_spawn_nor_ask) {
+  auto& cl = *the_cluster;
+  auto colon = cl.head.address.rfind(':');
+  auto [code, out] = lumen::test::run({STRANGER,
+                                       cl.head.address.substr(0, colon),
+                                       cl.head.address.substr(colon + 1)});
+  BOOST_TEST(code == 0, out);
+  BOOST_TEST(out.find("remote_spawn: refused") != std::string::npos, out);
+  BOOST_TEST(out.find("directory: refused") != std::string::npos, out);
+  BOOST_TEST(out.find("ALLOWED") == std::string::npos, out);
+}
+
 BOOST_AUTO_TEST_CASE(junk_bytes_and_port_scans_leave_the_head_working) {
   auto& cl = *the_cluster;
   throw_junk_at(cl.head.address); // the control port (CAF)

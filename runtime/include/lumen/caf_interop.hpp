@@ -3,6 +3,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <set>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -10,7 +11,6 @@
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
-#include <caf/io/middleman.hpp>
 #include <caf/make_message.hpp>
 #include <caf/error.hpp>
 #include <caf/event_based_actor.hpp>
@@ -57,9 +57,14 @@ bool register_typed_actor(const char* name, F fn) {
     });
 }
 
-/// The CAF node of cluster node `node_id`, connecting to it if needed;
-/// throws `usage_error` for a node that is not in the cluster.
-caf::node_id caf_node_of(const std::string& node_id);
+/// Spawns the typed actor registered as `name` on cluster node `node_id`
+/// through its node manager (which checks the cluster token, unlike CAF's
+/// own spawn service), checking it implements `interface`. Throws
+/// `usage_error` saying why it could not.
+caf::strong_actor_ptr spawn_typed_on(const std::string& node_id,
+                                     const std::string& name,
+                                     caf::message args,
+                                     const std::set<std::string>& interface);
 
 /// On the requester's thread: runs `fail` if `whom` goes down first, since
 /// CAF would leave a request to a dead remote actor open until its timeout.
@@ -200,25 +205,16 @@ auto call(const Handle& h, Ts&&... xs) {
 
 /// Spawns the typed actor registered as `name` (LUMEN_TYPED_ACTOR) on the
 /// cluster node `node_id` (this process for `lumen::this_node_id()`), with
-/// constructor arguments `xs`, through CAF's middleman. It is ended at
-/// `lumen::shutdown`. Throws `usage_error` saying why if the node cannot.
+/// constructor arguments `xs`. It is ended at `lumen::shutdown`. Throws
+/// `usage_error` saying why if the node cannot.
 template <class Handle, class... Ts>
 Handle spawn_on(const std::string& node_id, const std::string& name,
                 Ts&&... xs) {
-  auto nid = detail::caf_node_of(node_id);
-  auto args = caf::make_message(std::forward<Ts>(xs)...);
-  auto& sys = system();
-  auto h = nid == sys.node()
-             ? sys.spawn<Handle>(name, std::move(args))
-             : sys.middleman().remote_spawn<Handle>(
-               nid, name, std::move(args), std::chrono::seconds(10));
-  if (!h)
-    throw usage_error("cannot spawn '" + name + "' on node " + node_id + ": "
-                      + sys.render(h.error())
-                      + " (is it registered with LUMEN_TYPED_ACTOR there, "
-                        "with these argument types?)");
-  detail::adopt(caf::actor_cast<caf::actor>(*h));
-  return *h;
+  auto h = caf::actor_cast<Handle>(detail::spawn_typed_on(
+    node_id, name, caf::make_message(std::forward<Ts>(xs)...),
+    system().message_types<Handle>()));
+  detail::adopt(caf::actor_cast<caf::actor>(h));
+  return h;
 }
 
 /// Spawns a CAF actor in the runtime's actor system and ends it at
