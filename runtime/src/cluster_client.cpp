@@ -404,15 +404,18 @@ cluster_client::spawn_actor(const actor_class_entry& cls,
                             const actor_options& opts) {
   auto node = pick_node(opts.where);
   auto core = std::make_shared<actor_core>(cls, std::move(f), opts);
-  core->handle = spawn_on(node, *core);
+  place(core, node, spawn_on(node, *core));
+  return rt_.adopt_remote_actor(core);
+}
+
+void cluster_client::place(const std::shared_ptr<actor_core>& core,
+                           const std::string& node, caf::actor handle) {
   core->remote = true;
   core->node_id = node;
-  core->remote_id = core->handle.id();
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    hosted_[node].push_back(core);
-  }
-  return rt_.adopt_remote_actor(core);
+  core->remote_id = handle.id();
+  core->handle = std::move(handle);
+  std::lock_guard<std::mutex> guard{mtx_};
+  hosted_[node].push_back(core);
 }
 
 caf::actor cluster_client::manager_of(const std::string& node_id) {
@@ -448,13 +451,8 @@ std::shared_ptr<actor_core> cluster_client::lookup(const std::string& name) {
   opts.name = name;
   auto core = std::make_shared<actor_core>(*cls, nullptr, opts);
   core->borrowed = true;
-  core->remote = true;
-  core->handle = handle;
-  core->node_id = node;
-  core->remote_id = handle.id();
   learn_of(node);
-  std::lock_guard<std::mutex> guard{mtx_};
-  hosted_[node].push_back(core);
+  place(core, node, std::move(handle));
   return core;
 }
 

@@ -97,6 +97,10 @@ private:
   /// After `node_id` died: rebuilds its actors that have restarts left on
   /// live nodes, and marks the others dead.
   void rescue_actors(const std::string& node_id, const std::string& why);
+  /// Records that `core` is hosted by `node` as `handle`, before anyone
+  /// else can see it.
+  void place(const std::shared_ptr<actor_core>& core, const std::string& node,
+             caf::actor handle);
   /// Starts an actor on `node`; returns its handle. Throws on refusal.
   caf::actor spawn_on(const std::string& node, const actor_core& core);
   void refresh_directory();
