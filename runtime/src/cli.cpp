@@ -23,7 +23,7 @@
 #include "lumen/cluster.hpp"
 #include "lumen/errors.hpp"
 
-#include "node_manager.hpp"
+#include "log.hpp"
 #include "node_setup.hpp"
 #include "token.hpp"
 
@@ -220,7 +220,7 @@ start_options parse_start(int argc, char** argv) {
   if (o.head == !o.address.empty())
     throw usage_failure{"give exactly one of --head and --address"};
   if (!o.address.empty())
-    parse_address(o.address);
+    detail::parse_address(o.address);
   if (o.head && !port_given)
     o.serve.port = 6380;
   if (o.serve.resources.empty())
@@ -245,7 +245,7 @@ std::string start_node(const start_options& o) {
     role.token = detail::load_or_create_token(o.token_file);
   } else {
     role.kind = detail::cluster_role::node;
-    std::tie(role.head_host, role.head_port) = parse_address(o.address);
+    role.head_address = detail::parse_address(o.address);
     role.token = detail::read_token(o.token_file);
   }
   init_node(o.init, role);
@@ -441,7 +441,7 @@ int run_status(int argc, char** argv) {
   detail::cluster_role role;
   role.kind = detail::cluster_role::driver;
   role.hello_role = "client";
-  std::tie(role.head_host, role.head_port) = parse_address(address);
+  role.head_address = detail::parse_address(address);
   role.token = detail::read_token(
     token_file.empty() ? detail::default_token_file() : token_file);
   init_options opts;

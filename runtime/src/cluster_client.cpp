@@ -6,6 +6,8 @@
 #include "lumen/detail/arguments.hpp"
 #include "lumen/errors.hpp"
 
+#include "address.hpp"
+#include "control_link.hpp"
 #include "embedded_runtime.hpp"
 #include "protocol.hpp"
 
@@ -15,32 +17,13 @@ namespace {
 
 constexpr auto control_timeout = std::chrono::seconds(10);
 
-// Splits "HOST:PORT".
-std::pair<std::string, uint16_t> split_address(const std::string& address) {
-  auto colon = address.rfind(':');
-  return {address.substr(0, colon),
-          static_cast<uint16_t>(std::stoi(address.substr(colon + 1)))};
-}
-
-caf::actor connect(caf::actor_system& sys, const std::string& host,
-                   uint16_t port, const std::string& what) {
-  auto h = sys.middleman().remote_actor(host, port);
-  if (!h)
-    throw error("cannot reach " + what + " at " + host + ":"
-                + std::to_string(port) + " (" + sys.render(h.error())
-                + "); is it running? (lumen start, lumen status)");
-  return *h;
-}
-
 std::string hello(caf::actor_system& sys, const caf::actor& peer,
-                  const std::string& token, const std::string& role,
-                  const std::string& what) {
+                  const std::string& role, const std::string& what) {
   caf::scoped_actor self{sys};
   std::string id;
   self
-    ->request(peer, control_timeout, hello_atom::value, token,
-              role, std::string{}, uint16_t{0}, uint16_t{0},
-              std::map<std::string, std::string>{})
+    ->request(peer, control_timeout, hello_atom::value, role, std::string{},
+              uint16_t{0}, uint16_t{0}, std::map<std::string, std::string>{})
     .receive([&](std::string& x) { id = std::move(x); },
              [&](caf::error& err) {
                throw error(what + " refused this process: "
@@ -74,12 +57,11 @@ data_client::on_reply publish_reply(std::shared_ptr<T> x) {
 } // namespace
 
 cluster_client::cluster_client(embedded_runtime& rt,
-                               const std::string& head_host,
-                               uint16_t head_port, std::string token,
+                               const address& head, std::string token,
                                const std::string& role)
   : rt_(rt), sys_(rt.system()), token_(std::move(token)) {
-  head_ = connect(sys_, head_host, head_port, "the head");
-  id_ = hello(sys_, head_, token_, role, "the head");
+  head_ = connect_control(sys_, head, token_, "the head");
+  id_ = hello(sys_, head_, role, "the head");
   undertaker_ = std::thread{[this] { run_funerals(); }};
 }
 
@@ -165,9 +147,9 @@ cluster_client::node_link cluster_client::link_to(const std::string& node_id) {
   if (node_id == "head") {
     link.manager = head_;
   } else {
-    auto [host, port] = split_address(address);
-    link.manager = connect(sys_, host, port, "node " + node_id);
-    hello(sys_, link.manager, token_, "driver", "node " + node_id);
+    auto where = parse_address(address);
+    link.manager = connect_control(sys_, where, token_, "node " + node_id);
+    hello(sys_, link.manager, "driver", "node " + node_id);
   }
   link.data = std::make_shared<data_client>(data_address, token_,
                                             "node " + node_id);

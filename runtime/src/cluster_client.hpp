@@ -21,6 +21,7 @@
 #include "lumen/detail/runtime.hpp"
 
 #include "actor_host.hpp"
+#include "address.hpp"
 #include "data_plane.hpp"
 
 namespace lumen::detail {
@@ -35,8 +36,7 @@ class cluster_client {
 public:
   /// Connects to the head and says hello with the token; throws `error`
   /// with what went wrong and what to do.
-  cluster_client(embedded_runtime& rt, const std::string& head_host,
-                 uint16_t head_port, std::string token,
+  cluster_client(embedded_runtime& rt, const address& head, std::string token,
                  const std::string& role);
 
   /// The id the head gave this process ("driver-N").

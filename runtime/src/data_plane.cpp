@@ -1,9 +1,5 @@
 #include "data_plane.hpp"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,8 +10,9 @@
 #include "lumen/detail/arguments.hpp"
 #include "lumen/errors.hpp"
 
+#include "address.hpp"
 #include "embedded_runtime.hpp"
-#include "node_manager.hpp"
+#include "log.hpp"
 #include "protocol.hpp"
 #include "socket_io.hpp"
 
@@ -28,17 +25,8 @@ constexpr uint32_t frame_magic = 0x314e4d4c; // "LMN1"
 // Nothing we send comes near this; a larger length is junk, not a frame.
 constexpr uint64_t max_payload = uint64_t{1} << 36;
 
-// A hello carries a token: anything longer is not one, and nothing is
-// allocated for a peer that has not shown it.
-constexpr uint64_t max_hello = 4096;
-
-// How long a peer may take to say hello, and a node to answer one.
-constexpr auto handshake_timeout = std::chrono::seconds(5);
-
-void set_no_delay(int fd) {
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
+// How long a node may take to let this process in.
+constexpr auto handshake_timeout = std::chrono::milliseconds(5000);
 
 /// Reads a length-prefixed name at `pos` of `payload`, advancing `pos`.
 bool take_name(const bytes& payload, size_t& pos, std::string& name) {
@@ -150,7 +138,6 @@ void reply_error(const std::shared_ptr<data_connection>& c, uint64_t id,
 // -- data_connection ----------------------------------------------------------
 
 data_connection::data_connection(int fd) : fd_(fd) {
-  set_no_delay(fd_);
 }
 
 data_connection::~data_connection() {
@@ -182,14 +169,6 @@ bool data_connection::receive(frame_header& h,
   return read_all(fd_, payload->data(), h.length);
 }
 
-void data_connection::set_timeout(std::chrono::milliseconds timeout) {
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
-  ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-}
-
 void data_connection::close() {
   ::shutdown(fd_, SHUT_RDWR);
 }
@@ -197,33 +176,13 @@ void data_connection::close() {
 // -- data_server --------------------------------------------------------------
 
 data_server::data_server(embedded_runtime& rt, const std::string& host,
-                         std::string token)
-  : rt_(rt), token_(std::move(token)) {
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1)
-    addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  socklen_t len = sizeof(addr);
-  int one = 1;
-  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0
-      || ::listen(listen_fd_, 64) != 0
-      || ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len)
-           != 0) {
-    ::close(listen_fd_);
-    throw error("cannot open a data port on " + host + ": "
-                + std::strerror(errno));
-  }
-  port_ = ntohs(addr.sin_port);
-  acceptor_ = std::thread{[this] { accept_loop(); }};
+                         const std::string& token)
+  : rt_(rt), gate_(std::make_unique<gate>(host, 0, token, "data")) {
+  gate_->open([this](int fd, const std::string&) { admit(fd); });
 }
 
 data_server::~data_server() {
-  stopping_ = true;
-  ::shutdown(listen_fd_, SHUT_RDWR);
-  acceptor_.join();
-  ::close(listen_fd_);
+  gate_.reset(); // no more connections
   std::vector<std::thread> readers;
   {
     std::lock_guard<std::mutex> guard{mtx_};
@@ -235,33 +194,24 @@ data_server::~data_server() {
     r.join();
 }
 
+uint16_t data_server::port() const noexcept {
+  return gate_->port();
+}
+
 void data_server::expose(uint64_t id, std::weak_ptr<actor_core> core) {
   std::lock_guard<std::mutex> guard{mtx_};
   actors_[id] = std::move(core);
 }
 
-void data_server::accept_loop() {
-  while (!stopping_) {
-    int fd = ::accept(listen_fd_, nullptr, nullptr);
-    if (fd < 0) {
-      if (stopping_)
-        return;
-      // Out of descriptors (or a transient error): back off instead of
-      // spinning; finished connections free theirs meanwhile.
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      continue;
-    }
-    auto c = std::make_shared<data_connection>(fd);
-    std::lock_guard<std::mutex> guard{mtx_};
-    if (stopping_)
-      return;
-    reap_finished();
-    try {
-      readers_.emplace_back([this, c] { serve(c); });
-      conns_.push_back(c);
-    } catch (const std::system_error&) {
-      c->close(); // no thread to serve it: refuse the connection
-    }
+void data_server::admit(int fd) {
+  auto c = std::make_shared<data_connection>(fd);
+  std::lock_guard<std::mutex> guard{mtx_};
+  reap_finished();
+  try {
+    readers_.emplace_back([this, c] { serve(c); });
+    conns_.push_back(c);
+  } catch (const std::system_error&) {
+    c->close(); // no thread to serve it: refuse the connection
   }
 }
 
@@ -281,27 +231,13 @@ void data_server::serve(std::shared_ptr<data_connection> c) {
   try {
     frame_header h{};
     std::shared_ptr<bytes> payload;
-    // Nothing is served, nor allocated beyond a small hello, before the
-    // token: junk, a port scan, a silent peer or a wrong token end here.
-    c->set_timeout(handshake_timeout);
-    if (c->receive(h, payload, max_hello)
-        && h.kind == static_cast<uint8_t>(frame_kind::hello)) {
-      if (std::string(payload->begin(), payload->end()) != token_) {
-        log_line("refused a data connection: wrong cluster token");
-        std::string why = "wrong cluster token";
-        c->send(frame_kind::refused, false, h.id, {{why.data(), why.size()}});
-      } else {
-        c->set_timeout(std::chrono::milliseconds{0});
-        c->send(frame_kind::welcome, true, h.id, {});
-        while (c->receive(h, payload, max_payload)) {
-          if (h.kind == static_cast<uint8_t>(frame_kind::task))
-            run_task(c, h.id, std::move(payload));
-          else if (h.kind == static_cast<uint8_t>(frame_kind::call))
-            run_call(c, h.id, std::move(payload));
-          else
-            break; // not a request: the peer is confused, drop it
-        }
-      }
+    while (c->receive(h, payload, max_payload)) {
+      if (h.kind == static_cast<uint8_t>(frame_kind::task))
+        run_task(c, h.id, std::move(payload));
+      else if (h.kind == static_cast<uint8_t>(frame_kind::call))
+        run_call(c, h.id, std::move(payload));
+      else
+        break; // not a request: the peer is confused, drop it
     }
   } catch (const std::exception& e) {
     log_line(std::string{"dropped a data connection: "} + e.what());
@@ -376,40 +312,8 @@ void data_server::run_call(const std::shared_ptr<data_connection>& c,
 data_client::data_client(const std::string& address, const std::string& token,
                          std::string peer)
   : peer_(std::move(peer)) {
-  auto colon = address.rfind(':');
-  auto host = address.substr(0, colon);
-  auto port = address.substr(colon + 1);
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0)
-    throw error("cannot resolve the data address " + address + " of "
-                + peer_);
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  // Linux bounds connect() by the send timeout: a silent or cut-off node
-  // fails the handshake instead of blocking this caller.
-  timeval tv{static_cast<time_t>(handshake_timeout.count()), 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  int rc = ::connect(fd, found->ai_addr, found->ai_addrlen);
-  ::freeaddrinfo(found);
-  if (rc != 0) {
-    auto why = std::string{std::strerror(errno)};
-    ::close(fd);
-    throw error("cannot reach " + peer_ + " at " + address + " (" + why
-                + ")");
-  }
-  conn_ = std::make_unique<data_connection>(fd);
-  frame_header h{};
-  std::shared_ptr<bytes> payload;
-  if (!conn_->send(frame_kind::hello, true, 0, {{token.data(), token.size()}})
-      || !conn_->receive(h, payload, max_hello))
-    throw error(peer_ + " did not complete the data handshake");
-  if (h.kind != static_cast<uint8_t>(frame_kind::welcome))
-    throw error(peer_ + " refused this process: "
-                + std::string(payload->begin(), payload->end()));
-  conn_->set_timeout(std::chrono::milliseconds{0});
+  conn_ = std::make_unique<data_connection>(
+    pass_gate(parse_address(address), token, peer_, handshake_timeout));
 }
 
 void data_client::start() {

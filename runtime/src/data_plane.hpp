@@ -7,9 +7,9 @@
 // monitoring); its per-message path is an order of magnitude slower for
 // this traffic.
 //
-// A frame is a 24-byte header (magic, kind, ok flag, request id, payload
+// Peers pass the gate (gate.hpp) with the cluster token first. Then a
+// frame is a 24-byte header (magic, kind, ok flag, request id, payload
 // length) and the payload:
-//   hello   the cluster token              -> welcome, or refused + reason
 //   task    u32 name length, name, args    -> reply (ok: result, else error)
 //   call    u64 actor id, u32 method length, method, args -> reply
 // Payload bytes come from lumen's codec; arguments are never copied out of
@@ -29,16 +29,14 @@
 #include "lumen/detail/codec.hpp"
 
 #include "actor_host.hpp"
+#include "gate.hpp"
 
 namespace lumen::detail {
 
 class embedded_runtime;
 
 enum class frame_kind : uint8_t {
-  hello = 1,
-  welcome,
-  refused,
-  task,
+  task = 1,
   call,
   reply,
 };
@@ -71,9 +69,6 @@ public:
   bool receive(frame_header& header, std::shared_ptr<bytes>& payload,
                uint64_t max_length);
 
-  /// Bounds how long a read or write may block (0: forever).
-  void set_timeout(std::chrono::milliseconds timeout);
-
   /// Wakes a reader blocked on this connection; further reads fail.
   void close();
 
@@ -82,23 +77,23 @@ private:
   std::mutex write_mtx_;
 };
 
-/// The serving side, in every head and node: accepts connections, checks
-/// the token, runs tasks on the pool and hands calls to actor hosts.
+/// The serving side, in every head and node: serves the connections its
+/// gate admits, one reader thread each, running tasks on the pool and
+/// handing calls to actor hosts.
 class data_server {
 public:
+  /// Listens on `host`, any free port; throws `error` if it cannot.
   data_server(embedded_runtime& rt, const std::string& host,
-              std::string token);
+              const std::string& token);
   ~data_server();
 
-  uint16_t port() const noexcept {
-    return port_;
-  }
+  uint16_t port() const noexcept;
 
   /// Makes an actor hosted here callable under `id`.
   void expose(uint64_t id, std::weak_ptr<actor_core> core);
 
 private:
-  void accept_loop();
+  void admit(int fd);
   void serve(std::shared_ptr<data_connection> c);
   /// Joins the threads of connections that ended; requires mtx_.
   void reap_finished();
@@ -108,11 +103,7 @@ private:
                 std::shared_ptr<bytes> payload);
 
   embedded_runtime& rt_;
-  std::string token_;
-  int listen_fd_ = -1;
-  uint16_t port_ = 0;
-  std::atomic<bool> stopping_{false};
-  std::thread acceptor_;
+  std::unique_ptr<gate> gate_;
   std::mutex mtx_;
   std::vector<std::shared_ptr<data_connection>> conns_;
   std::vector<std::thread> readers_;

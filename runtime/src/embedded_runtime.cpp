@@ -11,6 +11,7 @@
 
 #include "lumen/errors.hpp"
 
+#include "control_link.hpp"
 #include "protocol.hpp"
 
 namespace lumen::detail {
@@ -62,19 +63,16 @@ size_t cpu_count(const init_options& opts) {
 
 std::string join_head(caf::actor_system& sys, const caf::actor& manager,
                       const cluster_role& role) {
-  auto head = sys.middleman().remote_actor(role.head_host, role.head_port);
-  if (!head)
-    throw error("cannot reach the head at " + role.head_host + ":"
-                + std::to_string(role.head_port) + " ("
-                + sys.render(head.error())
-                + "); start it with `lumen start --head`");
+  auto head = connect_control(sys, role.head_address, role.token,
+                              "the head");
   caf::scoped_actor self{sys};
   std::string id;
-  self->request(manager, std::chrono::seconds(15), join_atom::value, *head,
-                role.token)
+  self->request(manager, std::chrono::seconds(15), join_atom::value, head)
     .receive([&](std::string& x) { id = std::move(x); },
              [&](caf::error& err) {
-               throw error("the head refused this node: " + sys.render(err));
+               throw error("the head did not let this node join: "
+                             + sys.render(err),
+                           errc::unreachable);
              });
   return id;
 }
@@ -119,38 +117,32 @@ embedded_runtime::embedded_runtime(const init_options& opts, cluster_role role)
         break;
       case cluster_role::driver:
         client_ = std::make_unique<cluster_client>(
-          *this, role_.head_host, role_.head_port, role_.token,
+          *this, role_.head_address, role_.token,
           role_.hello_role);
         set_this_node(client_->id());
         break;
       case cluster_role::head:
       case cluster_role::node: {
         role_.serve.is_head = role_.kind == cluster_role::head;
-        role_.serve.token = role_.token;
         data_ = std::make_unique<data_server>(*this, role_.serve.host,
                                               role_.token);
         manager_ = spawn_node_manager(*sys_, *this, role_.serve);
-        auto port = sys_->middleman().publish(manager_, role_.serve.port,
-                                              role_.serve.host.c_str(), true);
-        if (!port)
-          throw error("cannot listen on " + role_.serve.host + ":"
-                      + std::to_string(role_.serve.port) + " ("
-                      + sys_->render(port.error())
-                      + "); pick another --port");
-        port_ = *port;
+        control_gate_ = std::make_unique<gate>(
+          role_.serve.host, role_.serve.port, role_.token, "control");
+        port_ = control_gate_->port();
+        serve_control(*sys_, manager_, *control_gate_);
         // CAF's own spawn service answers any peer that connects, token or
         // not; typed actors are spawned through the node manager instead.
         sys_->registry().erase(caf::atom("SpawnServ"));
         if (role_.kind == cluster_role::head) {
           set_this_node("head");
-          role_.head_host = role_.serve.host;
-          role_.head_port = port_;
+          role_.head_address = {role_.serve.host, port_};
         } else {
           set_this_node(join_head(*sys_, manager_, role_));
         }
         // Tasks and actors running here may send work to other nodes too.
         client_ = std::make_unique<cluster_client>(
-          *this, role_.head_host, role_.head_port, role_.token, "client");
+          *this, role_.head_address, role_.token, "client");
         break;
       }
     }
@@ -185,6 +177,7 @@ void embedded_runtime::shutdown_actors() {
     std::lock_guard<std::mutex> guard{mtx_};
     names_.clear();
   }
+  control_gate_.reset(); // no new peers
   // The manager goes first (no more spawns, which use the data plane);
   // then the data plane closes, failing at once what drivers still wait
   // for on this node.

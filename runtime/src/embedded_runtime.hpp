@@ -16,8 +16,10 @@
 #include "lumen/init.hpp"
 
 #include "actor_host.hpp"
+#include "address.hpp"
 #include "cluster_client.hpp"
 #include "data_plane.hpp"
+#include "gate.hpp"
 #include "node_manager.hpp"
 #include "task_pool.hpp"
 
@@ -26,8 +28,7 @@ namespace lumen::detail {
 /// How this process takes part in a cluster.
 struct cluster_role {
   enum kind_t { embedded, driver, head, node } kind = embedded;
-  std::string head_host; // driver and node: where the head listens
-  uint16_t head_port = 0;
+  address head_address; // driver and node: where the head listens
   std::string token;
   std::string hello_role = "driver"; // "client" for one-off queries
   node_settings serve; // head and node: where and how to serve
@@ -120,6 +121,7 @@ private:
   task_pool pool_;
   cluster_role role_;
   caf::actor manager_;
+  std::unique_ptr<gate> control_gate_;
   uint16_t port_ = 0;
   std::unique_ptr<data_server> data_;
   std::unique_ptr<cluster_client> client_;

@@ -8,10 +8,43 @@
 
 namespace lumen {
 
+const char* to_string(errc code) noexcept {
+  switch (code) {
+    case errc::unspecified:
+      return "unspecified";
+    case errc::usage:
+      return "usage";
+    case errc::task_failed:
+      return "task_failed";
+    case errc::actor_died:
+      return "actor_died";
+    case errc::timeout:
+      return "timeout";
+    case errc::unreachable:
+      return "unreachable";
+    case errc::head_unreachable:
+      return "head_unreachable";
+    case errc::wrong_token:
+      return "wrong_token";
+    case errc::bad_token_file:
+      return "bad_token_file";
+    case errc::no_such_node:
+      return "no_such_node";
+    case errc::node_dead:
+      return "node_dead";
+    case errc::not_registered:
+      return "not_registered";
+    case errc::name_taken:
+      return "name_taken";
+  }
+  return "unknown";
+}
+
 task_error::task_error(std::string function, std::string exception_type,
                        std::string message, std::string node)
   : error("task " + function + " failed on node " + node + ": "
-          + exception_type + ": " + message),
+          + exception_type + ": " + message,
+          errc::task_failed),
     function_(std::move(function)),
     type_(std::move(exception_type)),
     message_(std::move(message)),

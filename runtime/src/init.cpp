@@ -47,27 +47,6 @@ int parse_count(const std::string& flag, const std::string& value) {
 
 } // namespace
 
-std::pair<std::string, uint16_t> parse_address(const std::string& address) {
-  auto colon = address.rfind(':');
-  auto bad = [&] {
-    return usage_error("'" + address
-                       + "' is not an address: write HOST:PORT, e.g. "
-                         "127.0.0.1:6380");
-  };
-  if (colon == std::string::npos || colon == 0)
-    throw bad();
-  auto port_text = address.substr(colon + 1);
-  try {
-    size_t used = 0;
-    int port = std::stoi(port_text, &used);
-    if (used != port_text.size() || port < 1 || port > 65535)
-      throw bad();
-    return {address.substr(0, colon), static_cast<uint16_t>(port)};
-  } catch (const std::logic_error&) {
-    throw bad();
-  }
-}
-
 std::string init_flags_help() {
   return "Lumen flags:\n"
          "  --num-cpus=N          threads that run tasks (default: one per "
@@ -104,7 +83,7 @@ init_options parse_init_flags(int argc, char** argv, bool& help) {
       opts.num_cpus = parse_count(flag, take_value());
     } else if (flag == "--address") {
       opts.address = take_value();
-      parse_address(opts.address);
+      detail::parse_address(opts.address);
     } else if (flag == "--token-file") {
       opts.token_file = take_value();
     } else {
@@ -142,7 +121,7 @@ void init(const init_options& opts) {
       address = env;
   if (!address.empty()) {
     role.kind = detail::cluster_role::driver;
-    std::tie(role.head_host, role.head_port) = parse_address(address);
+    role.head_address = detail::parse_address(address);
     role.token = detail::read_token(
       opts.token_file.empty() ? detail::default_token_file() : opts.token_file);
   }

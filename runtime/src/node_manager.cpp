@@ -1,9 +1,6 @@
 #include "node_manager.hpp"
 
 #include <chrono>
-#include <ctime>
-#include <iostream>
-#include <mutex>
 #include <set>
 #include <unordered_map>
 #include <vector>
@@ -15,6 +12,7 @@
 
 #include "actor_host.hpp"
 #include "embedded_runtime.hpp"
+#include "log.hpp"
 #include "protocol.hpp"
 
 namespace lumen::detail {
@@ -61,7 +59,6 @@ struct manager_state {
   embedded_runtime* rt = nullptr;
   node_settings settings;
   std::string id;
-  std::set<caf::node_id> trusted;
   // The directory (head only).
   std::vector<node_entry> nodes;
   int next_node = 1;
@@ -75,22 +72,6 @@ struct manager_state {
 };
 
 using manager_actor = caf::stateful_actor<manager_state>;
-
-bool trusted(manager_actor* self) {
-  auto sender = self->current_sender();
-  return sender
-         && (sender->node() == self->node()
-             || self->state.trusted.count(sender->node()) > 0);
-}
-
-caf::error untrusted() {
-  return caf::make_error(caf::sec::request_receiver_down,
-                         "refused: say hello with the cluster token first");
-}
-
-std::string describe(const caf::strong_actor_ptr& who) {
-  return who ? caf::to_string(who->node()) : std::string{"an anonymous peer"};
-}
 
 std::vector<node_info> directory(manager_actor* self) {
   auto& st = self->state;
@@ -154,23 +135,16 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
       }
   });
   return {
-    [=](hello_atom, const std::string& token, const std::string& role,
-        const std::string& host, uint16_t port, uint16_t data_port,
+    [=](hello_atom, const std::string& role, const std::string& host,
+        uint16_t port, uint16_t data_port,
         const std::map<std::string, std::string>& resources)
       -> caf::result<std::string> {
+      // Every peer passed the gate with the token to get here.
       auto& st = self->state;
       auto sender = self->current_sender();
-      if (token != st.settings.token) {
-        log_line("refused " + role + " from " + describe(sender)
-                 + ": wrong cluster token");
-        return caf::make_error(caf::sec::invalid_argument,
-                               "wrong cluster token: use the token file the "
-                               "head wrote (lumen start --head prints it)");
-      }
       if (!sender)
         return caf::make_error(caf::sec::invalid_argument,
                                "hello needs a sender");
-      st.trusted.insert(sender->node());
       if (!st.settings.is_head || role == "client")
         return st.id.empty() ? std::string{"node"} : st.id;
       if (role == "driver")
@@ -192,7 +166,7 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
       log_line("node " + id + " joined from " + address);
       return id;
     },
-    [=](join_atom, const caf::actor& head, const std::string& token) {
+    [=](join_atom, const caf::actor& head) {
       // Says hello to the head from this actor, so that the head monitors
       // the manager itself and sees this node die with it. Only this
       // process may ask, and only once: a peer that could would make this
@@ -210,34 +184,24 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
       for (auto& [k, v] : st.settings.resources)
         resources[k] = std::to_string(v);
       self
-        ->request(head, std::chrono::seconds(10), hello_atom::value, token,
+        ->request(head, std::chrono::seconds(10), hello_atom::value,
                   std::string{"node"}, st.settings.host, st.rt->port(),
                   st.rt->data_port(), resources)
         .then(
           [=](std::string& id) mutable {
             self->state.id = id;
             self->state.head = head;
-            self->state.trusted.insert(head.node());
             rp.deliver(std::move(id));
           },
           [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
       return rp;
     },
     [=](nodes_atom) -> caf::result<bytes> {
-      if (!trusted(self))
-        return untrusted();
       return encode(directory(self));
     },
     [=](spawn_atom, const std::string& cls_name, const std::string& key,
         bytes& args, const std::string& name, int32_t max_restarts) {
-      // Checked first: making the promise takes the sender out of the
-      // current message.
-      bool ok = trusted(self);
       auto rp = self->make_response_promise();
-      if (!ok) {
-        rp.deliver(untrusted());
-        return rp;
-      }
       auto& st = self->state;
       auto cls = find_actor_class(cls_name);
       auto ctor = find_constructor(key);
@@ -306,8 +270,6 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
     [=](spawn_typed_atom, const std::string& name, caf::message& args,
         const std::set<std::string>& interface)
       -> caf::result<caf::strong_actor_ptr> {
-      if (!trusted(self))
-        return untrusted();
       auto h = self->system().spawn<caf::actor>(name, std::move(args), nullptr,
                                                 true, &interface);
       if (!h)
@@ -317,14 +279,10 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
     },
     [=](name_atom, const std::string& name, const std::string& cls,
         const std::string& node, const caf::actor& handle) -> caf::result<bool> {
-      if (!trusted(self))
-        return untrusted();
       return bind_name(self, name, {cls, node, handle});
     },
     [=](lookup_atom, const std::string& name)
       -> caf::result<bool, std::string, std::string, caf::actor> {
-      if (!trusted(self))
-        return untrusted();
       auto& names = self->state.names;
       auto i = names.find(name);
       if (i == names.end())
@@ -333,7 +291,7 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
     },
     [=](actors_atom, int32_t count) {
       auto sender = self->current_sender();
-      if (!trusted(self) || !sender)
+      if (!sender)
         return;
       for (auto& n : self->state.nodes)
         if (n.manager == sender->address())
@@ -347,17 +305,6 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
 caf::actor spawn_node_manager(caf::actor_system& sys, embedded_runtime& rt,
                               node_settings settings) {
   return sys.spawn(node_manager, &rt, std::move(settings));
-}
-
-void log_line(const std::string& text) {
-  static std::mutex mtx;
-  auto now = std::chrono::system_clock::to_time_t(
-    std::chrono::system_clock::now());
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S",
-                std::localtime(&now));
-  std::lock_guard<std::mutex> guard{mtx};
-  std::cerr << stamp << " lumen: " << text << std::endl;
 }
 
 } // namespace lumen::detail

@@ -16,18 +16,14 @@ struct node_settings {
   bool is_head = false;
   std::string host = "127.0.0.1"; // where this node listens
   uint16_t port = 0;              // 0: the OS picks one
-  std::string token;
   std::map<std::string, double> resources;
 };
 
 /// Spawns the node manager: the actor a node publishes on its port. It runs
 /// tasks and hosts actors that other processes send it; on the head it also
 /// keeps the cluster directory and marks nodes dead when their managers go
-/// down. Peers must say hello with the cluster token before anything else.
+/// down. Only peers its gate admitted reach it (control_link.hpp).
 caf::actor spawn_node_manager(caf::actor_system& sys, embedded_runtime& rt,
                               node_settings settings);
-
-/// Writes a timestamped line to stderr (a node's log).
-void log_line(const std::string& text);
 
 } // namespace lumen::detail

@@ -7,7 +7,7 @@
 // (data_plane.hpp).
 //
 //   to a node manager (every node, the head included):
-//     (hello, token, role, host, port, data port) -> (assigned node id)
+//     (hello, role, host, port, data port, resources) -> (assigned node id)
 //     (nodes)                             -> (encoded vector<node_info>)
 //     (spawn, class, ctor key, args, name, max_restarts) -> (actor)
 //     (spawn typed, name, args, interface) -> (actor)    LUMEN_TYPED_ACTOR
@@ -16,7 +16,8 @@
 //     (lookup, name)          -> (found, class, node id, actor)
 //     (actors, count)         a node reports how many actors it hosts
 //
-// A node manager answers only peers that said hello with the cluster token.
+// Only peers that passed the gate with the cluster token get this far
+// (gate.hpp, control_link.hpp).
 
 #include <exception>
 #include <string>

@@ -1,4 +1,4 @@
-// A second script in the cluster of multiprocess_test: finds the named
+// A second script in the cluster of placement_test: finds the named
 // actor the first one created, and reports what it sees, one fact a line.
 //   second_driver HEAD_ADDRESS TOKEN_FILE
 

@@ -1,5 +1,5 @@
-// A process that never says hello with the cluster token: plain CAF with a
-// middleman, connecting to a head. It tries what CAF allows any peer to do
+// A process without the cluster token: plain CAF with a middleman,
+// connecting to a head or node. It tries what CAF allows any peer to do
 // and prints one line per attempt: "<what>: refused" or "<what>: ALLOWED".
 //   stranger HOST PORT
 
@@ -24,9 +24,10 @@ int main(int argc, char** argv) {
   auto& mm = sys.middleman();
   auto manager = mm.remote_actor(host, port);
   if (!manager) {
-    std::cout << "connect: failed\n";
-    return 1;
+    std::cout << "connect: refused\n";
+    return 0;
   }
+  std::cout << "connect: ALLOWED\n";
   auto nid = manager->node();
   auto spawned = mm.remote_spawn<calculator>(nid, "calculator",
                                              caf::make_message(),

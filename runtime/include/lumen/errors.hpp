@@ -1,21 +1,67 @@
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
 namespace lumen {
 
+/// What went wrong, for callers that branch on it: compare `error::code()`,
+/// never the message or the exception's type. The codes travel between
+/// processes unchanged.
+enum class errc : uint8_t {
+  unspecified = 1,
+  /// Misuse of the API, a bad flag or value.
+  usage,
+  /// A remote function or method threw (`task_error`).
+  task_failed,
+  /// The actor a call was for is gone (`actor_died`).
+  actor_died,
+  /// `get` gave up waiting (`get_timeout`).
+  timeout,
+  /// A peer (the head, a node) cannot be reached or went silent.
+  unreachable,
+  /// The head is gone: what needs its directory fails until it is back.
+  head_unreachable,
+  /// A peer refused this process's cluster token.
+  wrong_token,
+  /// The token file is missing, empty, or readable by others.
+  bad_token_file,
+  /// No node of that id in the cluster.
+  no_such_node,
+  /// The node is dead.
+  node_dead,
+  /// A node does not know the class or function (wrong --code-path).
+  not_registered,
+  /// The actor name is taken in the cluster.
+  name_taken,
+};
+
+/// The code's name, e.g. "wrong_token".
+const char* to_string(errc code) noexcept;
+
 /// Base of every error Lumen throws at the API edge.
 class error : public std::runtime_error {
 public:
-  using std::runtime_error::runtime_error;
+  explicit error(const std::string& what, errc code = errc::unspecified)
+    : std::runtime_error(what), code_(code) {
+  }
+
+  errc code() const noexcept {
+    return code_;
+  }
+
+private:
+  errc code_;
 };
 
 /// Misuse of the API: an empty ObjectRef, a bad flag, a name clash. The
 /// message says what was wrong and how to fix it.
 class usage_error : public error {
 public:
-  using error::error;
+  explicit usage_error(const std::string& what, errc code = errc::usage)
+    : error(what, code) {
+  }
 };
 
 /// A remote function or actor method threw. Carries the function's name, the
@@ -41,13 +87,17 @@ private:
 /// construct, or restarted while the call was queued.
 class actor_died : public error {
 public:
-  using error::error;
+  explicit actor_died(const std::string& what, errc code = errc::actor_died)
+    : error(what, code) {
+  }
 };
 
 /// `get` gave up waiting before the object was ready.
 class get_timeout : public error {
 public:
-  using error::error;
+  explicit get_timeout(const std::string& what)
+    : error(what, errc::timeout) {
+  }
 };
 
 /// Thrown from an actor's constructor or method to take the actor down as a

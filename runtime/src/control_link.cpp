@@ -1,0 +1,65 @@
+#include "control_link.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <set>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <caf/io/basp_broker.hpp>
+
+#include "lumen/errors.hpp"
+
+namespace lumen::detail {
+
+namespace {
+
+// How long a peer may take to answer, from connect to BASP handshake.
+constexpr auto handshake_timeout = std::chrono::seconds(5);
+
+caf::actor basp_broker(caf::actor_system& sys) {
+  return sys.middleman().named_broker<caf::io::basp_broker>(
+    caf::atom("BASP"));
+}
+
+} // namespace
+
+void serve_control(caf::actor_system& sys, caf::actor published, gate& g) {
+  auto broker = basp_broker(sys);
+  auto port = g.port();
+  auto whom = caf::actor_cast<caf::strong_actor_ptr>(published);
+  g.open([&sys, broker, port, whom](int fd, const std::string&) {
+    // The broker's handler for a ready-made connection: it writes the
+    // server handshake naming `whom` and reads BASP from then on.
+    caf::anon_send(broker, caf::publish_atom::value,
+                   sys.middleman().backend().new_scribe(fd), port, whom,
+                   std::set<std::string>{});
+  });
+}
+
+caf::actor connect_control(caf::actor_system& sys, const address& where,
+                           const std::string& token, const std::string& what) {
+  int fd = pass_gate(where, token, what,
+                     std::chrono::duration_cast<std::chrono::milliseconds>(
+                       handshake_timeout));
+  caf::actor peer;
+  std::string failure;
+  caf::scoped_actor self{sys};
+  self
+    ->request(basp_broker(sys), handshake_timeout, caf::connect_atom::value,
+              sys.middleman().backend().new_scribe(fd), where.port)
+    .receive(
+      [&](caf::node_id&, caf::strong_actor_ptr& whom,
+          std::set<std::string>&) { peer = caf::actor_cast<caf::actor>(whom); },
+      [&](caf::error& err) { failure = sys.render(err); });
+  if (!peer)
+    throw error("cannot reach " + what + " at " + where.to_string()
+                  + ": it let this process in but did not complete the "
+                    "control handshake"
+                  + (failure.empty() ? std::string{} : " (" + failure + ")"),
+                errc::unreachable);
+  return peer;
+}
+
+} // namespace lumen::detail

@@ -1,0 +1,28 @@
+#pragma once
+
+// CAF's middleman carries the control plane (join, directory, spawn,
+// monitors), but never listens or connects by itself: sockets pass the
+// gate first (gate.hpp) and are then handed to CAF's BASP broker, which
+// speaks BASP on them as on a connection it had made.
+
+#include <cstdint>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+
+#include "address.hpp"
+#include "gate.hpp"
+
+namespace lumen::detail {
+
+/// Makes `published` the actor that peers admitted by `g` reach, as
+/// `middleman::publish` would on the gate's port.
+void serve_control(caf::actor_system& sys, caf::actor published, gate& g);
+
+/// Passes the gate at `host`:`port` with `token` and returns the actor
+/// served there; throws `error` (see `pass_gate`) naming `what`.
+caf::actor connect_control(caf::actor_system& sys, const address& where,
+                           const std::string& token, const std::string& what);
+
+} // namespace lumen::detail

@@ -1,0 +1,397 @@
+#include "gate.hpp"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <list>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+
+#include "lumen/errors.hpp"
+
+#include "log.hpp"
+#include "socket_io.hpp"
+
+namespace lumen::detail {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+namespace {
+
+constexpr std::array<char, 8> gate_magic{'L', 'M', 'N', 'G',
+                                         'A', 'T', 'E', '1'};
+constexpr size_t greeting_size = gate_magic.size() + 2;
+constexpr size_t max_token = 256;
+constexpr size_t max_reason = 256;
+constexpr uint8_t verdict_admitted = 0;
+constexpr uint8_t verdict_refused = 1;
+const std::string wrong_token_reason = "wrong cluster token";
+
+void put_u16(char* out, size_t x) {
+  out[0] = static_cast<char>(x & 0xff);
+  out[1] = static_cast<char>((x >> 8) & 0xff);
+}
+
+size_t get_u16(const char* in) {
+  return static_cast<size_t>(static_cast<unsigned char>(in[0]))
+         | static_cast<size_t>(static_cast<unsigned char>(in[1])) << 8;
+}
+
+/// Compares every byte whatever the first difference, so that the time an
+/// answer takes does not tell how much of a guess was right.
+bool same_token(const std::string& shown, const std::string& token) {
+  if (token.empty())
+    return false;
+  unsigned diff = shown.size() == token.size() ? 0 : 1;
+  for (size_t i = 0; i < shown.size(); ++i)
+    diff |= static_cast<unsigned>(shown[i] ^ token[i % token.size()]);
+  return diff == 0;
+}
+
+void set_blocking(int fd) {
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+}
+
+void set_no_delay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+/// At most a few log lines a second, however many peers misbehave: a flood
+/// of strangers must not fill the disk. The rest are counted and reported.
+class log_budget {
+public:
+  void say(const std::string& line) {
+    auto now = std::chrono::steady_clock::now();
+    if (now - window_ >= std::chrono::seconds(1)) {
+      if (quiet_ > 0)
+        log_line("... and " + std::to_string(quiet_)
+                 + " more such connections in the second before");
+      window_ = now;
+      said_ = 0;
+      quiet_ = 0;
+    }
+    if (said_ < 5) {
+      ++said_;
+      log_line(line);
+    } else {
+      ++quiet_;
+    }
+  }
+
+private:
+  std::chrono::steady_clock::time_point window_;
+  int said_ = 0;
+  int quiet_ = 0;
+};
+
+std::string describe(const tcp::socket& s) {
+  error_code ec;
+  auto ep = s.remote_endpoint(ec);
+  if (ec)
+    return "an unknown address";
+  return ep.address().to_string() + ":" + std::to_string(ep.port());
+}
+
+} // namespace
+
+struct gate::impl {
+  asio::io_context io;
+  tcp::acceptor acceptor{io};
+  asio::steady_timer backoff{io};
+  std::string token;
+  std::string what;
+  gate_limits limits;
+  admit_fn admit;
+  log_budget log;
+  class handshake;
+  // Handshakes under way, oldest first.
+  std::list<std::weak_ptr<handshake>> waiting;
+  std::thread loop;
+
+  void accept();
+};
+
+/// One peer's way through the gate; owned by the handlers waiting for it.
+class gate::impl::handshake
+  : public std::enable_shared_from_this<gate::impl::handshake> {
+public:
+  handshake(gate::impl& g, tcp::socket s)
+    : g_(g), sock_(std::move(s)), timer_(g.io), peer_(describe(sock_)) {
+  }
+
+  void start() {
+    place_ = g_.waiting.insert(g_.waiting.end(), weak_from_this());
+    timer_.expires_after(g_.limits.deadline);
+    timer_.async_wait([self = shared_from_this()](error_code ec) {
+      if (!ec)
+        self->drop("dropped", "no token within "
+                                + std::to_string(self->g_.limits.deadline.count())
+                                + " ms");
+    });
+    asio::async_read(sock_, asio::buffer(greeting_),
+                     [self = shared_from_this()](error_code ec, size_t) {
+                       if (ec)
+                         return self->lost(ec);
+                       self->on_greeting();
+                     });
+  }
+
+private:
+  void on_greeting() {
+    if (!std::equal(gate_magic.begin(), gate_magic.end(), greeting_.begin()))
+      return drop("dropped", "not a Lumen peer (no gate greeting)");
+    auto len = get_u16(greeting_.data() + gate_magic.size());
+    if (len == 0 || len > max_token)
+      return drop("dropped", "a token of " + std::to_string(len) + " bytes");
+    shown_.resize(len);
+    asio::async_read(sock_, asio::buffer(shown_),
+                     [self = shared_from_this()](error_code ec, size_t) {
+                       if (ec)
+                         return self->lost(ec);
+                       self->on_token();
+                     });
+  }
+
+  void on_token() {
+    bool ok = same_token(shown_, g_.token);
+    const std::string& reason = ok ? std::string{} : wrong_token_reason;
+    reply_.assign(3, '\0');
+    reply_[0] = static_cast<char>(ok ? verdict_admitted : verdict_refused);
+    put_u16(reply_.data() + 1, reason.size());
+    reply_ += reason;
+    asio::async_write(sock_, asio::buffer(reply_),
+                      [self = shared_from_this(), ok](error_code ec, size_t) {
+                        if (ec)
+                          return self->lost(ec);
+                        if (!ok)
+                          return self->drop("refused", wrong_token_reason);
+                        self->pass();
+                      });
+  }
+
+  void pass() {
+    finish();
+    error_code ec;
+    sock_.set_option(tcp::no_delay(true), ec);
+    int fd = sock_.release(ec);
+    if (ec) {
+      log_line("lost a " + g_.what + " connection from " + peer_ + ": "
+               + ec.message());
+      return;
+    }
+    set_blocking(fd);
+    g_.admit(fd, peer_);
+  }
+
+  void lost(const error_code& ec) {
+    if (ec == asio::error::operation_aborted)
+      return; // dropped already
+    drop("dropped", ec == asio::error::eof
+                      ? "it left before showing a token"
+                      : ec.message());
+  }
+
+public:
+  void drop(const char* verb, const std::string& why) {
+    if (done_)
+      return;
+    finish();
+    g_.log.say(std::string{verb} + " a " + g_.what + " connection from "
+               + peer_ + ": " + why);
+    error_code ec;
+    sock_.close(ec);
+  }
+
+private:
+  void finish() {
+    done_ = true;
+    g_.waiting.erase(place_);
+    timer_.cancel();
+  }
+
+  gate::impl& g_;
+  tcp::socket sock_;
+  asio::steady_timer timer_;
+  std::string peer_;
+  std::array<char, greeting_size> greeting_{};
+  std::string shown_;
+  std::string reply_;
+  std::list<std::weak_ptr<handshake>>::iterator place_;
+  bool done_ = false;
+};
+
+void gate::impl::accept() {
+  acceptor.async_accept([this](error_code ec, tcp::socket s) {
+    if (ec == asio::error::operation_aborted)
+      return;
+    if (ec) {
+      // Out of descriptors, say: wait for handshakes to end and free some,
+      // instead of spinning on the error.
+      backoff.expires_after(std::chrono::milliseconds(10));
+      backoff.async_wait([this](error_code e) {
+        if (!e)
+          accept();
+      });
+      return;
+    }
+    // The oldest handshake has had the most time: it makes room, so that
+    // a crowd of dawdlers cannot keep a prompt peer out.
+    if (waiting.size() >= limits.max_pending)
+      if (auto oldest = waiting.front().lock())
+        oldest->drop("dropped", "the oldest of "
+                                  + std::to_string(waiting.size())
+                                  + " handshakes under way, to make room");
+    std::make_shared<handshake>(*this, std::move(s))->start();
+    accept();
+  });
+}
+
+gate::gate(const std::string& host, uint16_t port, std::string token,
+           std::string what, gate_limits limits)
+  : impl_(std::make_unique<impl>()) {
+  impl_->token = std::move(token);
+  impl_->what = std::move(what);
+  impl_->limits = limits;
+  auto where = host + ":" + std::to_string(port);
+  error_code ec;
+  tcp::resolver resolver{impl_->io};
+  auto found = resolver.resolve(host, std::to_string(port),
+                                tcp::resolver::passive, ec);
+  if (ec || found.empty())
+    throw usage_error("cannot listen on " + where + ": the host does not "
+                      "resolve (" + ec.message() + "); pass --host with an "
+                      "address of this machine, e.g. 127.0.0.1");
+  auto endpoint = found.begin()->endpoint();
+  auto& acc = impl_->acceptor;
+  acc.open(endpoint.protocol(), ec);
+  if (!ec)
+    acc.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec)
+    acc.bind(endpoint, ec);
+  if (!ec)
+    acc.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec)
+    throw usage_error("cannot listen on " + where + " (" + ec.message()
+                      + "); pick another --port, or 0 for any free one");
+}
+
+gate::~gate() {
+  if (impl_->loop.joinable()) {
+    impl_->io.stop();
+    impl_->loop.join();
+  }
+}
+
+uint16_t gate::port() const noexcept {
+  error_code ec;
+  return impl_->acceptor.local_endpoint(ec).port();
+}
+
+void gate::open(admit_fn admit) {
+  impl_->admit = std::move(admit);
+  impl_->accept();
+  impl_->loop = std::thread{[this] { impl_->io.run(); }};
+}
+
+int pass_gate(const address& where, const std::string& token,
+              const std::string& what, std::chrono::milliseconds timeout) {
+  auto unreachable = [&](const std::string& why) {
+    return error("cannot reach " + what + " at " + where.to_string() + " ("
+                   + why
+                   + "); is it running? `lumen status` lists the cluster",
+                 errc::unreachable);
+  };
+  if (token.empty() || token.size() > max_token)
+    throw usage_error("the cluster token must have 1 to "
+                      + std::to_string(max_token) + " characters",
+                      errc::bad_token_file);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(where.host.c_str(),
+                             std::to_string(where.port).c_str(),
+                             &hints, &found);
+      rc != 0)
+    throw unreachable(std::string{"the host does not resolve: "}
+                      + ::gai_strerror(rc));
+  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard{found, ::freeaddrinfo};
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto left_ms = [&] {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+    return std::max<long>(1, static_cast<long>(left.count()));
+  };
+  int fd = ::socket(found->ai_family,
+                    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    throw unreachable(std::strerror(errno));
+  auto fail = [&](const std::string& why) {
+    ::close(fd);
+    return unreachable(why);
+  };
+  if (::connect(fd, found->ai_addr, found->ai_addrlen) != 0) {
+    if (errno != EINPROGRESS)
+      throw fail(std::strerror(errno));
+    pollfd p{fd, POLLOUT, 0};
+    if (::poll(&p, 1, static_cast<int>(left_ms())) != 1)
+      throw fail("no answer within " + std::to_string(timeout.count())
+                 + " ms");
+    int err = 0;
+    socklen_t len = sizeof(err);
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0)
+      throw fail(std::strerror(err));
+  }
+  set_blocking(fd);
+  set_no_delay(fd);
+  auto bound = [&](long ms) {
+    timeval tv{static_cast<time_t>(ms / 1000),
+               static_cast<suseconds_t>((ms % 1000) * 1000)};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  };
+  bound(left_ms());
+  std::string hello(gate_magic.begin(), gate_magic.end());
+  hello.resize(greeting_size);
+  put_u16(hello.data() + gate_magic.size(), token.size());
+  hello += token;
+  std::array<char, 3> verdict{};
+  if (!write_all(fd, hello.data(), hello.size())
+      || !read_all(fd, verdict.data(), verdict.size()))
+    throw fail("it ended the handshake: not a Lumen port, too busy, or too "
+               "slow");
+  std::string reason(std::min(get_u16(verdict.data() + 1), max_reason), '\0');
+  if (!read_all(fd, reason.data(), reason.size()))
+    throw fail("it ended the handshake");
+  if (static_cast<uint8_t>(verdict[0]) != verdict_admitted) {
+    ::close(fd);
+    throw error(what + " at " + where.to_string()
+                  + " refused this process: " + reason
+                  + "; use the token file the head wrote (`lumen start "
+                    "--head` prints its path) with --token-file or "
+                    "LUMEN_TOKEN_FILE",
+                reason == wrong_token_reason ? errc::wrong_token
+                                             : errc::unreachable);
+  }
+  bound(0);
+  return fd;
+}
+
+} // namespace lumen::detail

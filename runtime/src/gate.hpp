@@ -1,0 +1,72 @@
+#pragma once
+
+// The gate: Lumen's own listener in front of both ports of a head or node.
+// A peer shows the cluster token before a single byte of it reaches CAF's
+// BASP parser (the control port) or the data plane (the data port), so a
+// stranger can make a process allocate a few hundred bytes at most, and
+// never holds a thread.
+//
+//   peer -> gate   "LMNGATE1", u16 token length (1..256), the token
+//   gate -> peer   u8 verdict (0 admitted, 1 refused), u16 reason length,
+//                  the reason (at most 256 bytes)
+//
+// Integers are little-endian. A refused peer hears why; junk is dropped
+// without a word. The whole handshake has a deadline, and only so many
+// handshakes wait at once: past that the oldest is dropped to make room,
+// so that dawdlers cannot keep a prompt peer out. All handshakes of a gate run on its one event-loop thread; an
+// admitted socket is handed on, in blocking mode, to the protocol of its
+// port.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "address.hpp"
+
+namespace lumen::detail {
+
+struct gate_limits {
+  /// How long a peer has for the whole handshake.
+  std::chrono::milliseconds deadline{2000};
+  /// Handshakes under way at once; a new one drops the oldest past that.
+  size_t max_pending = 128;
+};
+
+class gate {
+public:
+  /// Receives each admitted socket (it owns it from then on) and the peer's
+  /// address, on the gate's thread.
+  using admit_fn = std::function<void(int fd, const std::string& peer)>;
+
+  /// Listens on `host`:`port` (0: the OS picks); throws `error` naming the
+  /// address and what to do. `what` names the port in the log ("control",
+  /// "data").
+  gate(const std::string& host, uint16_t port, std::string token,
+       std::string what, gate_limits limits = {});
+
+  /// Stops accepting, drops the handshakes under way and joins the thread.
+  ~gate();
+
+  gate(const gate&) = delete;
+  gate& operator=(const gate&) = delete;
+
+  uint16_t port() const noexcept;
+
+  /// Starts admitting peers; call once.
+  void open(admit_fn admit);
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+/// Connects to the gate at `where` and shows `token`; returns the
+/// admitted socket in blocking mode. Throws `error` with code
+/// `errc::unreachable` (nothing listens, or no answer within `timeout`) or
+/// `errc::wrong_token`; its message names `what` and the address.
+int pass_gate(const address& where, const std::string& token,
+              const std::string& what, std::chrono::milliseconds timeout);
+
+} // namespace lumen::detail

@@ -1,0 +1,69 @@
+#define BOOST_TEST_MODULE cli
+#include <boost/test/unit_test.hpp>
+
+// The `lumen` command as scripts use it: exit codes, background start,
+// status and stop.
+
+#include "cluster_fixture.hpp"
+#include "cluster_job.hpp"
+
+using namespace lumen::test;
+
+BOOST_TEST_GLOBAL_FIXTURE(cluster_fixture);
+
+BOOST_AUTO_TEST_SUITE(cli)
+
+BOOST_AUTO_TEST_CASE(the_cli_exit_codes_tell_scripts_what_happened) {
+  auto& cl = *the_cluster;
+  auto code = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), LUMEN_CLI);
+    return lumen::test::run(args, cl.env()).first;
+  };
+  BOOST_TEST(code({}) == 2);
+  BOOST_TEST(code({"bogus"}) == 2);
+  BOOST_TEST(code({"start"}) == 2);
+  BOOST_TEST(code({"start", "--head", "--address", "1.2.3.4:5"}) == 2);
+  BOOST_TEST(code({"start", "--head", "--port", "99999"}) == 2);
+  BOOST_TEST(code({"start", "--address", "nocolon"}) == 2);
+  BOOST_TEST(code({"start", "--help"}) == 0);
+  BOOST_TEST(code({"status", "--help"}) == 0);
+  BOOST_TEST(code({"status", "--address", "127.0.0.1:1", "--token-file",
+                   cl.token_file})
+             == 1);
+}
+
+BOOST_AUTO_TEST_CASE(background_nodes_start_report_and_stop) {
+  // A home of its own: `lumen stop` ends the nodes recorded there, which
+  // are exactly the two this test starts.
+  auto home = make_temp_dir();
+  std::vector<std::string> env{"HOME=" + home};
+  auto [head_code, head_out] = lumen::test::run(
+    {LUMEN_CLI, "start", "--head", "--port", "0"}, env);
+  BOOST_REQUIRE_MESSAGE(head_code == 0, head_out);
+  auto head = lumen::test::parse_started(head_out);
+  BOOST_REQUIRE(head);
+  auto address = head->address;
+  auto head_pid = head->pid;
+  struct stat st{};
+  BOOST_REQUIRE(::stat((home + "/.lumen/cluster-token").c_str(), &st) == 0);
+  BOOST_TEST((st.st_mode & 0777) == 0600u);
+  auto [node_code, node_out] = lumen::test::run(
+    {LUMEN_CLI, "start", "--address", address}, env);
+  BOOST_REQUIRE_MESSAGE(node_code == 0, node_out);
+  auto node = lumen::test::parse_started(node_out);
+  BOOST_REQUIRE(node);
+  auto node_pid = node->pid;
+  auto [status_code, status_out] = lumen::test::run(
+    {LUMEN_CLI, "status", "--address", address}, env);
+  BOOST_TEST(status_code == 0);
+  BOOST_TEST(lumen::test::status_of(status_out, "node-1") == "alive",
+             status_out);
+  auto [stop_code, stop_out] = lumen::test::run({LUMEN_CLI, "stop"}, env);
+  BOOST_TEST(stop_code == 0);
+  BOOST_TEST(stop_out.find("Stopped 2 nodes") != std::string::npos, stop_out);
+  BOOST_TEST(process_gone(head_pid));
+  BOOST_TEST(process_gone(node_pid));
+}
+
+
+BOOST_AUTO_TEST_SUITE_END()
