@@ -9,6 +9,7 @@
 #include "address.hpp"
 #include "control_link.hpp"
 #include "embedded_runtime.hpp"
+#include "log.hpp"
 #include "protocol.hpp"
 
 namespace lumen::detail {
@@ -17,17 +18,24 @@ namespace {
 
 constexpr auto control_timeout = std::chrono::seconds(10);
 
+// The head answers directory queries at once; one that takes longer is as
+// good as gone for a caller that must fail within 2 s.
+constexpr auto head_timeout = std::chrono::seconds(2);
+
+constexpr auto rejoin_interval = std::chrono::milliseconds(500);
+
 std::string hello(caf::actor_system& sys, const caf::actor& peer,
                   const std::string& role, const std::string& what) {
   caf::scoped_actor self{sys};
   std::string id;
   self
     ->request(peer, control_timeout, hello_atom::value, role, std::string{},
-              uint16_t{0}, uint16_t{0}, std::map<std::string, std::string>{})
-    .receive([&](std::string& x) { id = std::move(x); },
+              uint16_t{0}, uint16_t{0}, std::map<std::string, std::string>{},
+              std::string{}, uint64_t{0})
+    .receive([&](std::string& x, uint64_t) { id = std::move(x); },
              [&](caf::error& err) {
-               throw error(what + " refused this process: "
-                           + sys.render(err));
+               throw_control_error(sys, err, what + " did not answer",
+                                   errc::unreachable);
              });
   return id;
 }
@@ -59,21 +67,83 @@ data_client::on_reply publish_reply(std::shared_ptr<T> x) {
 cluster_client::cluster_client(embedded_runtime& rt,
                                const address& head, std::string token,
                                const std::string& role)
-  : rt_(rt), sys_(rt.system()), token_(std::move(token)) {
+  : rt_(rt),
+    sys_(rt.system()),
+    head_address_(head),
+    token_(std::move(token)),
+    role_(role) {
   head_ = connect_control(sys_, head, token_, "the head");
   id_ = hello(sys_, head_, role, "the head");
   undertaker_ = std::thread{[this] { run_funerals(); }};
 }
 
+void cluster_client::watch_head(
+  std::function<void(const caf::actor& head)> on_head_back) {
+  on_head_back_ = std::move(on_head_back);
+  rt_.run_as_requester(
+    [h = head()](caf::event_based_actor* self) { self->monitor(h); });
+  head_watcher_ = std::thread{[this] { rejoin_loop(); }};
+}
+
+caf::actor cluster_client::head() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (head_lost_)
+    throw head_unreachable("it went down");
+  return head_;
+}
+
+error cluster_client::head_unreachable(const std::string& why) const {
+  return error("the head at " + head_address_.to_string()
+                 + " is unreachable (" + why
+                 + "): lumen::nodes(), named actors and new nodes need it. "
+                   "Work on live nodes goes on, and this process rejoins a "
+                   "head that comes back at that address",
+               errc::head_unreachable);
+}
+
+void cluster_client::rejoin_loop() {
+  std::unique_lock<std::mutex> guard{mtx_};
+  for (;;) {
+    head_cv_.wait(guard, [this] { return stopping_ || head_lost_; });
+    if (stopping_)
+      return;
+    guard.unlock();
+    auto back = try_rejoin();
+    guard.lock();
+    if (back) {
+      head_ = back;
+      head_lost_ = false;
+      log_line("rejoined the head at " + head_address_.to_string() + " as "
+               + this_node());
+      rt_.run_as_requester(
+        [back](caf::event_based_actor* self) { self->monitor(back); });
+    } else {
+      head_cv_.wait_for(guard, rejoin_interval,
+                        [this] { return stopping_.load(); });
+    }
+  }
+}
+
+caf::actor cluster_client::try_rejoin() {
+  try {
+    auto h = connect_control(sys_, head_address_, token_, "the head");
+    if (on_head_back_)
+      on_head_back_(h);
+    hello(sys_, h, role_, "the head");
+    return h;
+  } catch (const std::exception&) {
+    return nullptr; // not back yet; the next attempt will tell
+  }
+}
+
 std::vector<node_info> cluster_client::nodes() {
+  auto h = head();
   caf::scoped_actor self{sys_};
   std::vector<node_info> out;
-  self->request(head_, control_timeout, nodes_atom::value)
+  self->request(h, head_timeout, nodes_atom::value)
     .receive(
       [&](bytes& b) { out = std::get<0>(decode<std::vector<node_info>>(b)); },
-      [&](caf::error& err) {
-        throw actor_died("the head did not answer: " + sys_.render(err));
-      });
+      [&](caf::error& err) { throw head_unreachable(sys_.render(err)); });
   std::lock_guard<std::mutex> guard{mtx_};
   for (auto& n : out)
     if (dead_.count(n.id) > 0)
@@ -87,6 +157,10 @@ void cluster_client::refresh_directory() {
   bool stale;
   {
     std::lock_guard<std::mutex> guard{mtx_};
+    // Without the head, the last directory still places work on live
+    // nodes; a node that died since is known dead from its own link.
+    if (head_lost_ && !directory_.empty())
+      return;
     stale = directory_.empty()
             || std::chrono::steady_clock::now() - directory_at_
                  > std::chrono::seconds(1);
@@ -145,7 +219,7 @@ cluster_client::node_link cluster_client::link_to(const std::string& node_id) {
   }
   node_link link;
   if (node_id == "head") {
-    link.manager = head_;
+    link.manager = head();
   } else {
     auto where = parse_address(address);
     link.manager = connect_control(sys_, where, token_, "node " + node_id);
@@ -175,13 +249,24 @@ cluster_client::node_link cluster_client::link_to(const std::string& node_id) {
   return link;
 }
 
-cluster_client::~cluster_client() {
+void cluster_client::stop() {
   stopping_ = true;
   {
     std::lock_guard<std::mutex> guard{funeral_mtx_};
     funeral_cv_.notify_all();
   }
-  undertaker_.join();
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    head_cv_.notify_all();
+  }
+  if (undertaker_.joinable())
+    undertaker_.join();
+  if (head_watcher_.joinable())
+    head_watcher_.join();
+}
+
+cluster_client::~cluster_client() {
+  stop();
   std::vector<std::shared_ptr<data_client>> all;
   {
     std::lock_guard<std::mutex> guard{mtx_};
@@ -275,13 +360,13 @@ void cluster_client::rescue_actors(const std::string& node_id,
       auto node = pick_node({placement::spread, {}});
       caf::actor handle;
       // The head may not have seen the old instance die yet, and then
-      // refuses its name for a moment.
+      // refuses its name for a moment; no other refusal passes with time.
       for (int attempt = 0;; ++attempt) {
         try {
           handle = spawn_on(node, *core);
           break;
-        } catch (const usage_error&) {
-          if (attempt == 5 || stopping_)
+        } catch (const error& e) {
+          if (e.code() != errc::name_taken || attempt == 5 || stopping_)
             throw;
           std::this_thread::sleep_for(std::chrono::milliseconds(300));
         }
@@ -313,6 +398,15 @@ void cluster_client::on_down(const caf::down_msg& msg) {
   std::string node;
   {
     std::lock_guard<std::mutex> guard{mtx_};
+    if (!head_lost_ && head_ && msg.source == head_.address()) {
+      head_lost_ = true;
+      head_cv_.notify_all();
+      log_line("lost the head at " + head_address_.to_string() + " ("
+               + sys_.render(msg.reason)
+               + "); work on live nodes goes on, and this process rejoins "
+                 "a head that comes back at that address");
+      return;
+    }
     for (auto& [id, link] : links_)
       if (link.manager.address() == msg.source)
         node = id;
@@ -409,8 +503,9 @@ std::shared_ptr<actor_core> cluster_client::lookup(const std::string& name) {
   std::string cls_name, node;
   caf::actor handle;
   {
+    auto h = head();
     caf::scoped_actor self{sys_};
-    self->request(head_, control_timeout, lookup_atom::value, name)
+    self->request(h, head_timeout, lookup_atom::value, name)
       .receive(
         [&](bool f, std::string& c, std::string& n, caf::actor& h) {
           found = f;
@@ -418,9 +513,7 @@ std::shared_ptr<actor_core> cluster_client::lookup(const std::string& name) {
           node = std::move(n);
           handle = std::move(h);
         },
-        [&](caf::error& err) {
-          throw actor_died("the head did not answer: " + sys_.render(err));
-        });
+        [&](caf::error& err) { throw head_unreachable(sys_.render(err)); });
   }
   if (!found)
     return nullptr;
@@ -449,8 +542,10 @@ caf::actor cluster_client::spawn_on(const std::string& node,
               core.opts.name, static_cast<int32_t>(core.opts.max_restarts))
     .receive([&](caf::actor& h) { handle = std::move(h); },
              [&](caf::error& err) {
-               throw usage_error("cannot start " + core.cls.name + " on node "
-                                 + node + ": " + sys_.render(err));
+               throw_control_error(sys_, err,
+                                   "cannot start " + core.cls.name
+                                     + " on node " + node,
+                                   errc::unreachable);
              });
   return handle;
 }

@@ -44,7 +44,17 @@ public:
     return id_;
   }
 
-  /// The head's directory, fresh.
+  /// Starts watching the head: once it is lost, what needs it fails with
+  /// `errc::head_unreachable` and this process tries every 500 ms to rejoin
+  /// a head at the same address, running `on_head_back` first (a node
+  /// joins it there). Call once, after the runtime can hear of its death.
+  void watch_head(std::function<void(const caf::actor& head)> on_head_back);
+
+  /// Stops the background threads; later failures are not retried.
+  void stop();
+
+  /// The head's directory, fresh; throws `errc::head_unreachable` if the
+  /// head is lost.
   std::vector<node_info> nodes();
 
   void submit_task(std::shared_ptr<task_spec> t);
@@ -76,6 +86,14 @@ private:
     caf::actor manager;
     std::shared_ptr<data_client> data;
   };
+
+  /// The head; throws `errc::head_unreachable` while it is lost.
+  caf::actor head();
+  error head_unreachable(const std::string& why) const;
+  /// The head watcher's thread: rejoins a lost head.
+  void rejoin_loop();
+  /// One attempt to reach a head at the address again; null if none.
+  caf::actor try_rejoin();
 
   /// Resolves a placement to a live node id; throws `usage_error`.
   std::string pick_node(const placement& where);
@@ -113,10 +131,16 @@ private:
 
   embedded_runtime& rt_;
   caf::actor_system& sys_;
+  address head_address_;
   std::string token_;
+  std::string role_;
   std::string id_;
-  caf::actor head_;
   std::mutex mtx_;
+  caf::actor head_;       // under mtx_
+  bool head_lost_ = false; // under mtx_
+  std::condition_variable head_cv_;
+  std::function<void(const caf::actor&)> on_head_back_;
+  std::thread head_watcher_;
   std::unordered_map<std::string, node_link> links_;
   // Links of dead nodes. Kept, not destroyed, since the last reference
   // could otherwise drop on the link's own reader thread, which joins it.

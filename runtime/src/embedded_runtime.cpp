@@ -61,18 +61,17 @@ size_t cpu_count(const init_options& opts) {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+/// Has this node's manager say hello to `head`; returns the node's id.
 std::string join_head(caf::actor_system& sys, const caf::actor& manager,
-                      const cluster_role& role) {
-  auto head = connect_control(sys, role.head_address, role.token,
-                              "the head");
+                      const caf::actor& head) {
   caf::scoped_actor self{sys};
   std::string id;
   self->request(manager, std::chrono::seconds(15), join_atom::value, head)
     .receive([&](std::string& x) { id = std::move(x); },
              [&](caf::error& err) {
-               throw error("the head did not let this node join: "
-                             + sys.render(err),
-                           errc::unreachable);
+               throw_control_error(sys, err,
+                                   "the head did not let this node join",
+                                   errc::unreachable);
              });
   return id;
 }
@@ -120,6 +119,7 @@ embedded_runtime::embedded_runtime(const init_options& opts, cluster_role role)
           *this, role_.head_address, role_.token,
           role_.hello_role);
         set_this_node(client_->id());
+        client_->watch_head(nullptr);
         break;
       case cluster_role::head:
       case cluster_role::node: {
@@ -138,11 +138,18 @@ embedded_runtime::embedded_runtime(const init_options& opts, cluster_role role)
           set_this_node("head");
           role_.head_address = {role_.serve.host, port_};
         } else {
-          set_this_node(join_head(*sys_, manager_, role_));
+          set_this_node(join_head(
+            *sys_, manager_,
+            connect_control(*sys_, role_.head_address, role_.token,
+                            "the head")));
         }
         // Tasks and actors running here may send work to other nodes too.
         client_ = std::make_unique<cluster_client>(
           *this, role_.head_address, role_.token, "client");
+        if (role_.kind == cluster_role::node)
+          client_->watch_head([this](const caf::actor& head) {
+            set_this_node(join_head(*sys_, manager_, head));
+          });
         break;
       }
     }
@@ -159,6 +166,8 @@ embedded_runtime::~embedded_runtime() {
 void embedded_runtime::shutdown_actors() {
   if (!sys_)
     return;
+  if (client_)
+    client_->stop(); // no rejoining, retrying or rebuilding from here on
   std::vector<std::shared_ptr<actor_core>> cores;
   {
     std::lock_guard<std::mutex> guard{mtx_};
@@ -250,7 +259,8 @@ void embedded_runtime::require_free_name(const std::string& name) const {
     throw usage_error("an actor named '" + name
                       + "' already exists; pick another name, or look it up "
                         "with lumen::get_actor<C>(\""
-                      + name + "\")");
+                        + name + "\")",
+                      errc::name_taken);
 }
 
 std::shared_ptr<actor_ref>

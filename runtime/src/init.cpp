@@ -148,7 +148,7 @@ std::vector<node_info> nodes() {
   return detail::embedded().nodes();
 }
 
-const std::string& this_node_id() {
+std::string this_node_id() {
   return detail::this_node();
 }
 
@@ -168,15 +168,18 @@ namespace {
 
 // Set before a runtime starts its threads and kept after it stops, so that
 // errors raised during shutdown can still name their node.
-std::string node_id = "local";
+std::mutex node_id_mtx;
+std::string node_id = "local"; // under node_id_mtx
 
 } // namespace
 
 void set_this_node(std::string id) {
+  std::lock_guard<std::mutex> guard{node_id_mtx};
   node_id = std::move(id);
 }
 
-const std::string& this_node() {
+std::string this_node() {
+  std::lock_guard<std::mutex> guard{node_id_mtx};
   return node_id;
 }
 

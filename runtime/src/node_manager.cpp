@@ -1,5 +1,8 @@
 #include "node_manager.hpp"
 
+#include <algorithm>
+#include <random>
+
 #include <chrono>
 #include <set>
 #include <unordered_map>
@@ -63,6 +66,9 @@ struct manager_state {
   std::vector<node_entry> nodes;
   int next_node = 1;
   int next_driver = 1;
+  // Tells this head from an earlier one at the same address (head only),
+  // and, on a node, which head it joined.
+  uint64_t epoch = 0;
   // Actors hosted here for other processes, kept alive until they end.
   std::unordered_map<caf::actor_addr, std::shared_ptr<actor_ref>> hosted;
   // Named actors of the whole cluster (head only).
@@ -94,6 +100,77 @@ void report_actors(manager_actor* self) {
                static_cast<int32_t>(st.hosted.size()));
 }
 
+/// The number in "node-N", or 0.
+int node_number(const std::string& id) {
+  if (id.rfind("node-", 0) != 0)
+    return 0;
+  try {
+    return std::stoi(id.substr(5));
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+bool id_taken(const manager_state& st, const std::string& id) {
+  for (auto& n : st.nodes)
+    if (n.info.id == id)
+      return true;
+  return false;
+}
+
+/// The id of a node saying hello to the head: a node that joined an
+/// earlier head at this address keeps its id (drivers' handles name it),
+/// unless it is taken; any other node gets a new one.
+std::string pick_node_id(manager_state& st, const std::string& previous_id,
+                         uint64_t previous_epoch) {
+  st.next_node = std::max(st.next_node, node_number(previous_id) + 1);
+  if (!previous_id.empty() && previous_epoch != st.epoch
+      && !id_taken(st, previous_id))
+    return previous_id;
+  std::string id;
+  do
+    id = "node-" + std::to_string(st.next_node++);
+  while (id_taken(st, id));
+  return id;
+}
+
+/// After rejoining: a head that restarted learns this node's named actors
+/// again; a head that gave this node up for dead told their callers they
+/// died, so they end here too.
+void after_rejoin(manager_actor* self, bool given_up) {
+  auto& st = self->state;
+  if (given_up) {
+    log_line("this node was given up for dead by the head (it was paused "
+             "or cut off); it rejoined as "
+             + st.id + " and ends the " + std::to_string(st.hosted.size())
+             + " actors it hosted, whose callers were told they died");
+    for (auto& [addr, ref] : st.hosted)
+      caf::anon_send_exit(ref->core->handle, caf::exit_reason::kill);
+    return;
+  }
+  for (auto& [addr, ref] : st.hosted) {
+    auto& core = *ref->core;
+    if (core.opts.name.empty())
+      continue;
+    auto name = core.opts.name;
+    self
+      ->request(st.head, std::chrono::seconds(10), name_atom::value, name,
+                core.cls.name, st.id, core.handle)
+      .then(
+        [=](bool bound) {
+          if (!bound)
+            log_line("the restarted head gave the name '" + name
+                     + "' to another actor meanwhile; the one here keeps "
+                       "running without it");
+        },
+        [=](caf::error& err) {
+          log_line("could not give the name '" + name
+                   + "' back to the head: " + caf::to_string(err));
+        });
+  }
+  report_actors(self);
+}
+
 /// Registers `name` in the head's directory; false if it is taken.
 bool bind_name(manager_actor* self, const std::string& name,
                named_entry entry) {
@@ -120,8 +197,18 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
   st.rt = rt;
   st.settings = std::move(settings);
   st.id = st.settings.is_head ? "head" : "";
+  if (st.settings.is_head)
+    st.epoch = std::random_device{}() | uint64_t{std::random_device{}()} << 32;
   self->set_down_handler([=](caf::down_msg& msg) {
     auto& st = self->state;
+    if (st.head && msg.source == st.head.address()) {
+      log_line("lost the head (" + caf::to_string(msg.reason)
+               + "); serving the " + std::to_string(st.hosted.size())
+               + " actors hosted here for callers already connected, and "
+                 "rejoining when a head is back at its address");
+      st.head = nullptr;
+      return;
+    }
     if (st.hosted.erase(msg.source) > 0)
       report_actors(self);
     for (auto i = st.names.begin(); i != st.names.end();)
@@ -137,19 +224,19 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
   return {
     [=](hello_atom, const std::string& role, const std::string& host,
         uint16_t port, uint16_t data_port,
-        const std::map<std::string, std::string>& resources)
-      -> caf::result<std::string> {
+        const std::map<std::string, std::string>& resources,
+        const std::string& previous_id, uint64_t previous_epoch)
+      -> caf::result<std::string, uint64_t> {
       // Every peer passed the gate with the token to get here.
       auto& st = self->state;
       auto sender = self->current_sender();
       if (!sender)
-        return caf::make_error(caf::sec::invalid_argument,
-                               "hello needs a sender");
+        return make_control_error(errc::usage, "hello needs a sender");
       if (!st.settings.is_head || role == "client")
-        return st.id.empty() ? std::string{"node"} : st.id;
+        return {st.id.empty() ? std::string{"node"} : st.id, st.epoch};
       if (role == "driver")
-        return "driver-" + std::to_string(st.next_driver++);
-      auto id = "node-" + std::to_string(st.next_node++);
+        return {"driver-" + std::to_string(st.next_driver++), st.epoch};
+      auto id = pick_node_id(st, previous_id, previous_epoch);
       auto address = host + ":" + std::to_string(port);
       node_info info{id, address, true, {},
                      host + ":" + std::to_string(data_port)};
@@ -163,21 +250,29 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
       }
       st.nodes.push_back({std::move(info), sender->address()});
       self->monitor(caf::actor_cast<caf::actor>(sender));
-      log_line("node " + id + " joined from " + address);
-      return id;
+      if (previous_id.empty())
+        log_line("node " + id + " joined from " + address);
+      else if (previous_epoch == st.epoch)
+        log_line("node " + previous_id + " at " + address
+                 + ", given up for dead before, rejoined as " + id);
+      else
+        log_line("node " + previous_id + " of an earlier head rejoined from "
+                 + address + " as " + id);
+      return {id, st.epoch};
     },
     [=](join_atom, const caf::actor& head) {
       // Says hello to the head from this actor, so that the head monitors
       // the manager itself and sees this node die with it. Only this
-      // process may ask, and only once: a peer that could would make this
-      // node trust it.
+      // process may ask, and only while it has no head: a peer that could
+      // would make this node serve another cluster.
       auto sender = self->current_sender();
       bool local = sender && sender->node() == self->node();
       auto rp = self->make_response_promise();
       auto& st = self->state;
       if (!local || st.head) {
-        rp.deliver(caf::make_error(caf::sec::invalid_argument,
-                                   "join is for the node's own process"));
+        rp.deliver(make_control_error(errc::usage,
+                                      "join is for the node's own process, "
+                                      "while it has no head"));
         return rp;
       }
       std::map<std::string, std::string> resources;
@@ -186,11 +281,18 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
       self
         ->request(head, std::chrono::seconds(10), hello_atom::value,
                   std::string{"node"}, st.settings.host, st.rt->port(),
-                  st.rt->data_port(), resources)
+                  st.rt->data_port(), resources, st.id, st.epoch)
         .then(
-          [=](std::string& id) mutable {
-            self->state.id = id;
-            self->state.head = head;
+          [=](std::string& id, uint64_t epoch) mutable {
+            auto& st = self->state;
+            bool rejoined = st.epoch != 0;
+            bool given_up = rejoined && epoch == st.epoch;
+            st.id = id;
+            st.epoch = epoch;
+            st.head = head;
+            self->monitor(head);
+            if (rejoined)
+              after_rejoin(self, given_up);
             rp.deliver(std::move(id));
           },
           [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
@@ -206,8 +308,8 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
       auto cls = find_actor_class(cls_name);
       auto ctor = find_constructor(key);
       if (cls == nullptr || ctor == nullptr) {
-        rp.deliver(caf::make_error(
-          caf::sec::cannot_spawn_actor_from_arguments,
+        rp.deliver(make_control_error(
+          errc::not_registered,
           "node " + st.id + " cannot build a " + cls_name
             + " from these arguments: start it with --code-path to a "
               "library that registers the class with LUMEN_ACTOR and "
@@ -223,8 +325,7 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
           *cls, std::make_unique<named_factory>(*ctor, std::move(args)),
           opts);
       } catch (const std::exception& e) {
-        rp.deliver(caf::make_error(caf::sec::cannot_spawn_actor_from_arguments,
-                                   e.what()));
+        rp.deliver(make_control_error(errc::usage, e.what()));
         return rp;
       }
       auto handle = ref->core->handle;
@@ -238,9 +339,11 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
       };
       auto taken = [=]() mutable {
         caf::anon_send_exit(handle, caf::exit_reason::kill);
-        rp.deliver(caf::make_error(caf::sec::cannot_spawn_actor_from_arguments,
-                                   "an actor named '" + name
-                                     + "' already exists in the cluster"));
+        rp.deliver(make_control_error(
+          errc::name_taken, "an actor named '" + name
+                              + "' already exists in the cluster; pick "
+                                "another name, or look it up with "
+                                "lumen::get_actor"));
       };
       if (name.empty()) {
         host(std::move(ref));
@@ -249,6 +352,13 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
           host(std::move(ref));
         else
           taken();
+      } else if (!st.head) {
+        caf::anon_send_exit(handle, caf::exit_reason::kill);
+        rp.deliver(make_control_error(
+          errc::head_unreachable,
+          "node " + st.id + " has lost the head, which keeps the cluster's "
+                            "names; start the actor without a name, or once "
+                            "a head is back at its address"));
       } else {
         self
           ->request(st.head, std::chrono::seconds(10), name_atom::value, name,

@@ -11,43 +11,76 @@ namespace {
 
 enum class error_kind : uint8_t { task, actor_died, usage, other };
 
+const auto lumen_category = caf::atom("lumen");
+
 } // namespace
 
+caf::error make_control_error(errc code, std::string text) {
+  return caf::error{static_cast<uint8_t>(code), lumen_category,
+                    caf::make_message(std::move(text))};
+}
+
+void throw_control_error(caf::actor_system& sys, const caf::error& err,
+                         const std::string& context, errc fallback) {
+  if (err.category() != lumen_category
+      || !err.context().match_elements<std::string>())
+    throw error(context + " (" + sys.render(err) + ")", fallback);
+  auto code = static_cast<errc>(err.code());
+  auto text = context + ": " + err.context().get_as<std::string>(0);
+  if (code == errc::usage || code == errc::not_registered
+      || code == errc::name_taken)
+    throw usage_error(text, code);
+  throw error(text, code);
+}
+
 bytes encode_error(const std::exception_ptr& err) {
+  auto code = errc::unspecified;
+  auto kind = error_kind::other;
+  std::string fn, type, msg, node;
   try {
     std::rethrow_exception(err);
   } catch (const task_error& e) {
-    return encode(error_kind::task, e.function(), e.exception_type(),
-                  e.message(), e.node());
+    kind = error_kind::task;
+    code = e.code();
+    fn = e.function();
+    type = e.exception_type();
+    msg = e.message();
+    node = e.node();
   } catch (const actor_died& e) {
-    return encode(error_kind::actor_died, std::string{}, std::string{},
-                  std::string{e.what()}, std::string{});
+    kind = error_kind::actor_died;
+    code = e.code();
+    msg = e.what();
   } catch (const usage_error& e) {
-    return encode(error_kind::usage, std::string{}, std::string{},
-                  std::string{e.what()}, std::string{});
+    kind = error_kind::usage;
+    code = e.code();
+    msg = e.what();
+  } catch (const error& e) {
+    code = e.code();
+    msg = e.what();
   } catch (const std::exception& e) {
-    return encode(error_kind::other, std::string{}, current_exception_type(),
-                  std::string{e.what()}, std::string{});
+    type = current_exception_type();
+    msg = e.what();
   } catch (...) {
-    return encode(error_kind::other, std::string{}, current_exception_type(),
-                  std::string{}, std::string{});
+    type = current_exception_type();
   }
+  return encode(kind, code, fn, type, msg, node);
 }
 
 std::exception_ptr decode_error(const bytes& payload) {
   try {
-    auto [kind, fn, type, msg, node]
-      = decode<error_kind, std::string, std::string, std::string,
+    auto [kind, code, fn, type, msg, node]
+      = decode<error_kind, errc, std::string, std::string, std::string,
                std::string>(payload);
     switch (kind) {
       case error_kind::task:
         return std::make_exception_ptr(task_error{fn, type, msg, node});
       case error_kind::actor_died:
-        return std::make_exception_ptr(actor_died(msg));
+        return std::make_exception_ptr(actor_died(msg, code));
       case error_kind::usage:
-        return std::make_exception_ptr(usage_error(msg));
+        return std::make_exception_ptr(usage_error(msg, code));
       default:
-        return std::make_exception_ptr(error(type + ": " + msg));
+        return std::make_exception_ptr(
+          error(type.empty() ? msg : type + ": " + msg, code));
     }
   } catch (const codec_error& e) {
     return std::make_exception_ptr(e);

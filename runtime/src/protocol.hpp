@@ -22,7 +22,9 @@
 #include <exception>
 #include <string>
 
+#include <caf/actor_system.hpp>
 #include <caf/atom.hpp>
+#include <caf/error.hpp>
 
 #include "lumen/detail/codec.hpp"
 
@@ -36,6 +38,19 @@ using name_atom = caf::atom_constant<caf::atom("lmname")>;
 using spawn_typed_atom = caf::atom_constant<caf::atom("lmspawnt")>;
 using lookup_atom = caf::atom_constant<caf::atom("lmlookup")>;
 using actors_atom = caf::atom_constant<caf::atom("lmactors")>;
+
+/// A control-plane refusal: a Lumen error code and a sentence saying what
+/// happened and what to do, for the peer to branch on and show.
+caf::error make_control_error(errc code, std::string text);
+
+/// Throws the Lumen error for a failed control-plane request: the code and
+/// text of a Lumen refusal (a `usage_error` for misuse), else `fallback`
+/// with CAF's rendering appended. `context` ("cannot start Counter on
+/// node-1") leads the message.
+[[noreturn]] void throw_control_error(caf::actor_system& sys,
+                                      const caf::error& err,
+                                      const std::string& context,
+                                      errc fallback);
 
 /// Encodes a published error (task_error, actor_died, ...) for the wire.
 bytes encode_error(const std::exception_ptr& err);

@@ -1,8 +1,11 @@
 #define BOOST_TEST_MODULE failures
 #include <boost/test/unit_test.hpp>
 
-// Real failures: a node killed with SIGKILL; what was placed on it fails
-// fast, is retried or rebuilt elsewhere.
+// Real failures: a node killed with SIGKILL, whose work fails fast, is
+// retried or rebuilt elsewhere; a head killed with SIGKILL and restarted;
+// a node paused past the heartbeat timeout and resumed.
+
+#include <functional>
 
 #include <lumen/caf_interop.hpp>
 
@@ -10,13 +13,41 @@
 #include "cluster_job.hpp"
 
 using namespace lumen::test;
+using lumen::errc;
 
-BOOST_TEST_GLOBAL_FIXTURE(cluster_fixture);
+namespace {
 
-BOOST_AUTO_TEST_SUITE(failures)
+/// The port of HOST:PORT.
+std::string port_of(const std::string& address) {
+  return address.substr(address.rfind(':') + 1);
+}
+
+/// Waits up to `limit` for `done`; true if it happened.
+template <class F>
+bool within(double limit, F done) {
+  auto start = steady_clock::now();
+  while (seconds_since(start) < limit)
+    if (done())
+      return true;
+  return false;
+}
+
+errc code_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const lumen::error& e) {
+    return e.code();
+  }
+  return errc{};
+}
+
+} // namespace
+
+// Each test has a cluster of its own: they kill its processes.
+BOOST_FIXTURE_TEST_SUITE(failures, cluster)
 
 BOOST_AUTO_TEST_CASE(killing_a_node_fails_its_work_fast_and_marks_it_dead) {
-  auto& cl = *the_cluster;
+  auto& cl = *this;
   auto victim = cl.start({"--address", cl.head.address});
   auto actor = lumen::actor<Counter>(0).on_node(victim.id).remote();
   BOOST_TEST(lumen::get(actor.call(&Counter::node), deadline) == victim.id);
@@ -85,5 +116,110 @@ BOOST_AUTO_TEST_CASE(killing_a_node_fails_its_work_fast_and_marks_it_dead) {
   again.proc->kill(SIGTERM);
 }
 
+
+BOOST_AUTO_TEST_CASE(a_lost_head_is_noticed_and_work_on_live_nodes_goes_on) {
+  auto& cl = *this;
+  auto keeper = lumen::actor<Counter>(40)
+                  .on_node(cl.nodes[0].id)
+                  .with_name("keeper")
+                  .remote();
+  auto counter = lumen::actor<Counter>(0).on_node(cl.nodes[1].id).remote();
+  BOOST_TEST(lumen::get(keeper.call(&Counter::add, 1), deadline) == 41);
+  auto killed_at = steady_clock::now();
+  cl.head.proc->kill(SIGKILL);
+
+  // Nodes and this driver notice within 2 s, and say so in their logs.
+  for (auto& n : cl.nodes)
+    BOOST_TEST(n.proc->await_output("lost the head", seconds(2)).has_value(),
+               n.proc->output());
+  BOOST_TEST(within(2.0, [] {
+    return code_of([] { lumen::nodes(); }) == errc::head_unreachable;
+  }));
+  BOOST_TEST(seconds_since(killed_at) < 2.5);
+
+  // What needs the head fails at once, saying so: names this process does
+  // not hold itself are the head's to look up.
+  auto asked_at = steady_clock::now();
+  BOOST_TEST((code_of([] { lumen::get_actor<Counter>("someone-else"); })
+              == errc::head_unreachable));
+  BOOST_TEST(seconds_since(asked_at) < 2.0);
+
+  // Work between this driver and live nodes goes on.
+  BOOST_TEST(lumen::get(lumen::task(where).on_node(cl.nodes[0].id).remote(),
+                        deadline)
+             == cl.nodes[0].id);
+  BOOST_TEST(lumen::get(lumen::task(add).spread().remote(1, 2), deadline)
+             == 3);
+  BOOST_TEST(lumen::get(keeper.call(&Counter::add, 1), deadline) == 42);
+  BOOST_TEST(lumen::get(counter.call(&Counter::add, 5), deadline) == 5);
+
+  // A head restarted at the address has every live node and named actor
+  // back within 5 s, under their ids.
+  cl.head = cl.start({"--head", "--port", port_of(cl.head.address)});
+  auto restarted_at = steady_clock::now();
+  BOOST_TEST(within(5.0, [&] {
+    try {
+      auto alive = ids(lumen::nodes(), true);
+      return alive.count(cl.nodes[0].id) && alive.count(cl.nodes[1].id);
+    } catch (const lumen::error&) {
+      return false; // this driver has not rejoined yet
+    }
+  }));
+  // Another script finds the named actor through the new head.
+  auto [code, out] = run({SECOND_DRIVER, cl.head.address, cl.token_file,
+                          "keeper"},
+                         cl.env());
+  BOOST_TEST(seconds_since(restarted_at) < 5.0);
+  BOOST_TEST(code == 0, out);
+  BOOST_TEST(out.find("node=" + cl.nodes[0].id) != std::string::npos, out);
+  BOOST_TEST(out.find("value=47") != std::string::npos, out);
+  BOOST_TEST(out.find("clash refused") != std::string::npos, out);
+  BOOST_TEST(lumen::get(keeper.call(&Counter::add, 1), deadline) == 48);
+  for (auto& n : cl.nodes)
+    BOOST_TEST(n.proc->await_output("rejoined the head", seconds(5))
+                 .has_value());
+  // New nodes join the new head, and take work.
+  auto newcomer = cl.start({"--address", cl.head.address});
+  BOOST_TEST(newcomer.id != cl.nodes[0].id);
+  BOOST_TEST(newcomer.id != cl.nodes[1].id);
+  BOOST_TEST(lumen::get(lumen::task(where).on_node(newcomer.id).remote(),
+                        deadline)
+             == newcomer.id);
+  cl.nodes.push_back(std::move(newcomer));
+}
+
+BOOST_AUTO_TEST_CASE(a_node_given_up_for_dead_rejoins_under_a_new_id) {
+  auto& cl = *this;
+  auto& victim = cl.nodes[1];
+  auto old_id = victim.id;
+  auto stale = lumen::actor<Counter>(0).on_node(old_id).remote();
+  BOOST_TEST(lumen::get(stale.call(&Counter::add, 1), deadline) == 1);
+  victim.proc->signal(SIGSTOP);
+  BOOST_TEST(within(5.0, [&] {
+    return ids(lumen::nodes(), false).count(old_id) > 0;
+  }));
+  victim.proc->signal(SIGCONT);
+  BOOST_TEST(victim.proc->await_output("given up for dead", seconds(5))
+               .has_value(),
+             victim.proc->output());
+  // It is back under a new id at the same address, and takes new work;
+  // its old actor is gone, as its caller was told.
+  std::string new_id;
+  BOOST_TEST(within(5.0, [&] {
+    for (auto& n : lumen::nodes())
+      if (n.alive && n.address == victim.address && n.id != old_id)
+        new_id = n.id;
+    return !new_id.empty();
+  }));
+  BOOST_REQUIRE(!new_id.empty());
+  BOOST_TEST(ids(lumen::nodes(), false).count(old_id) == 1);
+  BOOST_TEST(lumen::get(lumen::task(where).on_node(new_id).remote(), deadline)
+             == new_id);
+  BOOST_CHECK_THROW(lumen::get(stale.call(&Counter::add, 1), deadline),
+                    lumen::actor_died);
+  auto [code, out] = cl.status();
+  BOOST_TEST(status_of(out, new_id) == "alive", out);
+  BOOST_TEST(status_of(out, old_id) == "dead", out);
+}
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -95,6 +95,11 @@ public:
     return wait();
   }
 
+  /// Sends `sig` and returns at once (SIGSTOP, SIGCONT).
+  void signal(int sig) {
+    ::kill(pid_, sig);
+  }
+
   /// Waits for the process to end; returns its exit code (128+signal if a
   /// signal ended it).
   int wait() {

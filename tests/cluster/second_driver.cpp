@@ -1,6 +1,7 @@
-// A second script in the cluster of placement_test: finds the named
-// actor the first one created, and reports what it sees, one fact a line.
-//   second_driver HEAD_ADDRESS TOKEN_FILE
+// A second script in the cluster of a test: finds the named actor the
+// first one created ("shared" unless NAME is given), and reports what it
+// sees, one fact a line.
+//   second_driver HEAD_ADDRESS TOKEN_FILE [NAME]
 
 #include <iostream>
 
@@ -10,23 +11,24 @@
 #include "cluster_job.hpp"
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::cerr << "usage: second_driver HEAD_ADDRESS TOKEN_FILE\n";
+  if (argc != 3 && argc != 4) {
+    std::cerr << "usage: second_driver HEAD_ADDRESS TOKEN_FILE [NAME]\n";
     return 2;
   }
+  std::string name = argc == 4 ? argv[3] : "shared";
   lumen::init_options opts;
   opts.address = argv[1];
   opts.token_file = argv[2];
   lumen::init(opts);
-  auto shared = lumen::get_actor<Counter>("shared");
+  auto shared = lumen::get_actor<Counter>(name);
   if (!shared) {
-    std::cout << "shared: missing\n";
+    std::cout << name << ": missing\n";
     return 1;
   }
   std::cout << "node=" << lumen::get(shared->call(&Counter::node)) << "\n";
   std::cout << "value=" << lumen::get(shared->call(&Counter::add, 5)) << "\n";
   try {
-    lumen::actor<Counter>(0).on_node("node-2").with_name("shared").remote();
+    lumen::actor<Counter>(0).on_node("node-2").with_name(name).remote();
     std::cout << "clash accepted\n";
   } catch (const lumen::usage_error& e) {
     std::cout << "clash refused: " << e.what() << "\n";

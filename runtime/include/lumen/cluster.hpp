@@ -25,8 +25,9 @@ struct node_info {
 /// single "local" node for an embedded cluster.
 std::vector<node_info> nodes();
 
-/// The id of the node this process is, or "local".
-const std::string& this_node_id();
+/// The id of the node this process is, or "local". A node given up for
+/// dead by the head rejoins under a new id.
+std::string this_node_id();
 
 /// Where a task or actor runs: here (the default), on a named node, or
 /// round-robin over the live nodes.

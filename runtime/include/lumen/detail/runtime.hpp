@@ -165,10 +165,11 @@ void publish_encoded(value_state<R>& st, const bytes& out) {
 runtime& current_runtime();
 
 /// The name of this node, reported in errors ("local" for an embedded
-/// cluster). Stays valid after shutdown.
-const std::string& this_node();
+/// cluster). Kept after shutdown. Thread-safe.
+std::string this_node();
 
-/// Names this process's node; called by the runtime before it starts.
+/// Names this process's node: when the runtime starts, and when a node
+/// rejoins under a new id. Thread-safe.
 void set_this_node(std::string id);
 
 const actor_class_entry& class_of(const actor_ref& a);
