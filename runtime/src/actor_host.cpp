@@ -211,6 +211,15 @@ actor_core::dropped_call_error(const method_entry& method) const {
     describe() + " died before running " + method.name + ": " + reason));
 }
 
+std::exception_ptr actor_core::lost_call_error(const method_entry& method,
+                                               const std::string& node,
+                                               const std::string& why) const {
+  return std::make_exception_ptr(actor_died(
+    method.name + " had reached " + describe() + " on node " + node
+    + ", which went down before it answered (" + why
+    + "); it may have run, in part"));
+}
+
 actor_ref::actor_ref(std::shared_ptr<actor_core> c) : core(std::move(c)) {
 }
 

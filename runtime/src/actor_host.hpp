@@ -66,6 +66,12 @@ public:
   /// The `actor_died` for a call to `method` that was dropped.
   std::exception_ptr dropped_call_error(const method_entry& method) const;
 
+  /// The error of a call that reached the actor's node, which then went
+  /// down (`why`) before it answered: the call may have run, in part.
+  std::exception_ptr lost_call_error(const method_entry& method,
+                                     const std::string& node,
+                                     const std::string& why) const;
+
   /// "actor 'name' (Class)" or "actor of class Class".
   std::string describe() const;
 

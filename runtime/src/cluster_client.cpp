@@ -627,7 +627,7 @@ void cluster_client::send_call(const std::shared_ptr<actor_core>& core,
     }
     if (auto data = drop_link(node, client))
       bury(node, why, std::move(data));
-    c->result()->set_error(core->dropped_call_error(c->method()));
+    c->result()->set_error(core->lost_call_error(c->method(), node, why));
   };
   if (!link.data->call(core->remote_id, c->method().name, args,
                        publish_reply(c), lost)) {

@@ -24,6 +24,7 @@
 
 #include "log.hpp"
 #include "socket_io.hpp"
+#include "token.hpp"
 
 namespace lumen::detail {
 
@@ -36,7 +37,6 @@ namespace {
 constexpr std::array<char, 8> gate_magic{'L', 'M', 'N', 'G',
                                          'A', 'T', 'E', '1'};
 constexpr size_t greeting_size = gate_magic.size() + 2;
-constexpr size_t max_token = 256;
 constexpr size_t max_reason = 256;
 constexpr uint8_t verdict_admitted = 0;
 constexpr uint8_t verdict_refused = 1;
@@ -157,7 +157,7 @@ private:
     if (!std::equal(gate_magic.begin(), gate_magic.end(), greeting_.begin()))
       return drop("dropped", "not a Lumen peer (no gate greeting)");
     auto len = get_u16(greeting_.data() + gate_magic.size());
-    if (len == 0 || len > max_token)
+    if (len == 0 || len > max_token_size)
       return drop("dropped", "a token of " + std::to_string(len) + " bytes");
     shown_.resize(len);
     asio::async_read(sock_, asio::buffer(shown_),
@@ -317,9 +317,9 @@ int pass_gate(const address& where, const std::string& token,
                    + "); is it running? `lumen status` lists the cluster",
                  errc::unreachable);
   };
-  if (token.empty() || token.size() > max_token)
+  if (token.empty() || token.size() > max_token_size)
     throw usage_error("the cluster token must have 1 to "
-                      + std::to_string(max_token) + " characters",
+                      + std::to_string(max_token_size) + " characters",
                       errc::bad_token_file);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

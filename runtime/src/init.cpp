@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "lumen/detail/init_flags.hpp"
 #include "lumen/errors.hpp"
 #include "lumen/registry.hpp"
 
@@ -33,84 +34,27 @@ struct shutdown_at_exit {
   }
 } shutdown_guard;
 
-int parse_count(const std::string& flag, const std::string& value) {
-  try {
-    size_t used = 0;
-    int n = std::stoi(value, &used);
-    if (used == value.size() && n > 0)
-      return n;
-  } catch (const std::exception&) {
-  }
-  throw usage_error("lumen::init: " + flag + " needs a positive whole number, "
-                    "got '" + value + "'");
-}
-
 } // namespace
-
-std::string init_flags_help() {
-  return "Lumen flags:\n"
-         "  --num-cpus=N          threads that run tasks (default: one per "
-         "core)\n"
-         "  --address=HOST:PORT   join the cluster whose head listens there\n"
-         "                        (default: $LUMEN_ADDRESS, else an embedded "
-         "cluster)\n"
-         "  --token-file=F        the cluster token (default: "
-         "$LUMEN_TOKEN_FILE,\n"
-         "                        else ~/.lumen/cluster-token)\n"
-         "  --help                print this help and exit\n";
-}
-
-init_options parse_init_flags(int argc, char** argv, bool& help) {
-  init_options opts;
-  help = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind("--", 0) != 0)
-      continue; // positional arguments belong to the program
-    auto eq = arg.find('=');
-    auto flag = arg.substr(0, eq);
-    auto take_value = [&]() -> std::string {
-      if (eq != std::string::npos)
-        return arg.substr(eq + 1);
-      if (i + 1 < argc)
-        return argv[++i];
-      throw usage_error("lumen::init: " + flag + " needs a value, e.g. "
-                        + flag + "=2");
-    };
-    if (flag == "--help") {
-      help = true;
-    } else if (flag == "--num-cpus") {
-      opts.num_cpus = parse_count(flag, take_value());
-    } else if (flag == "--address") {
-      opts.address = take_value();
-      detail::parse_address(opts.address);
-    } else if (flag == "--token-file") {
-      opts.token_file = take_value();
-    } else {
-      throw usage_error("lumen::init: unknown flag '" + arg + "'.\n"
-                        + init_flags_help()
-                        + "To use flags of your own, parse them yourself and "
-                          "call lumen::init(lumen::init_options{...}).");
-    }
-  }
-  return opts;
-}
 
 void init(int argc, char** argv) {
   bool help = false;
   init_options opts;
+  // Command-line convention: what the user must fix exits 2, a failure 1,
+  // each with the message, instead of an uncaught exception's abort.
   try {
-    opts = parse_init_flags(argc, argv, help);
+    opts = detail::parse_init_flags(argc, argv, help);
+    if (help) {
+      std::cout << detail::init_flags_help();
+      std::exit(0);
+    }
+    init(opts);
   } catch (const usage_error& e) {
-    // Command-line convention: a bad flag is the user's to fix, not a crash.
     std::cerr << e.what() << "\n";
     std::exit(2);
+  } catch (const error& e) {
+    std::cerr << "lumen::init: " << e.what() << "\n";
+    std::exit(1);
   }
-  if (help) {
-    std::cout << init_flags_help();
-    std::exit(0);
-  }
-  init(opts);
 }
 
 void init(const init_options& opts) {

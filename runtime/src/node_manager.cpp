@@ -1,5 +1,8 @@
 #include "node_manager.hpp"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <random>
 
@@ -139,6 +142,12 @@ std::string pick_node_id(manager_state& st, const std::string& previous_id,
 /// died, so they end here too.
 void after_rejoin(manager_actor* self, bool given_up) {
   auto& st = self->state;
+  if (given_up && st.settings.exit_when_given_up) {
+    log_line("this node was given up for dead by the head (it was paused "
+             "or cut off); it exits, as --when-given-up=exit asks");
+    ::kill(::getpid(), SIGTERM); // the command's own orderly stop
+    return;
+  }
   if (given_up) {
     log_line("this node was given up for dead by the head (it was paused "
              "or cut off); it rejoined as "

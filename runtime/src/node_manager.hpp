@@ -17,6 +17,8 @@ struct node_settings {
   std::string host = "127.0.0.1"; // where this node listens
   uint16_t port = 0;              // 0: the OS picks one
   std::map<std::string, double> resources;
+  /// A node given up for dead by the head exits instead of rejoining.
+  bool exit_when_given_up = false;
 };
 
 /// Spawns the node manager: the actor a node publishes on its port. It runs

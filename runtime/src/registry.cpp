@@ -123,6 +123,13 @@ const actor_class_entry* find_actor_class(const std::type_info& type) {
   return i == r.class_names.end() ? nullptr : &r.classes_by_name.at(i->second);
 }
 
+size_t registered_count() {
+  auto& r = reg();
+  std::lock_guard<std::mutex> guard{r.mtx};
+  return r.functions_by_name.size() + r.classes_by_name.size()
+         + r.constructors.size();
+}
+
 std::vector<std::string> registration_errors() {
   auto& r = reg();
   std::lock_guard<std::mutex> guard{r.mtx};

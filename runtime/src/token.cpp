@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -19,15 +20,32 @@ std::string default_token_file() {
 }
 
 std::string read_token(const std::string& path) {
+  auto bad = [&](const std::string& what) {
+    return usage_error(what, errc::bad_token_file);
+  };
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0)
+    throw bad("no cluster token at " + path
+              + ": pass --token-file with the file that `lumen start "
+                "--head` wrote (or set LUMEN_TOKEN_FILE)");
+  if (S_ISDIR(st.st_mode))
+    throw bad(path + " is a directory, not a token file: pass --token-file "
+                     "with the file that `lumen start --head` wrote");
+  // As ssh does with keys: a token others can read is no secret.
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", st.st_mode & 07777);
+    throw bad("the token file " + path + " can be read by other users (mode "
+              + mode + "); run `chmod 600 " + path + "`");
+  }
   std::ifstream in{path};
-  if (!in)
-    throw usage_error("no cluster token at " + path
-                      + ": pass --token-file with the file that `lumen start "
-                        "--head` wrote (or set LUMEN_TOKEN_FILE)");
   std::string token;
-  std::getline(in, token);
-  if (token.empty())
-    throw usage_error("the token file " + path + " is empty");
+  if (!in || !std::getline(in, token) || token.empty())
+    throw bad("the token file " + path
+              + " is empty: copy the file that `lumen start --head` wrote");
+  if (token.size() > max_token_size)
+    throw bad("the token in " + path + " is longer than "
+              + std::to_string(max_token_size) + " characters");
   return token;
 }
 

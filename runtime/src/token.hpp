@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace lumen::detail {
@@ -8,7 +9,12 @@ namespace lumen::detail {
 /// told otherwise: $LUMEN_TOKEN_FILE, else ~/.lumen/cluster-token.
 std::string default_token_file();
 
-/// Reads the token in `path`; throws `usage_error` saying how to get one.
+/// The longest token the gate accepts.
+constexpr size_t max_token_size = 256;
+
+/// Reads the token in `path`; throws `usage_error` with code
+/// `errc::bad_token_file` if it is missing, a directory, empty, too long or
+/// readable by others, saying what to do.
 std::string read_token(const std::string& path);
 
 /// Reads `path` if it exists, else writes a fresh random token there with

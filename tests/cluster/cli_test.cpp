@@ -60,7 +60,8 @@ BOOST_AUTO_TEST_CASE(background_nodes_start_report_and_stop) {
              status_out);
   auto [stop_code, stop_out] = lumen::test::run({LUMEN_CLI, "stop"}, env);
   BOOST_TEST(stop_code == 0);
-  BOOST_TEST(stop_out.find("Stopped 2 nodes") != std::string::npos, stop_out);
+  BOOST_TEST(stop_out.find("Stopped the head and 1 node") != std::string::npos,
+             stop_out);
   BOOST_TEST(process_gone(head_pid));
   BOOST_TEST(process_gone(node_pid));
 }

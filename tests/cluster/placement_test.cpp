@@ -127,8 +127,8 @@ BOOST_AUTO_TEST_CASE(named_actors_are_found_by_other_scripts) {
                                   cl.token_file},
                                  cl.env());
   auto row = lumen::test::status_row(status.second, "node-1");
-  BOOST_REQUIRE(row.size() > 3);
-  BOOST_TEST(std::stoi(row[3]) >= 1, status.second);
+  BOOST_REQUIRE(row.size() > 4);
+  BOOST_TEST(std::stoi(row[4]) >= 1, status.second);
   lumen::kill(shared);
 }
 

@@ -160,7 +160,7 @@ inline std::optional<started> parse_started(const std::string& output) {
 }
 
 /// The row of node `id` in `lumen status` output, as words: id, address,
-/// state, actors, resources. Empty if the node is not listed.
+/// data port, state, actors, resources. Empty if the node is not listed.
 inline std::vector<std::string> status_row(const std::string& output,
                                            const std::string& id) {
   std::istringstream lines{output};
@@ -179,7 +179,7 @@ inline std::vector<std::string> status_row(const std::string& output,
 inline std::string status_of(const std::string& output,
                              const std::string& id) {
   auto row = status_row(output, id);
-  return row.size() > 2 ? row[2] : std::string{};
+  return row.size() > 3 ? row[3] : std::string{};
 }
 
 /// Runs a command to completion; returns its exit code and output.

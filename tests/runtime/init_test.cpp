@@ -1,9 +1,12 @@
 #define BOOST_TEST_MODULE init
 #include <boost/test/unit_test.hpp>
 
-#include <string>
-#include <vector>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <fstream>
+
+#include <lumen/detail/init_flags.hpp>
 #include <lumen/lumen.hpp>
 
 namespace {
@@ -32,6 +35,31 @@ private:
 
 bool mentions(const std::exception& e, const std::string& part) {
   return std::string{e.what()}.find(part) != std::string::npos;
+}
+
+/// A fresh folder for token files.
+std::string temp_dir() {
+  char tmpl[] = "/tmp/lumen-init-XXXXXX";
+  return ::mkdtemp(tmpl);
+}
+
+std::string write_token(const std::string& dir, const std::string& text,
+                        mode_t mode) {
+  auto path = dir + "/token";
+  std::ofstream{path} << text;
+  ::chmod(path.c_str(), mode);
+  return path;
+}
+
+/// What `init` throws for these options: the code and the message.
+std::pair<lumen::errc, std::string> init_failure(lumen::init_options opts) {
+  try {
+    lumen::init(opts);
+  } catch (const lumen::error& e) {
+    return {e.code(), e.what()};
+  }
+  lumen::shutdown();
+  return {lumen::errc{}, "init did not throw"};
 }
 
 } // namespace
@@ -70,11 +98,11 @@ BOOST_AUTO_TEST_CASE(init_twice_is_a_usage_error) {
 BOOST_AUTO_TEST_CASE(known_flags_are_parsed) {
   argv_builder a{{"prog", "--num-cpus=3", "input.txt"}};
   bool help = true;
-  auto opts = lumen::parse_init_flags(a.argc(), a.argv(), help);
+  auto opts = lumen::detail::parse_init_flags(a.argc(), a.argv(), help);
   BOOST_TEST(opts.num_cpus == 3);
   BOOST_TEST(!help);
   argv_builder b{{"prog", "--num-cpus", "2", "--help"}};
-  opts = lumen::parse_init_flags(b.argc(), b.argv(), help);
+  opts = lumen::detail::parse_init_flags(b.argc(), b.argv(), help);
   BOOST_TEST(opts.num_cpus == 2);
   BOOST_TEST(help);
 }
@@ -82,10 +110,10 @@ BOOST_AUTO_TEST_CASE(known_flags_are_parsed) {
 BOOST_AUTO_TEST_CASE(an_unknown_flag_is_named_in_the_error) {
   argv_builder a{{"prog", "--num-cpu=3"}};
   bool help = false;
-  BOOST_CHECK_EXCEPTION(lumen::parse_init_flags(a.argc(), a.argv(), help),
+  BOOST_CHECK_EXCEPTION(lumen::detail::parse_init_flags(a.argc(), a.argv(), help),
                         lumen::usage_error, [](const lumen::usage_error& e) {
                           return mentions(e, "'--num-cpu=3'")
-                                 && mentions(e, "--num-cpus=N");
+                                 && mentions(e, "--num-cpus N");
                         });
 }
 
@@ -94,13 +122,62 @@ BOOST_AUTO_TEST_CASE(bad_flag_values_are_rejected) {
   for (auto bad : {"--num-cpus=0", "--num-cpus=-2", "--num-cpus=two",
                    "--num-cpus=3x"}) {
     argv_builder a{{"prog", bad}};
-    BOOST_CHECK_THROW(lumen::parse_init_flags(a.argc(), a.argv(), help),
+    BOOST_CHECK_THROW(lumen::detail::parse_init_flags(a.argc(), a.argv(), help),
                       lumen::usage_error);
   }
   argv_builder missing{{"prog", "--num-cpus"}};
   BOOST_CHECK_THROW(
-    lumen::parse_init_flags(missing.argc(), missing.argv(), help),
+    lumen::detail::parse_init_flags(missing.argc(), missing.argv(), help),
     lumen::usage_error);
+}
+
+BOOST_AUTO_TEST_CASE(flags_take_a_value_either_way_and_refuse_empty_ones) {
+  bool help = false;
+  argv_builder a{{"prog", "--address=127.0.0.1:7000", "--token-file", "t"}};
+  auto opts = lumen::detail::parse_init_flags(a.argc(), a.argv(), help);
+  BOOST_TEST(opts.address == "127.0.0.1:7000");
+  BOOST_TEST(opts.token_file == "t");
+  for (auto bad : {"--address=", "--token-file=", "--address=garbage"}) {
+    argv_builder b{{"prog", bad}};
+    BOOST_CHECK_THROW(lumen::detail::parse_init_flags(b.argc(), b.argv(), help),
+                      lumen::usage_error);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_token_file_others_can_read_is_refused_like_an_ssh_key) {
+  auto path = write_token(temp_dir(), "s3cret\n", 0644);
+  auto [code, what] = init_failure({0, "127.0.0.1:1", path});
+  BOOST_TEST((code == lumen::errc::bad_token_file));
+  BOOST_TEST(what.find("chmod 600 " + path) != std::string::npos, what);
+}
+
+BOOST_AUTO_TEST_CASE(a_missing_empty_or_directory_token_file_says_so) {
+  auto dir = temp_dir();
+  auto missing = init_failure({0, "127.0.0.1:1", dir + "/nope"});
+  BOOST_TEST((missing.first == lumen::errc::bad_token_file));
+  BOOST_TEST(missing.second.find("no cluster token") != std::string::npos);
+  auto folder = init_failure({0, "127.0.0.1:1", dir});
+  BOOST_TEST((folder.first == lumen::errc::bad_token_file));
+  BOOST_TEST(folder.second.find("is a directory") != std::string::npos,
+             folder.second);
+  auto empty = init_failure({0, "127.0.0.1:1", write_token(dir, "", 0600)});
+  BOOST_TEST((empty.first == lumen::errc::bad_token_file));
+  BOOST_TEST(empty.second.find("is empty") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(an_unreachable_head_is_a_catchable_error_with_a_code) {
+  auto path = write_token(temp_dir(), "s3cret\n", 0600);
+  auto [code, what] = init_failure({0, "127.0.0.1:1", path});
+  BOOST_TEST((code == lumen::errc::unreachable));
+  BOOST_TEST(what.find("the head at 127.0.0.1:1") != std::string::npos, what);
+  BOOST_TEST(what.find("system_error") == std::string::npos, what);
+  BOOST_TEST(!lumen::is_initialized());
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_address_is_a_usage_error) {
+  auto [code, what] = init_failure({0, "garbage", ""});
+  BOOST_TEST((code == lumen::errc::usage));
+  BOOST_TEST(what.find("HOST:PORT") != std::string::npos, what);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -17,15 +17,18 @@ struct init_options {
 };
 
 /// Starts an embedded local cluster in this process, or joins the cluster
-/// at `--address`. Flags understood: `--num-cpus=N`, `--address=HOST:PORT`,
-/// `--token-file=F` and `--help` (prints them and exits 0). Any other flag
-/// starting with `--`, or a bad value, prints what is wrong and exits 2, as
-/// command-line tools do; parse your own flags first and call
-/// `init(init_options)` instead. Throws `usage_error` if already
-/// initialized or if remote functions or actors were registered twice.
+/// at `--address`. Flags understood: `--num-cpus N`, `--address HOST:PORT`,
+/// `--token-file F` (also as `--flag=value`) and `--help` (prints them and
+/// exits 0). As command-line tools do, it prints what is wrong and exits
+/// when it cannot start: 2 for misuse (any other flag starting with `--`,
+/// a bad value, a bad token file, a second init), 1 for a failure (the
+/// head cannot be reached or refuses the token). To handle those yourself,
+/// parse your own flags and call `init(init_options)`.
 void init(int argc, char** argv);
 
-/// Like `init(argc, argv)` with the options given in code.
+/// Like `init(argc, argv)` with the options given in code, but throws
+/// instead of exiting: `usage_error` for misuse, `error` otherwise, each
+/// with an `errc` code and a message saying what to do.
 void init(const init_options& opts = {});
 
 /// Ends every actor, stops the workers and frees the runtime. Refs to
@@ -33,12 +36,5 @@ void init(const init_options& opts = {});
 void shutdown();
 
 bool is_initialized();
-
-/// Parses init's command-line flags; throws `usage_error` on a bad one.
-/// Sets `help` if --help was given.
-init_options parse_init_flags(int argc, char** argv, bool& help);
-
-/// The text `--help` prints.
-std::string init_flags_help();
 
 } // namespace lumen

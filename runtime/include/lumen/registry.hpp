@@ -116,6 +116,9 @@ const constructor_entry* find_constructor(const std::string& key);
 /// Registration problems found so far (name clashes), one line each.
 std::vector<std::string> registration_errors();
 
+/// How many functions, actor classes and constructors are registered.
+size_t registered_count();
+
 /// Splits "&C::a, &C::b" into {"C::a", "C::b"}.
 std::vector<std::string> split_method_names(const char* spelled);
 

@@ -1,0 +1,15 @@
+#pragma once
+
+#include "lumen/init.hpp"
+
+namespace lumen::detail {
+
+/// Parses `lumen::init`'s command-line flags, leaving every argument that
+/// does not start with `--` to the program; throws `usage_error` naming a
+/// bad or unknown flag. Sets `help` if `--help` was given.
+init_options parse_init_flags(int argc, char** argv, bool& help);
+
+/// What `--help` prints.
+std::string init_flags_help();
+
+} // namespace lumen::detail

@@ -1,0 +1,90 @@
+#include "flags.hpp"
+
+#include "lumen/detail/init_flags.hpp"
+#include "lumen/errors.hpp"
+
+#include "address.hpp"
+
+namespace lumen::detail {
+
+namespace {
+
+CLI::Validator address_check() {
+  return CLI::Validator(
+    [](std::string& text) -> std::string {
+      try {
+        parse_address(text);
+        return {};
+      } catch (const usage_error& e) {
+        return e.what();
+      }
+    },
+    "", "address");
+}
+
+/// The app `init(argc, argv)` parses with; `help` is set by --help.
+void build_init_app(CLI::App& app, init_options& opts, bool& help) {
+  app.set_help_flag();
+  app.add_flag("--help", help, "print this help and exit");
+  add_init_flags(app, opts);
+  app.allow_extras(); // positional arguments belong to the program
+}
+
+} // namespace
+
+CLI::Validator non_empty() {
+  return CLI::Validator(
+    [](std::string& text) -> std::string {
+      return text.empty() ? "must not be empty" : "";
+    },
+    "", "non-empty");
+}
+
+void add_init_flags(CLI::App& app, init_options& opts) {
+  app.add_option("--num-cpus", opts.num_cpus,
+                 "threads that run tasks (default: one per core)")
+    ->type_name("N")
+    ->check(CLI::Range(1, 4096));
+  app
+    .add_option("--address", opts.address,
+                "join the cluster whose head listens there (default: "
+                "$LUMEN_ADDRESS, else an embedded cluster)")
+    ->type_name("HOST:PORT")
+    ->check(address_check());
+  app
+    .add_option("--token-file", opts.token_file,
+                "the cluster token (default: $LUMEN_TOKEN_FILE, else "
+                "~/.lumen/cluster-token)")
+    ->type_name("F")
+    ->check(non_empty());
+}
+
+init_options parse_init_flags(int argc, char** argv, bool& help) {
+  init_options opts;
+  help = false;
+  CLI::App app{"Lumen flags", "lumen::init"};
+  build_init_app(app, opts, help);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    throw usage_error("lumen::init: " + std::string{e.what()} + "\n"
+                      + init_flags_help());
+  }
+  for (auto& extra : app.remaining())
+    if (extra.rfind("--", 0) == 0)
+      throw usage_error("lumen::init: unknown flag '" + extra + "'.\n"
+                        + init_flags_help()
+                        + "To use flags of your own, parse them yourself and "
+                          "call lumen::init(lumen::init_options{...}).");
+  return opts;
+}
+
+std::string init_flags_help() {
+  init_options opts;
+  bool help = false;
+  CLI::App app{"Lumen flags (lumen::init)", "lumen::init"};
+  build_init_app(app, opts, help);
+  return app.help();
+}
+
+} // namespace lumen::detail
