@@ -38,8 +38,8 @@ LUMEN_REMOTE(mean);
 
 class Tally {
 public:
-  explicit Tally(int start) : n_(start) {
-  }
+  explicit Tally(int start)
+    : n_(start) {}
   int add(int d) {
     return n_ += d;
   }

@@ -39,8 +39,8 @@ LUMEN_REMOTE(checked_sqrt);
 // run one at a time, in the order they were made.
 class Counter {
 public:
-  explicit Counter(int start) : n_(start) {
-  }
+  explicit Counter(int start)
+    : n_(start) {}
   int add(int d) {
     return n_ += d;
   }

@@ -20,8 +20,8 @@
 using div_atom = caf::atom_constant<caf::atom("div")>;
 
 // The interface, declared once: divide two numbers, or fail.
-using divider = caf::typed_actor<
-  caf::replies_to<div_atom, int32_t, int32_t>::with<int32_t>>;
+using divider =
+  caf::typed_actor<caf::replies_to<div_atom, int32_t, int32_t>::with<int32_t>>;
 
 divider::behavior_type divider_impl() {
   return {

@@ -7,7 +7,6 @@
 #include "lumen/detail/arguments.hpp"
 #include "lumen/errors.hpp"
 
-
 namespace lumen::detail {
 
 namespace {
@@ -74,10 +73,9 @@ bool die(host_actor* self, const std::string& reason, bool may_restart) {
   // queued before it fail only after the generation moved on, so that a
   // caller woken by their failure reaches the new instance.
   core.set_death_reason(
-    reason
-    + (restart ? "; restarted (" + std::to_string(used + 1) + " of "
-                   + std::to_string(core.opts.max_restarts) + ")"
-               : std::string{}));
+    reason + (restart ? "; restarted (" + std::to_string(used + 1) + " of " +
+                          std::to_string(core.opts.max_restarts) + ")"
+                      : std::string{}));
   auto doomed = std::move(st.queue);
   st.queue.clear();
   st.waiting = false;
@@ -104,8 +102,8 @@ bool start_instance(host_actor* self) {
     return die(self, "its constructor called lumen::exit_actor()", true);
   } catch (const actor_fatal_error& e) {
     return die(self,
-               std::string{"its constructor raised actor_fatal_error: "}
-                 + e.what(),
+               std::string{"its constructor raised actor_fatal_error: "} +
+                 e.what(),
                true);
   } catch (...) {
     auto type = current_exception_type();
@@ -187,8 +185,9 @@ caf::behavior host(host_actor* self, std::shared_ptr<actor_core> core) {
 
 actor_core::actor_core(const actor_class_entry& c,
                        std::unique_ptr<actor_factory> f, actor_options o)
-  : cls(c), factory(std::move(f)), opts(std::move(o)) {
-}
+  : cls(c)
+  , factory(std::move(f))
+  , opts(std::move(o)) {}
 
 void actor_core::set_death_reason(std::string reason) {
   std::lock_guard<std::mutex> guard{mtx_};
@@ -214,14 +213,14 @@ actor_core::dropped_call_error(const method_entry& method) const {
 std::exception_ptr actor_core::lost_call_error(const method_entry& method,
                                                const std::string& node,
                                                const std::string& why) const {
-  return std::make_exception_ptr(actor_died(
-    method.name + " had reached " + describe() + " on node " + node
-    + ", which went down before it answered (" + why
-    + "); it may have run, in part"));
+  return std::make_exception_ptr(
+    actor_died(method.name + " had reached " + describe() + " on node " + node +
+               ", which went down before it answered (" + why +
+               "); it may have run, in part"));
 }
 
-actor_ref::actor_ref(std::shared_ptr<actor_core> c) : core(std::move(c)) {
-}
+actor_ref::actor_ref(std::shared_ptr<actor_core> c)
+  : core(std::move(c)) {}
 
 actor_ref::~actor_ref() {
   if (!core->borrowed)

@@ -44,14 +44,13 @@ std::vector<config_step>& config_steps() {
 }
 
 caf::strong_actor_ptr spawn_typed_on(const std::string& node_id,
-                                     const std::string& name,
-                                     caf::message args,
+                                     const std::string& name, caf::message args,
                                      const std::set<std::string>& interface) {
   auto fail = [&](const caf::error& err) {
-    throw usage_error("cannot spawn '" + name + "' on node " + node_id + ": "
-                      + system().render(err)
-                      + " (is it registered with LUMEN_TYPED_ACTOR there, "
-                        "with these argument types?)");
+    throw usage_error("cannot spawn '" + name + "' on node " + node_id + ": " +
+                      system().render(err) +
+                      " (is it registered with LUMEN_TYPED_ACTOR there, "
+                      "with these argument types?)");
   };
   auto& rt = embedded();
   if (node_id == this_node() || node_id == "local") {

@@ -33,8 +33,8 @@ std::map<std::string, double> parse_resources(const std::string& text) {
     } catch (const std::exception&) {
       throw CLI::ValidationError("--resources",
                                  "takes name=amount pairs separated by "
-                                 "commas, e.g. cpu=2,gpu=1; got '"
-                                   + item + "'");
+                                 "commas, e.g. cpu=2,gpu=1; got '" +
+                                   item + "'");
     }
   }
   return out;
@@ -95,9 +95,7 @@ struct start_flags {
       throw CLI::ValidationError("start",
                                  "give exactly one of --head and --address "
                                  "HOST:PORT");
-    o.serve.port = static_cast<uint16_t>(port >= 0 ? port
-                                         : o.head  ? 6380
-                                                   : 0);
+    o.serve.port = static_cast<uint16_t>(port >= 0 ? port : o.head ? 6380 : 0);
     o.serve.resources = parse_resources(resources);
     if (o.serve.resources.empty())
       o.serve.resources["cpu"] = o.init.num_cpus > 0
@@ -136,9 +134,9 @@ int cli_main(int argc, char** argv) {
                  "~/.lumen/cluster-token)")
     ->type_name("F")
     ->check(non_empty());
-  app.add_subcommand(
-    "stop", "stop the heads and nodes `lumen start` started in the "
-            "background here (SIGTERM, then SIGKILL after 10 s)");
+  app.add_subcommand("stop",
+                     "stop the heads and nodes `lumen start` started in the "
+                     "background here (SIGTERM, then SIGKILL after 10 s)");
   try {
     app.parse(argc, argv);
     if (app.got_subcommand("start"))

@@ -64,14 +64,13 @@ data_client::on_reply publish_reply(std::shared_ptr<T> x) {
 
 } // namespace
 
-cluster_client::cluster_client(embedded_runtime& rt,
-                               const address& head, std::string token,
-                               const std::string& role)
-  : rt_(rt),
-    sys_(rt.system()),
-    head_address_(head),
-    token_(std::move(token)),
-    role_(role) {
+cluster_client::cluster_client(embedded_runtime& rt, const address& head,
+                               std::string token, const std::string& role)
+  : rt_(rt)
+  , sys_(rt.system())
+  , head_address_(head)
+  , token_(std::move(token))
+  , role_(role) {
   head_ = connect_control(sys_, head, token_, "the head");
   id_ = hello(sys_, head_, role, "the head");
   undertaker_ = std::thread{[this] { run_funerals(); }};
@@ -93,11 +92,11 @@ caf::actor cluster_client::head() {
 }
 
 error cluster_client::head_unreachable(const std::string& why) const {
-  return error("the head at " + head_address_.to_string()
-                 + " is unreachable (" + why
-                 + "): lumen::nodes(), named actors and new nodes need it. "
-                   "Work on live nodes goes on, and this process rejoins a "
-                   "head that comes back at that address",
+  return error("the head at " + head_address_.to_string() +
+                 " is unreachable (" + why +
+                 "): lumen::nodes(), named actors and new nodes need it. "
+                 "Work on live nodes goes on, and this process rejoins a "
+                 "head that comes back at that address",
                errc::head_unreachable);
 }
 
@@ -113,8 +112,8 @@ void cluster_client::rejoin_loop() {
     if (back) {
       head_ = back;
       head_lost_ = false;
-      log_line("rejoined the head at " + head_address_.to_string() + " as "
-               + this_node());
+      log_line("rejoined the head at " + head_address_.to_string() + " as " +
+               this_node());
       rt_.run_as_requester(
         [back](caf::event_based_actor* self) { self->monitor(back); });
     } else {
@@ -161,9 +160,9 @@ void cluster_client::refresh_directory() {
     // nodes; a node that died since is known dead from its own link.
     if (head_lost_ && !directory_.empty())
       return;
-    stale = directory_.empty()
-            || std::chrono::steady_clock::now() - directory_at_
-                 > std::chrono::seconds(1);
+    stale =
+      directory_.empty() || std::chrono::steady_clock::now() - directory_at_ >
+                              std::chrono::seconds(1);
   }
   if (stale)
     nodes();
@@ -188,12 +187,13 @@ std::string cluster_client::pick_node(const placement& where) {
     for (auto& n : directory_)
       if (n.id == where.node_id) {
         if (!n.alive)
-          throw actor_died("node " + n.id + " is dead; pick a live one from "
+          throw actor_died("node " + n.id +
+                           " is dead; pick a live one from "
                            "lumen::nodes()");
         return n.id;
       }
-    throw usage_error("there is no node '" + where.node_id
-                      + "' in the cluster; lumen::nodes() lists them");
+    throw usage_error("there is no node '" + where.node_id +
+                      "' in the cluster; lumen::nodes() lists them");
   }
   std::vector<const node_info*> live;
   for (auto& n : directory_)
@@ -225,8 +225,8 @@ cluster_client::node_link cluster_client::link_to(const std::string& node_id) {
     link.manager = connect_control(sys_, where, token_, "node " + node_id);
     hello(sys_, link.manager, "driver", "node " + node_id);
   }
-  link.data = std::make_shared<data_client>(data_address, token_,
-                                            "node " + node_id);
+  link.data =
+    std::make_shared<data_client>(data_address, token_, "node " + node_id);
   link.data->start();
   {
     std::lock_guard<std::mutex> guard{mtx_};
@@ -313,8 +313,8 @@ cluster_client::drop_link(const std::string& node_id,
                           const data_client* failed) {
   std::lock_guard<std::mutex> guard{mtx_};
   auto i = links_.find(node_id);
-  if (i == links_.end()
-      || (failed != nullptr && i->second.data.get() != failed))
+  if (i == links_.end() ||
+      (failed != nullptr && i->second.data.get() != failed))
     return nullptr; // an old connection's news: the node has a new one
   dead_.insert(node_id);
   for (auto& n : directory_)
@@ -401,10 +401,10 @@ void cluster_client::on_down(const caf::down_msg& msg) {
     if (!head_lost_ && head_ && msg.source == head_.address()) {
       head_lost_ = true;
       head_cv_.notify_all();
-      log_line("lost the head at " + head_address_.to_string() + " ("
-               + sys_.render(msg.reason)
-               + "); work on live nodes goes on, and this process rejoins "
-                 "a head that comes back at that address");
+      log_line("lost the head at " + head_address_.to_string() + " (" +
+               sys_.render(msg.reason) +
+               "); work on live nodes goes on, and this process rejoins "
+               "a head that comes back at that address");
       return;
     }
     for (auto& [id, link] : links_)
@@ -422,8 +422,7 @@ void cluster_client::submit_task(std::shared_ptr<task_spec> t) {
   when_all_ready(deps, [this, t] { send_task(t, t->max_retries()); });
 }
 
-void cluster_client::send_task(std::shared_ptr<task_spec> t,
-                               int retries_left) {
+void cluster_client::send_task(std::shared_ptr<task_spec> t, int retries_left) {
   if (auto err = first_error(t->deps)) {
     t->result()->set_error(err);
     return;
@@ -444,8 +443,8 @@ void cluster_client::send_task(std::shared_ptr<task_spec> t,
       break;
     } catch (...) {
       // A spread task tries another node when one cannot be reached.
-      if (node.empty() || t->where.kind != placement::spread
-          || retries_left == 0 || stopping_) {
+      if (node.empty() || t->where.kind != placement::spread ||
+          retries_left == 0 || stopping_) {
         t->result()->set_error(std::current_exception());
         return;
       }
@@ -457,18 +456,17 @@ void cluster_client::send_task(std::shared_ptr<task_spec> t,
   }
   auto lost = [this, t, node, retries_left,
                client = link.data.get()](const std::string& why) {
-      if (auto data = drop_link(node, client))
-        bury(node, why, std::move(data));
-      // A task that was spread may run on another node; one pinned to this
-      // node cannot.
-      if (retries_left > 0 && t->where.kind == placement::spread
-          && !stopping_) {
-        send_task(t, retries_left - 1);
-        return;
-      }
-      t->result()->set_error(std::make_exception_ptr(
-        actor_died("task " + t->function().name + " was lost with node "
-                   + node + ": " + why)));
+    if (auto data = drop_link(node, client))
+      bury(node, why, std::move(data));
+    // A task that was spread may run on another node; one pinned to this
+    // node cannot.
+    if (retries_left > 0 && t->where.kind == placement::spread && !stopping_) {
+      send_task(t, retries_left - 1);
+      return;
+    }
+    t->result()->set_error(std::make_exception_ptr(
+      actor_died("task " + t->function().name + " was lost with node " + node +
+                 ": " + why)));
   };
   if (!link.data->task(t->function().name, args, publish_reply(t), lost))
     lost("the connection to node " + node + " is gone");
@@ -519,9 +517,9 @@ std::shared_ptr<actor_core> cluster_client::lookup(const std::string& name) {
     return nullptr;
   auto cls = find_actor_class(cls_name);
   if (cls == nullptr)
-    throw usage_error("the actor named '" + name + "' is a " + cls_name
-                      + ", which this program does not register with "
-                        "LUMEN_ACTOR");
+    throw usage_error("the actor named '" + name + "' is a " + cls_name +
+                      ", which this program does not register with "
+                      "LUMEN_ACTOR");
   actor_options opts;
   opts.name = name;
   auto core = std::make_shared<actor_core>(*cls, nullptr, opts);
@@ -532,7 +530,7 @@ std::shared_ptr<actor_core> cluster_client::lookup(const std::string& name) {
 }
 
 caf::actor cluster_client::spawn_on(const std::string& node,
-                                   const actor_core& core) {
+                                    const actor_core& core) {
   auto mgr = link_to(node).manager;
   caf::actor handle;
   caf::scoped_actor self{sys_};
@@ -543,8 +541,8 @@ caf::actor cluster_client::spawn_on(const std::string& node,
     .receive([&](caf::actor& h) { handle = std::move(h); },
              [&](caf::error& err) {
                throw_control_error(sys_, err,
-                                   "cannot start " + core.cls.name
-                                     + " on node " + node,
+                                   "cannot start " + core.cls.name +
+                                     " on node " + node,
                                    errc::unreachable);
              });
   return handle;
@@ -568,8 +566,8 @@ void cluster_client::pump(const std::shared_ptr<actor_core>& core) {
     if (core->dead) {
       doomed.swap(core->outbox);
     } else {
-      while (!core->outbox_blocked && !core->relocating
-             && !core->outbox.empty()) {
+      while (!core->outbox_blocked && !core->relocating &&
+             !core->outbox.empty()) {
         auto& head = core->outbox.front();
         bool ready = true;
         for (auto& d : head->deps)

@@ -3,13 +3,13 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
-#include <thread>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -136,7 +136,7 @@ private:
   std::string role_;
   std::string id_;
   std::mutex mtx_;
-  caf::actor head_;       // under mtx_
+  caf::actor head_;        // under mtx_
   bool head_lost_ = false; // under mtx_
   std::condition_variable head_cv_;
   std::function<void(const caf::actor&)> on_head_back_;

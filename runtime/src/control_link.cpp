@@ -19,8 +19,7 @@ namespace {
 constexpr auto handshake_timeout = std::chrono::seconds(5);
 
 caf::actor basp_broker(caf::actor_system& sys) {
-  return sys.middleman().named_broker<caf::io::basp_broker>(
-    caf::atom("BASP"));
+  return sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
 }
 
 } // namespace
@@ -40,9 +39,9 @@ void serve_control(caf::actor_system& sys, caf::actor published, gate& g) {
 
 caf::actor connect_control(caf::actor_system& sys, const address& where,
                            const std::string& token, const std::string& what) {
-  int fd = pass_gate(where, token, what,
-                     std::chrono::duration_cast<std::chrono::milliseconds>(
-                       handshake_timeout));
+  int fd = pass_gate(
+    where, token, what,
+    std::chrono::duration_cast<std::chrono::milliseconds>(handshake_timeout));
   caf::actor peer;
   std::string failure;
   caf::scoped_actor self{sys};
@@ -50,14 +49,15 @@ caf::actor connect_control(caf::actor_system& sys, const address& where,
     ->request(basp_broker(sys), handshake_timeout, caf::connect_atom::value,
               sys.middleman().backend().new_scribe(fd), where.port)
     .receive(
-      [&](caf::node_id&, caf::strong_actor_ptr& whom,
-          std::set<std::string>&) { peer = caf::actor_cast<caf::actor>(whom); },
+      [&](caf::node_id&, caf::strong_actor_ptr& whom, std::set<std::string>&) {
+        peer = caf::actor_cast<caf::actor>(whom);
+      },
       [&](caf::error& err) { failure = sys.render(err); });
   if (!peer)
-    throw error("cannot reach " + what + " at " + where.to_string()
-                  + ": it let this process in but did not complete the "
-                    "control handshake"
-                  + (failure.empty() ? std::string{} : " (" + failure + ")"),
+    throw error("cannot reach " + what + " at " + where.to_string() +
+                  ": it let this process in but did not complete the "
+                  "control handshake" +
+                  (failure.empty() ? std::string{} : " (" + failure + ")"),
                 errc::unreachable);
   return peer;
 }

@@ -48,11 +48,10 @@ class named_task final : public task_spec {
 public:
   named_task(std::shared_ptr<value_state<bytes>> st, const function_entry& e,
              std::shared_ptr<bytes> frame, byte_span args)
-    : task_spec(st, e, 0, false),
-      st_(std::move(st)),
-      frame_(std::move(frame)),
-      args_(args) {
-  }
+    : task_spec(st, e, 0, false)
+    , st_(std::move(st))
+    , frame_(std::move(frame))
+    , args_(args) {}
 
   bytes encode_args() override {
     return bytes(args_.data, args_.data + args_.size);
@@ -78,11 +77,10 @@ class named_call final : public actor_call {
 public:
   named_call(std::shared_ptr<value_state<bytes>> st, const method_entry& m,
              std::shared_ptr<bytes> frame, byte_span args)
-    : actor_call(st, m),
-      st_(std::move(st)),
-      frame_(std::move(frame)),
-      args_(args) {
-  }
+    : actor_call(st, m)
+    , st_(std::move(st))
+    , frame_(std::move(frame))
+    , args_(args) {}
 
   void invoke(void* instance) override {
     try {
@@ -137,8 +135,8 @@ void reply_error(const std::shared_ptr<data_connection>& c, uint64_t id,
 
 // -- data_connection ----------------------------------------------------------
 
-data_connection::data_connection(int fd) : fd_(fd) {
-}
+data_connection::data_connection(int fd)
+  : fd_(fd) {}
 
 data_connection::~data_connection() {
   ::close(fd_);
@@ -146,8 +144,12 @@ data_connection::~data_connection() {
 
 bool data_connection::send(frame_kind kind, bool ok, uint64_t id,
                            std::vector<byte_span> parts) {
-  frame_header h{frame_magic, static_cast<uint8_t>(kind),
-                 static_cast<uint8_t>(ok ? 1 : 0), 0, id, 0};
+  frame_header h{frame_magic,
+                 static_cast<uint8_t>(kind),
+                 static_cast<uint8_t>(ok ? 1 : 0),
+                 0,
+                 id,
+                 0};
   std::vector<iovec> iov;
   iov.push_back({&h, sizeof(h)});
   for (auto& p : parts) {
@@ -159,11 +161,10 @@ bool data_connection::send(frame_kind kind, bool ok, uint64_t id,
   return write_all(fd_, iov.data(), static_cast<int>(iov.size()));
 }
 
-bool data_connection::receive(frame_header& h,
-                              std::shared_ptr<bytes>& payload,
+bool data_connection::receive(frame_header& h, std::shared_ptr<bytes>& payload,
                               uint64_t max_length) {
-  if (!read_all(fd_, &h, sizeof(h)) || h.magic != frame_magic
-      || h.length > max_length)
+  if (!read_all(fd_, &h, sizeof(h)) || h.magic != frame_magic ||
+      h.length > max_length)
     return false;
   payload = std::make_shared<bytes>(h.length);
   return read_all(fd_, payload->data(), h.length);
@@ -177,7 +178,8 @@ void data_connection::close() {
 
 data_server::data_server(embedded_runtime& rt, const std::string& host,
                          const std::string& token)
-  : rt_(rt), gate_(std::make_unique<gate>(host, 0, token, "data")) {
+  : rt_(rt)
+  , gate_(std::make_unique<gate>(host, 0, token, "data")) {
   gate_->open([this](int fd, const std::string&) { admit(fd); });
 }
 
@@ -253,20 +255,24 @@ void data_server::run_task(const std::shared_ptr<data_connection>& c,
   size_t pos = 0;
   std::string name;
   if (!take_name(*payload, pos, name))
-    return reply_error(c, id, std::make_exception_ptr(codec_error(
-                                "malformed task frame")));
+    return reply_error(
+      c, id, std::make_exception_ptr(codec_error("malformed task frame")));
   auto entry = find_function(name);
   if (entry == nullptr)
-    return reply_error(c, id, std::make_exception_ptr(usage_error(
-                                "node " + this_node() + " has no remote "
-                                "function '" + name + "': start it with "
-                                "--code-path to a library that registers "
-                                "it with LUMEN_REMOTE")));
+    return reply_error(c, id,
+                       std::make_exception_ptr(
+                         usage_error("node " + this_node() +
+                                     " has no remote "
+                                     "function '" +
+                                     name +
+                                     "': start it with "
+                                     "--code-path to a library that registers "
+                                     "it with LUMEN_REMOTE")));
   auto result = std::make_shared<value_state<bytes>>();
   reply_when_ready(c, id, result);
   byte_span args{payload->data() + pos, payload->size() - pos};
-  rt_.run_local(std::make_shared<named_task>(result, *entry,
-                                             std::move(payload), args));
+  rt_.run_local(
+    std::make_shared<named_task>(result, *entry, std::move(payload), args));
 }
 
 void data_server::run_call(const std::shared_ptr<data_connection>& c,
@@ -275,8 +281,8 @@ void data_server::run_call(const std::shared_ptr<data_connection>& c,
   size_t pos = sizeof(actor);
   std::string method;
   if (payload->size() < pos || !take_name(*payload, pos, method))
-    return reply_error(c, id, std::make_exception_ptr(codec_error(
-                                "malformed call frame")));
+    return reply_error(
+      c, id, std::make_exception_ptr(codec_error("malformed call frame")));
   std::memcpy(&actor, payload->data(), sizeof(actor));
   std::shared_ptr<actor_core> core;
   {
@@ -286,20 +292,20 @@ void data_server::run_call(const std::shared_ptr<data_connection>& c,
       core = i->second.lock();
   }
   if (!core)
-    return reply_error(c, id, std::make_exception_ptr(actor_died(
-                                "the actor is gone from node "
-                                + this_node())));
+    return reply_error(c, id,
+                       std::make_exception_ptr(actor_died(
+                         "the actor is gone from node " + this_node())));
   auto entry = core->cls.find(method);
   if (entry == nullptr)
-    return reply_error(c, id, std::make_exception_ptr(usage_error(
-                                method + " is not registered for "
-                                + core->cls.name + " on node "
-                                + this_node())));
+    return reply_error(c, id,
+                       std::make_exception_ptr(usage_error(
+                         method + " is not registered for " + core->cls.name +
+                         " on node " + this_node())));
   auto result = std::make_shared<value_state<bytes>>();
   reply_when_ready(c, id, result);
   byte_span args{payload->data() + pos, payload->size() - pos};
-  auto call = std::make_shared<named_call>(result, *entry, std::move(payload),
-                                           args);
+  auto call =
+    std::make_shared<named_call>(result, *entry, std::move(payload), args);
   call->core = core;
   if (core->dead)
     return; // dropping the call replies actor_died
@@ -342,21 +348,21 @@ bool data_client::task(const std::string& function, const bytes& args,
                        on_reply done, on_fail fail) {
   auto len = static_cast<uint32_t>(function.size());
   return send(frame_kind::task,
-       {{reinterpret_cast<const char*>(&len), sizeof(len)},
-        {function.data(), function.size()},
-        span_of(args)},
-       std::move(done), std::move(fail));
+              {{reinterpret_cast<const char*>(&len), sizeof(len)},
+               {function.data(), function.size()},
+               span_of(args)},
+              std::move(done), std::move(fail));
 }
 
 bool data_client::call(uint64_t actor, const std::string& method,
                        const bytes& args, on_reply done, on_fail fail) {
   auto len = static_cast<uint32_t>(method.size());
   return send(frame_kind::call,
-       {{reinterpret_cast<const char*>(&actor), sizeof(actor)},
-        {reinterpret_cast<const char*>(&len), sizeof(len)},
-        {method.data(), method.size()},
-        span_of(args)},
-       std::move(done), std::move(fail));
+              {{reinterpret_cast<const char*>(&actor), sizeof(actor)},
+               {reinterpret_cast<const char*>(&len), sizeof(len)},
+               {method.data(), method.size()},
+               span_of(args)},
+              std::move(done), std::move(fail));
 }
 
 bool data_client::send(frame_kind kind, std::vector<byte_span> parts,

@@ -79,7 +79,8 @@ std::string join_head(caf::actor_system& sys, const caf::actor& manager,
 } // namespace
 
 embedded_runtime::embedded_runtime(const init_options& opts, cluster_role role)
-  : pool_(cpu_count(opts)), role_(std::move(role)) {
+  : pool_(cpu_count(opts))
+  , role_(std::move(role)) {
   // CAF's default of 4 scheduler threads oversubscribes small machines; its
   // threads serve event-based actors only, Lumen actors have their own.
   cfg_.set("scheduler.max-threads", cpu_count(opts));
@@ -116,16 +117,15 @@ embedded_runtime::embedded_runtime(const init_options& opts, cluster_role role)
         break;
       case cluster_role::driver:
         client_ = std::make_unique<cluster_client>(
-          *this, role_.head_address, role_.token,
-          role_.hello_role);
+          *this, role_.head_address, role_.token, role_.hello_role);
         set_this_node(client_->id());
         client_->watch_head(nullptr);
         break;
       case cluster_role::head:
       case cluster_role::node: {
         role_.serve.is_head = role_.kind == cluster_role::head;
-        data_ = std::make_unique<data_server>(*this, role_.serve.host,
-                                              role_.token);
+        data_ =
+          std::make_unique<data_server>(*this, role_.serve.host, role_.token);
         manager_ = spawn_node_manager(*sys_, *this, role_.serve);
         control_gate_ = std::make_unique<gate>(
           role_.serve.host, role_.serve.port, role_.token, "control");
@@ -138,14 +138,13 @@ embedded_runtime::embedded_runtime(const init_options& opts, cluster_role role)
           set_this_node("head");
           role_.head_address = {role_.serve.host, port_};
         } else {
-          set_this_node(join_head(
-            *sys_, manager_,
-            connect_control(*sys_, role_.head_address, role_.token,
-                            "the head")));
+          set_this_node(join_head(*sys_, manager_,
+                                  connect_control(*sys_, role_.head_address,
+                                                  role_.token, "the head")));
         }
         // Tasks and actors running here may send work to other nodes too.
-        client_ = std::make_unique<cluster_client>(
-          *this, role_.head_address, role_.token, "client");
+        client_ = std::make_unique<cluster_client>(*this, role_.head_address,
+                                                   role_.token, "client");
         if (role_.kind == cluster_role::node)
           client_->watch_head([this](const caf::actor& head) {
             set_this_node(join_head(*sys_, manager_, head));
@@ -192,7 +191,9 @@ void embedded_runtime::shutdown_actors() {
   // for on this node.
   if (manager_) {
     caf::anon_send_exit(manager_, caf::exit_reason::user_shutdown);
-    caf::scoped_actor{*sys_}->wait_for(manager_);
+    caf::scoped_actor {
+      *sys_
+      } -> wait_for(manager_);
     manager_ = nullptr;
   }
   data_.reset();
@@ -213,17 +214,17 @@ void embedded_runtime::shutdown_actors() {
 }
 
 bool embedded_runtime::runs_here(const placement& where) const {
-  if (where.kind == placement::local
-      || (where.kind == placement::node && where.node_id == this_node()))
+  if (where.kind == placement::local ||
+      (where.kind == placement::node && where.node_id == this_node()))
     return true;
   if (client_)
     return false;
   // Without a cluster this process is the only node: spread is trivial,
   // and a named node must be this one.
   if (where.kind == placement::node && where.node_id != this_node())
-    throw usage_error("there is no node '" + where.node_id
-                      + "': this process is not in a cluster (pass "
-                        "--address to lumen::init to join one)");
+    throw usage_error("there is no node '" + where.node_id +
+                      "': this process is not in a cluster (pass "
+                      "--address to lumen::init to join one)");
   return true;
 }
 
@@ -236,9 +237,8 @@ void embedded_runtime::submit_task(std::shared_ptr<task_spec> t) {
 
 void embedded_runtime::run_local(std::shared_ptr<task_spec> t) {
   auto deps = t->deps;
-  when_all_ready(deps, [this, t = std::move(t)]() mutable {
-    pool_.submit(std::move(t));
-  });
+  when_all_ready(
+    deps, [this, t = std::move(t)]() mutable { pool_.submit(std::move(t)); });
 }
 
 std::shared_ptr<actor_ref>
@@ -256,10 +256,10 @@ embedded_runtime::spawn_actor(const actor_class_entry& cls,
 
 void embedded_runtime::require_free_name(const std::string& name) const {
   if (!name.empty() && names_.count(name) > 0)
-    throw usage_error("an actor named '" + name
-                      + "' already exists; pick another name, or look it up "
-                        "with lumen::get_actor<C>(\""
-                        + name + "\")",
+    throw usage_error("an actor named '" + name +
+                        "' already exists; pick another name, or look it up "
+                        "with lumen::get_actor<C>(\"" +
+                        name + "\")",
                       errc::name_taken);
 }
 
@@ -363,8 +363,8 @@ std::vector<node_info> embedded_runtime::nodes() {
   std::string data_address;
   if (data_)
     data_address = role_.serve.host + ":" + std::to_string(data_->port());
-  return {node_info{this_node(), address, true, role_.serve.resources,
-                    data_address}};
+  return {
+    node_info{this_node(), address, true, role_.serve.resources, data_address}};
 }
 
 void embedded_runtime::run_as_requester(
@@ -374,9 +374,9 @@ void embedded_runtime::run_as_requester(
 
 caf::actor embedded_runtime::manager_of(const std::string& node_id) {
   if (!client_)
-    throw usage_error("there is no node '" + node_id
-                      + "': this process is not in a cluster (pass "
-                        "--address to lumen::init to join one)");
+    throw usage_error("there is no node '" + node_id +
+                      "': this process is not in a cluster (pass "
+                      "--address to lumen::init to join one)");
   return client_->manager_of(node_id);
 }
 

@@ -31,7 +31,7 @@ struct cluster_role {
   address head_address; // driver and node: where the head listens
   std::string token;
   std::string hello_role = "driver"; // "client" for one-off queries
-  node_settings serve; // head and node: where and how to serve
+  node_settings serve;               // head and node: where and how to serve
 };
 
 /// A process's runtime: one CAF actor system whose detached actors host
@@ -61,10 +61,9 @@ public:
   void run_local(std::shared_ptr<task_spec> t);
 
   /// Hosts an actor in this process, whatever its placement says.
-  std::shared_ptr<actor_ref>
-  spawn_local_actor(const actor_class_entry& cls,
-                    std::unique_ptr<actor_factory> f,
-                    const actor_options& opts);
+  std::shared_ptr<actor_ref> spawn_local_actor(const actor_class_entry& cls,
+                                               std::unique_ptr<actor_factory> f,
+                                               const actor_options& opts);
 
   /// Registers an actor another node hosts for this process.
   std::shared_ptr<actor_ref> adopt_remote_actor(std::shared_ptr<actor_core> c);

@@ -42,14 +42,13 @@ const char* to_string(errc code) noexcept {
 
 task_error::task_error(std::string function, std::string exception_type,
                        std::string message, std::string node)
-  : error("task " + function + " failed on node " + node + ": "
-          + exception_type + ": " + message,
-          errc::task_failed),
-    function_(std::move(function)),
-    type_(std::move(exception_type)),
-    message_(std::move(message)),
-    node_(std::move(node)) {
-}
+  : error("task " + function + " failed on node " + node + ": " +
+            exception_type + ": " + message,
+          errc::task_failed)
+  , function_(std::move(function))
+  , type_(std::move(exception_type))
+  , message_(std::move(message))
+  , node_(std::move(node)) {}
 
 namespace detail {
 

@@ -41,8 +41,9 @@ CLI::Validator non_empty() {
 }
 
 void add_init_flags(CLI::App& app, init_options& opts) {
-  app.add_option("--num-cpus", opts.num_cpus,
-                 "threads that run tasks (default: one per core)")
+  app
+    .add_option("--num-cpus", opts.num_cpus,
+                "threads that run tasks (default: one per core)")
     ->type_name("N")
     ->check(CLI::Range(1, 4096));
   app
@@ -67,15 +68,15 @@ init_options parse_init_flags(int argc, char** argv, bool& help) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    throw usage_error("lumen::init: " + std::string{e.what()} + "\n"
-                      + init_flags_help());
+    throw usage_error("lumen::init: " + std::string{e.what()} + "\n" +
+                      init_flags_help());
   }
   for (auto& extra : app.remaining())
     if (extra.rfind("--", 0) == 0)
-      throw usage_error("lumen::init: unknown flag '" + extra + "'.\n"
-                        + init_flags_help()
-                        + "To use flags of your own, parse them yourself and "
-                          "call lumen::init(lumen::init_options{...}).");
+      throw usage_error("lumen::init: unknown flag '" + extra + "'.\n" +
+                        init_flags_help() +
+                        "To use flags of your own, parse them yourself and "
+                        "call lumen::init(lumen::init_options{...}).");
   return opts;
 }
 

@@ -48,8 +48,8 @@ void put_u16(char* out, size_t x) {
 }
 
 size_t get_u16(const char* in) {
-  return static_cast<size_t>(static_cast<unsigned char>(in[0]))
-         | static_cast<size_t>(static_cast<unsigned char>(in[1])) << 8;
+  return static_cast<size_t>(static_cast<unsigned char>(in[0])) |
+         static_cast<size_t>(static_cast<unsigned char>(in[1])) << 8;
 }
 
 /// Compares every byte whatever the first difference, so that the time an
@@ -80,8 +80,8 @@ public:
     auto now = std::chrono::steady_clock::now();
     if (now - window_ >= std::chrono::seconds(1)) {
       if (quiet_ > 0)
-        log_line("... and " + std::to_string(quiet_)
-                 + " more such connections in the second before");
+        log_line("... and " + std::to_string(quiet_) +
+                 " more such connections in the second before");
       window_ = now;
       said_ = 0;
       quiet_ = 0;
@@ -132,17 +132,19 @@ class gate::impl::handshake
   : public std::enable_shared_from_this<gate::impl::handshake> {
 public:
   handshake(gate::impl& g, tcp::socket s)
-    : g_(g), sock_(std::move(s)), timer_(g.io), peer_(describe(sock_)) {
-  }
+    : g_(g)
+    , sock_(std::move(s))
+    , timer_(g.io)
+    , peer_(describe(sock_)) {}
 
   void start() {
     place_ = g_.waiting.insert(g_.waiting.end(), weak_from_this());
     timer_.expires_after(g_.limits.deadline);
     timer_.async_wait([self = shared_from_this()](error_code ec) {
       if (!ec)
-        self->drop("dropped", "no token within "
-                                + std::to_string(self->g_.limits.deadline.count())
-                                + " ms");
+        self->drop("dropped",
+                   "no token within " +
+                     std::to_string(self->g_.limits.deadline.count()) + " ms");
     });
     asio::async_read(sock_, asio::buffer(greeting_),
                      [self = shared_from_this()](error_code ec, size_t) {
@@ -191,8 +193,8 @@ private:
     sock_.set_option(tcp::no_delay(true), ec);
     int fd = sock_.release(ec);
     if (ec) {
-      log_line("lost a " + g_.what + " connection from " + peer_ + ": "
-               + ec.message());
+      log_line("lost a " + g_.what + " connection from " + peer_ + ": " +
+               ec.message());
       return;
     }
     set_blocking(fd);
@@ -202,9 +204,8 @@ private:
   void lost(const error_code& ec) {
     if (ec == asio::error::operation_aborted)
       return; // dropped already
-    drop("dropped", ec == asio::error::eof
-                      ? "it left before showing a token"
-                      : ec.message());
+    drop("dropped", ec == asio::error::eof ? "it left before showing a token"
+                                           : ec.message());
   }
 
 public:
@@ -212,8 +213,8 @@ public:
     if (done_)
       return;
     finish();
-    g_.log.say(std::string{verb} + " a " + g_.what + " connection from "
-               + peer_ + ": " + why);
+    g_.log.say(std::string{verb} + " a " + g_.what + " connection from " +
+               peer_ + ": " + why);
     error_code ec;
     sock_.close(ec);
   }
@@ -254,9 +255,9 @@ void gate::impl::accept() {
     // a crowd of dawdlers cannot keep a prompt peer out.
     if (waiting.size() >= limits.max_pending)
       if (auto oldest = waiting.front().lock())
-        oldest->drop("dropped", "the oldest of "
-                                  + std::to_string(waiting.size())
-                                  + " handshakes under way, to make room");
+        oldest->drop("dropped", "the oldest of " +
+                                  std::to_string(waiting.size()) +
+                                  " handshakes under way, to make room");
     std::make_shared<handshake>(*this, std::move(s))->start();
     accept();
   });
@@ -271,11 +272,14 @@ gate::gate(const std::string& host, uint16_t port, std::string token,
   auto where = host + ":" + std::to_string(port);
   error_code ec;
   tcp::resolver resolver{impl_->io};
-  auto found = resolver.resolve(host, std::to_string(port),
-                                tcp::resolver::passive, ec);
+  auto found =
+    resolver.resolve(host, std::to_string(port), tcp::resolver::passive, ec);
   if (ec || found.empty())
-    throw usage_error("cannot listen on " + where + ": the host does not "
-                      "resolve (" + ec.message() + "); pass --host with an "
+    throw usage_error("cannot listen on " + where +
+                      ": the host does not "
+                      "resolve (" +
+                      ec.message() +
+                      "); pass --host with an "
                       "address of this machine, e.g. 127.0.0.1");
   auto endpoint = found.begin()->endpoint();
   auto& acc = impl_->acceptor;
@@ -287,8 +291,8 @@ gate::gate(const std::string& host, uint16_t port, std::string token,
   if (!ec)
     acc.listen(asio::socket_base::max_listen_connections, ec);
   if (ec)
-    throw usage_error("cannot listen on " + where + " (" + ec.message()
-                      + "); pick another --port, or 0 for any free one");
+    throw usage_error("cannot listen on " + where + " (" + ec.message() +
+                      "); pick another --port, or 0 for any free one");
 }
 
 gate::~gate() {
@@ -312,25 +316,23 @@ void gate::open(admit_fn admit) {
 int pass_gate(const address& where, const std::string& token,
               const std::string& what, std::chrono::milliseconds timeout) {
   auto unreachable = [&](const std::string& why) {
-    return error("cannot reach " + what + " at " + where.to_string() + " ("
-                   + why
-                   + "); is it running? `lumen status` lists the cluster",
+    return error("cannot reach " + what + " at " + where.to_string() + " (" +
+                   why + "); is it running? `lumen status` lists the cluster",
                  errc::unreachable);
   };
   if (token.empty() || token.size() > max_token_size)
-    throw usage_error("the cluster token must have 1 to "
-                      + std::to_string(max_token_size) + " characters",
+    throw usage_error("the cluster token must have 1 to " +
+                        std::to_string(max_token_size) + " characters",
                       errc::bad_token_file);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
-  if (int rc = ::getaddrinfo(where.host.c_str(),
-                             std::to_string(where.port).c_str(),
-                             &hints, &found);
+  if (int rc = ::getaddrinfo(
+        where.host.c_str(), std::to_string(where.port).c_str(), &hints, &found);
       rc != 0)
-    throw unreachable(std::string{"the host does not resolve: "}
-                      + ::gai_strerror(rc));
+    throw unreachable(std::string{"the host does not resolve: "} +
+                      ::gai_strerror(rc));
   std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard{found, ::freeaddrinfo};
   auto deadline = std::chrono::steady_clock::now() + timeout;
   auto left_ms = [&] {
@@ -338,8 +340,8 @@ int pass_gate(const address& where, const std::string& token,
       deadline - std::chrono::steady_clock::now());
     return std::max<long>(1, static_cast<long>(left.count()));
   };
-  int fd = ::socket(found->ai_family,
-                    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int fd =
+    ::socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0)
     throw unreachable(std::strerror(errno));
   auto fail = [&](const std::string& why) {
@@ -351,8 +353,7 @@ int pass_gate(const address& where, const std::string& token,
       throw fail(std::strerror(errno));
     pollfd p{fd, POLLOUT, 0};
     if (::poll(&p, 1, static_cast<int>(left_ms())) != 1)
-      throw fail("no answer within " + std::to_string(timeout.count())
-                 + " ms");
+      throw fail("no answer within " + std::to_string(timeout.count()) + " ms");
     int err = 0;
     socklen_t len = sizeof(err);
     ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
@@ -373,8 +374,8 @@ int pass_gate(const address& where, const std::string& token,
   put_u16(hello.data() + gate_magic.size(), token.size());
   hello += token;
   std::array<char, 3> verdict{};
-  if (!write_all(fd, hello.data(), hello.size())
-      || !read_all(fd, verdict.data(), verdict.size()))
+  if (!write_all(fd, hello.data(), hello.size()) ||
+      !read_all(fd, verdict.data(), verdict.size()))
     throw fail("it ended the handshake: not a Lumen port, too busy, or too "
                "slow");
   std::string reason(std::min(get_u16(verdict.data() + 1), max_reason), '\0');
@@ -382,13 +383,12 @@ int pass_gate(const address& where, const std::string& token,
     throw fail("it ended the handshake");
   if (static_cast<uint8_t>(verdict[0]) != verdict_admitted) {
     ::close(fd);
-    throw error(what + " at " + where.to_string()
-                  + " refused this process: " + reason
-                  + "; use the token file the head wrote (`lumen start "
-                    "--head` prints its path) with --token-file or "
-                    "LUMEN_TOKEN_FILE",
-                reason == wrong_token_reason ? errc::wrong_token
-                                             : errc::unreachable);
+    throw error(
+      what + " at " + where.to_string() + " refused this process: " + reason +
+        "; use the token file the head wrote (`lumen start "
+        "--head` prints its path) with --token-file or "
+        "LUMEN_TOKEN_FILE",
+      reason == wrong_token_reason ? errc::wrong_token : errc::unreachable);
   }
   bound(0);
   return fd;

@@ -13,9 +13,9 @@
 // Integers are little-endian. A refused peer hears why; junk is dropped
 // without a word. The whole handshake has a deadline, and only so many
 // handshakes wait at once: past that the oldest is dropped to make room,
-// so that dawdlers cannot keep a prompt peer out. All handshakes of a gate run on its one event-loop thread; an
-// admitted socket is handed on, in blocking mode, to the protocol of its
-// port.
+// so that dawdlers cannot keep a prompt peer out. All handshakes of a gate run
+// on its one event-loop thread; an admitted socket is handed on, in blocking
+// mode, to the protocol of its port.
 
 #include <chrono>
 #include <cstdint>

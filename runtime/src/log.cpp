@@ -9,8 +9,8 @@ namespace lumen::detail {
 
 void log_line(const std::string& text) {
   static std::mutex mtx;
-  auto now = std::chrono::system_clock::to_time_t(
-    std::chrono::system_clock::now());
+  auto now =
+    std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   char stamp[32];
   tm local{};
   ::localtime_r(&now, &local);

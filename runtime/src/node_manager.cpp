@@ -29,8 +29,8 @@ namespace {
 class named_factory final : public actor_factory {
 public:
   named_factory(const constructor_entry& ctor, bytes args)
-    : ctor_(&ctor), args_(std::move(args)) {
-  }
+    : ctor_(&ctor)
+    , args_(std::move(args)) {}
 
   std::shared_ptr<void> construct() override {
     return ctor_->construct(args_);
@@ -85,8 +85,7 @@ using manager_actor = caf::stateful_actor<manager_state>;
 std::vector<node_info> directory(manager_actor* self) {
   auto& st = self->state;
   std::vector<node_info> out;
-  out.push_back({st.id,
-                 st.settings.host + ":" + std::to_string(st.rt->port()),
+  out.push_back({st.id, st.settings.host + ":" + std::to_string(st.rt->port()),
                  true, st.settings.resources,
                  st.settings.host + ":" + std::to_string(st.rt->data_port()),
                  static_cast<int>(st.hosted.size())});
@@ -127,8 +126,8 @@ bool id_taken(const manager_state& st, const std::string& id) {
 std::string pick_node_id(manager_state& st, const std::string& previous_id,
                          uint64_t previous_epoch) {
   st.next_node = std::max(st.next_node, node_number(previous_id) + 1);
-  if (!previous_id.empty() && previous_epoch != st.epoch
-      && !id_taken(st, previous_id))
+  if (!previous_id.empty() && previous_epoch != st.epoch &&
+      !id_taken(st, previous_id))
     return previous_id;
   std::string id;
   do
@@ -150,9 +149,9 @@ void after_rejoin(manager_actor* self, bool given_up) {
   }
   if (given_up) {
     log_line("this node was given up for dead by the head (it was paused "
-             "or cut off); it rejoined as "
-             + st.id + " and ends the " + std::to_string(st.hosted.size())
-             + " actors it hosted, whose callers were told they died");
+             "or cut off); it rejoined as " +
+             st.id + " and ends the " + std::to_string(st.hosted.size()) +
+             " actors it hosted, whose callers were told they died");
     for (auto& [addr, ref] : st.hosted)
       caf::anon_send_exit(ref->core->handle, caf::exit_reason::kill);
     return;
@@ -168,13 +167,13 @@ void after_rejoin(manager_actor* self, bool given_up) {
       .then(
         [=](bool bound) {
           if (!bound)
-            log_line("the restarted head gave the name '" + name
-                     + "' to another actor meanwhile; the one here keeps "
-                       "running without it");
+            log_line("the restarted head gave the name '" + name +
+                     "' to another actor meanwhile; the one here keeps "
+                     "running without it");
         },
         [=](caf::error& err) {
-          log_line("could not give the name '" + name
-                   + "' back to the head: " + caf::to_string(err));
+          log_line("could not give the name '" + name +
+                   "' back to the head: " + caf::to_string(err));
         });
   }
   report_actors(self);
@@ -190,7 +189,8 @@ bool bind_name(manager_actor* self, const std::string& name,
     // takes it back even if the old one's down message is still on its way.
     bool on_dead_node = false;
     for (auto& n : st.nodes)
-      on_dead_node = on_dead_node || (n.info.id == i->second.node && !n.info.alive);
+      on_dead_node =
+        on_dead_node || (n.info.id == i->second.node && !n.info.alive);
     if (!on_dead_node)
       return false;
     names.erase(i);
@@ -211,10 +211,10 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
   self->set_down_handler([=](caf::down_msg& msg) {
     auto& st = self->state;
     if (st.head && msg.source == st.head.address()) {
-      log_line("lost the head (" + caf::to_string(msg.reason)
-               + "); serving the " + std::to_string(st.hosted.size())
-               + " actors hosted here for callers already connected, and "
-                 "rejoining when a head is back at its address");
+      log_line("lost the head (" + caf::to_string(msg.reason) +
+               "); serving the " + std::to_string(st.hosted.size()) +
+               " actors hosted here for callers already connected, and "
+               "rejoining when a head is back at its address");
       st.head = nullptr;
       return;
     }
@@ -222,20 +222,20 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
       report_actors(self);
     for (auto i = st.names.begin(); i != st.names.end();)
       i = i->second.handle.address() == msg.source ? st.names.erase(i)
-                                                    : std::next(i);
+                                                   : std::next(i);
     for (auto& n : st.nodes)
       if (n.manager == msg.source && n.info.alive) {
         n.info.alive = false;
-        log_line("node " + n.info.id + " at " + n.info.address
-                 + " is dead: " + caf::to_string(msg.reason));
+        log_line("node " + n.info.id + " at " + n.info.address +
+                 " is dead: " + caf::to_string(msg.reason));
       }
   });
   return {
     [=](hello_atom, const std::string& role, const std::string& host,
         uint16_t port, uint16_t data_port,
         const std::map<std::string, std::string>& resources,
-        const std::string& previous_id, uint64_t previous_epoch)
-      -> caf::result<std::string, uint64_t> {
+        const std::string& previous_id,
+        uint64_t previous_epoch) -> caf::result<std::string, uint64_t> {
       // Every peer passed the gate with the token to get here.
       auto& st = self->state;
       auto sender = self->current_sender();
@@ -247,14 +247,14 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
         return {"driver-" + std::to_string(st.next_driver++), st.epoch};
       auto id = pick_node_id(st, previous_id, previous_epoch);
       auto address = host + ":" + std::to_string(port);
-      node_info info{id, address, true, {},
-                     host + ":" + std::to_string(data_port)};
+      node_info info{
+        id, address, true, {}, host + ":" + std::to_string(data_port)};
       for (auto& [k, v] : resources) {
         try {
           info.resources[k] = std::stod(v);
         } catch (const std::exception&) {
-          log_line("node " + id + " sent a bad resource amount: " + k + "="
-                   + v);
+          log_line("node " + id + " sent a bad resource amount: " + k + "=" +
+                   v);
         }
       }
       st.nodes.push_back({std::move(info), sender->address()});
@@ -262,11 +262,11 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
       if (previous_id.empty())
         log_line("node " + id + " joined from " + address);
       else if (previous_epoch == st.epoch)
-        log_line("node " + previous_id + " at " + address
-                 + ", given up for dead before, rejoined as " + id);
+        log_line("node " + previous_id + " at " + address +
+                 ", given up for dead before, rejoined as " + id);
       else
-        log_line("node " + previous_id + " of an earlier head rejoined from "
-                 + address + " as " + id);
+        log_line("node " + previous_id + " of an earlier head rejoined from " +
+                 address + " as " + id);
       return {id, st.epoch};
     },
     [=](join_atom, const caf::actor& head) {
@@ -307,9 +307,7 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
           [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
       return rp;
     },
-    [=](nodes_atom) -> caf::result<bytes> {
-      return encode(directory(self));
-    },
+    [=](nodes_atom) -> caf::result<bytes> { return encode(directory(self)); },
     [=](spawn_atom, const std::string& cls_name, const std::string& key,
         bytes& args, const std::string& name, int32_t max_restarts) {
       auto rp = self->make_response_promise();
@@ -319,10 +317,10 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
       if (cls == nullptr || ctor == nullptr) {
         rp.deliver(make_control_error(
           errc::not_registered,
-          "node " + st.id + " cannot build a " + cls_name
-            + " from these arguments: start it with --code-path to a "
-              "library that registers the class with LUMEN_ACTOR and "
-              "LUMEN_ACTOR_CTOR"));
+          "node " + st.id + " cannot build a " + cls_name +
+            " from these arguments: start it with --code-path to a "
+            "library that registers the class with LUMEN_ACTOR and "
+            "LUMEN_ACTOR_CTOR"));
         return rp;
       }
       actor_options opts;
@@ -331,8 +329,7 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
       std::shared_ptr<actor_ref> ref;
       try {
         ref = st.rt->spawn_local_actor(
-          *cls, std::make_unique<named_factory>(*ctor, std::move(args)),
-          opts);
+          *cls, std::make_unique<named_factory>(*ctor, std::move(args)), opts);
       } catch (const std::exception& e) {
         rp.deliver(make_control_error(errc::usage, e.what()));
         return rp;
@@ -348,11 +345,11 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
       };
       auto taken = [=]() mutable {
         caf::anon_send_exit(handle, caf::exit_reason::kill);
-        rp.deliver(make_control_error(
-          errc::name_taken, "an actor named '" + name
-                              + "' already exists in the cluster; pick "
-                                "another name, or look it up with "
-                                "lumen::get_actor"));
+        rp.deliver(make_control_error(errc::name_taken,
+                                      "an actor named '" + name +
+                                        "' already exists in the cluster; pick "
+                                        "another name, or look it up with "
+                                        "lumen::get_actor"));
       };
       if (name.empty()) {
         host(std::move(ref));
@@ -363,11 +360,12 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
           taken();
       } else if (!st.head) {
         caf::anon_send_exit(handle, caf::exit_reason::kill);
-        rp.deliver(make_control_error(
-          errc::head_unreachable,
-          "node " + st.id + " has lost the head, which keeps the cluster's "
-                            "names; start the actor without a name, or once "
-                            "a head is back at its address"));
+        rp.deliver(
+          make_control_error(errc::head_unreachable,
+                             "node " + st.id +
+                               " has lost the head, which keeps the cluster's "
+                               "names; start the actor without a name, or once "
+                               "a head is back at its address"));
       } else {
         self
           ->request(st.head, std::chrono::seconds(10), name_atom::value, name,
@@ -397,7 +395,8 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
       return caf::actor_cast<caf::strong_actor_ptr>(*h);
     },
     [=](name_atom, const std::string& name, const std::string& cls,
-        const std::string& node, const caf::actor& handle) -> caf::result<bool> {
+        const std::string& node,
+        const caf::actor& handle) -> caf::result<bool> {
       return bind_name(self, name, {cls, node, handle});
     },
     [=](lookup_atom, const std::string& name)

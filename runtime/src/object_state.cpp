@@ -30,8 +30,8 @@ inline void cpu_relax() {
 
 } // namespace
 
-object_state::object_state() : id_(next_object_id.fetch_add(1)) {
-}
+object_state::object_state()
+  : id_(next_object_id.fetch_add(1)) {}
 
 object_state::~object_state() = default;
 
@@ -163,23 +163,22 @@ std::exception_ptr capture_task_error(const std::string& function) {
     message = "(not derived from std::exception)";
   }
   return std::make_exception_ptr(
-    task_error{function, std::move(type), std::move(message),
-               this_node()});
+    task_error{function, std::move(type), std::move(message), this_node()});
 }
 
 void throw_empty_ref(const char* api) {
-  throw usage_error(std::string{api}
-                    + ": the ObjectRef is empty (default-constructed or "
-                      "moved from); use a ref returned by .remote() or "
-                      "lumen::put()");
+  throw usage_error(std::string{api} +
+                    ": the ObjectRef is empty (default-constructed or "
+                    "moved from); use a ref returned by .remote() or "
+                    "lumen::put()");
 }
 
 void throw_get_timeout(uint64_t id, clock::duration waited) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(waited);
-  throw get_timeout("lumen::get: object " + std::to_string(id)
-                    + " was not ready after " + std::to_string(ms.count())
-                    + " ms; pass a longer timeout or check the task that "
-                      "produces it");
+  throw get_timeout("lumen::get: object " + std::to_string(id) +
+                    " was not ready after " + std::to_string(ms.count()) +
+                    " ms; pass a longer timeout or check the task that "
+                    "produces it");
 }
 
 void await(object_state& st, clock::time_point deadline,
@@ -189,13 +188,12 @@ void await(object_state& st, clock::time_point deadline,
 }
 
 std::vector<bool> wait_states(const std::vector<object_state*>& states,
-                              size_t num_returns,
-                              clock::time_point deadline) {
+                              size_t num_returns, clock::time_point deadline) {
   if (num_returns > states.size())
-    throw usage_error("lumen::wait: num_returns is "
-                      + std::to_string(num_returns) + " but only "
-                      + std::to_string(states.size())
-                      + " refs were given; ask for at most refs.size()");
+    throw usage_error("lumen::wait: num_returns is " +
+                      std::to_string(num_returns) + " but only " +
+                      std::to_string(states.size()) +
+                      " refs were given; ask for at most refs.size()");
   auto count_ready = [&] {
     return static_cast<size_t>(std::count_if(
       states.begin(), states.end(), [](auto* s) { return s->ready(); }));

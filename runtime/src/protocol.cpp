@@ -22,13 +22,13 @@ caf::error make_control_error(errc code, std::string text) {
 
 void throw_control_error(caf::actor_system& sys, const caf::error& err,
                          const std::string& context, errc fallback) {
-  if (err.category() != lumen_category
-      || !err.context().match_elements<std::string>())
+  if (err.category() != lumen_category ||
+      !err.context().match_elements<std::string>())
     throw error(context + " (" + sys.render(err) + ")", fallback);
   auto code = static_cast<errc>(err.code());
   auto text = context + ": " + err.context().get_as<std::string>(0);
-  if (code == errc::usage || code == errc::not_registered
-      || code == errc::name_taken)
+  if (code == errc::usage || code == errc::not_registered ||
+      code == errc::name_taken)
     throw usage_error(text, code);
   throw error(text, code);
 }
@@ -68,9 +68,9 @@ bytes encode_error(const std::exception_ptr& err) {
 
 std::exception_ptr decode_error(const bytes& payload) {
   try {
-    auto [kind, code, fn, type, msg, node]
-      = decode<error_kind, errc, std::string, std::string, std::string,
-               std::string>(payload);
+    auto [kind, code, fn, type, msg, node] =
+      decode<error_kind, errc, std::string, std::string, std::string,
+             std::string>(payload);
     switch (kind) {
       case error_kind::task:
         return std::make_exception_ptr(task_error{fn, type, msg, node});

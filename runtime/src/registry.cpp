@@ -50,9 +50,9 @@ bool add_function(function_entry entry) {
   auto& r = reg();
   std::lock_guard<std::mutex> guard{r.mtx};
   if (r.functions_by_name.count(entry.name) > 0) {
-    r.errors.push_back("remote function '" + entry.name
-                       + "' is registered twice; keep one LUMEN_REMOTE("
-                       + entry.name + ") (put it in a .cpp file, not a header)");
+    r.errors.push_back("remote function '" + entry.name +
+                       "' is registered twice; keep one LUMEN_REMOTE(" +
+                       entry.name + ") (put it in a .cpp file, not a header)");
     return false;
   }
   r.function_names.emplace(entry.fn, entry.name);
@@ -65,10 +65,11 @@ bool add_actor_class(actor_class_entry entry) {
   auto& r = reg();
   std::lock_guard<std::mutex> guard{r.mtx};
   if (r.classes_by_name.count(entry.name) > 0) {
-    r.errors.push_back("actor class '" + entry.name
-                       + "' is registered twice; keep one LUMEN_ACTOR("
-                       + entry.name + ", ...) (put it in a .cpp file, not a "
-                                      "header)");
+    r.errors.push_back("actor class '" + entry.name +
+                       "' is registered twice; keep one LUMEN_ACTOR(" +
+                       entry.name +
+                       ", ...) (put it in a .cpp file, not a "
+                       "header)");
     return false;
   }
   r.class_names.emplace(std::type_index{*entry.type}, entry.name);
@@ -113,7 +114,7 @@ const function_entry* find_function(erased_fn fn) {
   std::lock_guard<std::mutex> guard{r.mtx};
   auto i = r.function_names.find(fn);
   return i == r.function_names.end() ? nullptr
-                                      : &r.functions_by_name.at(i->second);
+                                     : &r.functions_by_name.at(i->second);
 }
 
 const actor_class_entry* find_actor_class(const std::type_info& type) {
@@ -126,8 +127,8 @@ const actor_class_entry* find_actor_class(const std::type_info& type) {
 size_t registered_count() {
   auto& r = reg();
   std::lock_guard<std::mutex> guard{r.mtx};
-  return r.functions_by_name.size() + r.classes_by_name.size()
-         + r.constructors.size();
+  return r.functions_by_name.size() + r.classes_by_name.size() +
+         r.constructors.size();
 }
 
 std::vector<std::string> registration_errors() {

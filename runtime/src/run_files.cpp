@@ -57,8 +57,8 @@ void make_lumen_dirs() {
 }
 
 std::string default_log_file(bool head, pid_t pid) {
-  return lumen_dir() + "/logs/" + (head ? "head" : "node") + "-"
-         + std::to_string(pid) + ".log";
+  return lumen_dir() + "/logs/" + (head ? "head" : "node") + "-" +
+         std::to_string(pid) + ".log";
 }
 
 void record_this_node(const std::string& id) {

@@ -14,17 +14,15 @@ namespace lumen::detail {
 task_spec::task_spec(std::shared_ptr<object_state> result,
                      const function_entry& fn, int max_retries,
                      bool retry_exceptions)
-  : result_(std::move(result)),
-    fn_(&fn),
-    max_retries_(max_retries),
-    retry_exceptions_(retry_exceptions) {
-}
+  : result_(std::move(result))
+  , fn_(&fn)
+  , max_retries_(max_retries)
+  , retry_exceptions_(retry_exceptions) {}
 
 task_spec::~task_spec() {
   if (!result_->ready())
-    result_->set_error(std::make_exception_ptr(
-      error("task " + fn_->name
-            + " never ran: lumen::shutdown() was called first")));
+    result_->set_error(std::make_exception_ptr(error(
+      "task " + fn_->name + " never ran: lumen::shutdown() was called first")));
 }
 
 void task_spec::run() {
@@ -47,14 +45,14 @@ void task_spec::run() {
 
 actor_call::actor_call(std::shared_ptr<object_state> result,
                        const method_entry& m)
-  : result_(std::move(result)), method_(&m) {
-}
+  : result_(std::move(result))
+  , method_(&m) {}
 
 actor_call::~actor_call() {
   if (!result_->ready())
     result_->set_error(core ? core->dropped_call_error(*method_)
-                            : std::make_exception_ptr(actor_died(
-                              method_->name + " was never sent")));
+                            : std::make_exception_ptr(
+                                actor_died(method_->name + " was never sent")));
 }
 
 actor_factory::~actor_factory() = default;
@@ -87,16 +85,16 @@ void throw_unregistered_method(const actor_class_entry& cls) {
   std::string known;
   for (auto& m : cls.methods)
     known += (known.empty() ? "" : ", ") + m.name;
-  throw usage_error("this method of " + cls.name
-                    + " is not registered; list it in LUMEN_ACTOR(" + cls.name
-                    + ", ...) (registered: " + known + ")");
+  throw usage_error("this method of " + cls.name +
+                    " is not registered; list it in LUMEN_ACTOR(" + cls.name +
+                    ", ...) (registered: " + known + ")");
 }
 
 void throw_unregistered_class(const std::type_info& type) {
-  throw usage_error("lumen::actor: class " + demangle(type.name())
-                    + " is not registered; add LUMEN_ACTOR(Class, "
-                      "&Class::method, ...) at namespace scope in a .cpp "
-                      "file");
+  throw usage_error("lumen::actor: class " + demangle(type.name()) +
+                    " is not registered; add LUMEN_ACTOR(Class, "
+                    "&Class::method, ...) at namespace scope in a .cpp "
+                    "file");
 }
 
 void throw_empty_handle() {
@@ -108,8 +106,8 @@ void throw_empty_handle() {
 void throw_wrong_actor_class(const std::string& name,
                              const actor_class_entry& actual,
                              const std::type_info& wanted) {
-  throw usage_error("lumen::get_actor: the actor named '" + name + "' is a "
-                    + actual.name + ", not a " + demangle(wanted.name()));
+  throw usage_error("lumen::get_actor: the actor named '" + name + "' is a " +
+                    actual.name + ", not a " + demangle(wanted.name()));
 }
 
 } // namespace lumen::detail

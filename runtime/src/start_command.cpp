@@ -34,13 +34,12 @@ void load_code(const std::vector<std::string>& paths) {
   for (auto& path : paths) {
     auto before = registered_count() + config_steps().size();
     if (::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr)
-      throw usage_error("cannot load --code-path " + path + ": "
-                        + ::dlerror());
+      throw usage_error("cannot load --code-path " + path + ": " + ::dlerror());
     if (registered_count() + config_steps().size() == before)
-      log_line("warning: --code-path " + path
-               + " registers no remote function, actor class or typed "
-                 "actor (no LUMEN_REMOTE, LUMEN_ACTOR or LUMEN_TYPED_ACTOR "
-                 "in it?)");
+      log_line("warning: --code-path " + path +
+               " registers no remote function, actor class or typed "
+               "actor (no LUMEN_REMOTE, LUMEN_ACTOR or LUMEN_TYPED_ACTOR "
+               "in it?)");
   }
 }
 
@@ -91,8 +90,7 @@ void serve_until_stopped() {
 void print_started(const start_options& o, const std::string& id,
                    const std::string& address, pid_t pid,
                    const std::string& log) {
-  std::cout << "Started " << id << " at " << address << " (pid " << pid
-            << ")";
+  std::cout << "Started " << id << " at " << address << " (pid " << pid << ")";
   if (!log.empty())
     std::cout << ", logging to " << log;
   std::cout << "\n";
@@ -108,12 +106,12 @@ void print_started(const start_options& o, const std::string& id,
 /// "S ID ADDRESS LOG", "U why" (misuse) or "F why" on `report_fd`, serves.
 [[noreturn]] void run_in_background(const start_options& o, int report_fd) {
   ::setsid();
-  auto log = o.log_file.empty() ? default_log_file(o.head, ::getpid())
-                                : o.log_file;
+  auto log =
+    o.log_file.empty() ? default_log_file(o.head, ::getpid()) : o.log_file;
   std::string report;
   int code = exit_ok;
-  if (!std::freopen(log.c_str(), "a", stderr)
-      || !std::freopen("/dev/null", "w", stdout)) {
+  if (!std::freopen(log.c_str(), "a", stderr) ||
+      !std::freopen("/dev/null", "w", stdout)) {
     report = "F cannot open the log file " + log;
     code = exit_failed;
   } else {

@@ -33,8 +33,8 @@ int run_status(const status_options& o) {
   role.kind = cluster_role::driver;
   role.hello_role = "client";
   role.head_address = parse_address(address);
-  role.token = read_token(o.token_file.empty() ? default_token_file()
-                                               : o.token_file);
+  role.token =
+    read_token(o.token_file.empty() ? default_token_file() : o.token_file);
   init_options opts;
   opts.num_cpus = 1;
   init_node(opts, role);

@@ -11,7 +11,8 @@ thread_local task_pool* current_pool = nullptr;
 
 } // namespace
 
-task_pool::task_pool(size_t threads) : target_(threads == 0 ? 1 : threads) {
+task_pool::task_pool(size_t threads)
+  : target_(threads == 0 ? 1 : threads) {
   std::lock_guard<std::mutex> guard{mtx_};
   for (size_t i = 0; i < target_; ++i)
     spawn_thread();
@@ -118,7 +119,8 @@ void task_pool::stop() {
   }
 }
 
-blocking_scope::blocking_scope() : pool_(current_pool) {
+blocking_scope::blocking_scope()
+  : pool_(current_pool) {
   if (pool_ != nullptr)
     pool_->begin_blocking();
 }

@@ -23,11 +23,11 @@ std::string read_token(const std::string& path) {
   auto bad = [&](const std::string& what) {
     return usage_error(what, errc::bad_token_file);
   };
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
-    throw bad("no cluster token at " + path
-              + ": pass --token-file with the file that `lumen start "
-                "--head` wrote (or set LUMEN_TOKEN_FILE)");
+    throw bad("no cluster token at " + path +
+              ": pass --token-file with the file that `lumen start "
+              "--head` wrote (or set LUMEN_TOKEN_FILE)");
   if (S_ISDIR(st.st_mode))
     throw bad(path + " is a directory, not a token file: pass --token-file "
                      "with the file that `lumen start --head` wrote");
@@ -35,17 +35,17 @@ std::string read_token(const std::string& path) {
   if ((st.st_mode & 077) != 0) {
     char mode[8];
     std::snprintf(mode, sizeof(mode), "%04o", st.st_mode & 07777);
-    throw bad("the token file " + path + " can be read by other users (mode "
-              + mode + "); run `chmod 600 " + path + "`");
+    throw bad("the token file " + path + " can be read by other users (mode " +
+              mode + "); run `chmod 600 " + path + "`");
   }
   std::ifstream in{path};
   std::string token;
   if (!in || !std::getline(in, token) || token.empty())
-    throw bad("the token file " + path
-              + " is empty: copy the file that `lumen start --head` wrote");
+    throw bad("the token file " + path +
+              " is empty: copy the file that `lumen start --head` wrote");
   if (token.size() > max_token_size)
-    throw bad("the token in " + path + " is longer than "
-              + std::to_string(max_token_size) + " characters");
+    throw bad("the token in " + path + " is longer than " +
+              std::to_string(max_token_size) + " characters");
   return token;
 }
 
@@ -64,8 +64,8 @@ std::string load_or_create_token(const std::string& path) {
   std::ofstream out{path};
   ::umask(old_mask);
   if (!out)
-    throw usage_error("cannot write the token file " + path
-                      + "; pass --token-file with a writable path");
+    throw usage_error("cannot write the token file " + path +
+                      "; pass --token-file with a writable path");
   out << token << "\n";
   out.close();
   ::chmod(path.c_str(), 0600);

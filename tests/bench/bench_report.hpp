@@ -20,9 +20,11 @@ namespace lumen::bench {
 struct figure {
   figure(std::string name_, std::string unit_, std::vector<double> samples_,
          long n_, long bytes_ = 0)
-    : name(std::move(name_)), unit(std::move(unit_)),
-      samples(std::move(samples_)), n(n_), bytes(bytes_) {
-  }
+    : name(std::move(name_))
+    , unit(std::move(unit_))
+    , samples(std::move(samples_))
+    , n(n_)
+    , bytes(bytes_) {}
 
   std::string name;
   std::string unit;
@@ -67,8 +69,8 @@ inline options parse_options(int argc, char** argv, const char* usage) {
         o.reps = 0;
       }
       if (o.reps < 1)
-        throw std::invalid_argument("--reps needs a positive number, got '"
-                                    + a.substr(7) + "'");
+        throw std::invalid_argument("--reps needs a positive number, got '" +
+                                    a.substr(7) + "'");
     } else if (a == "--help") {
       std::printf("%s\n  --json     one JSON object per figure and line\n"
                   "  --smoke    tiny sizes, one repetition (for ctest)\n"
@@ -133,8 +135,8 @@ inline void print(const std::string& bench, const std::vector<figure>& figs,
   std::printf("%-34s %14s %14s %-7s %s\n", "figure", "min", "median", "unit",
               "vs baseline");
   for (auto& f : figs) {
-    std::printf("%-34s %14.0f %14.0f %-7s", f.name.c_str(), f.min(),
-                f.median(), f.unit.c_str());
+    std::printf("%-34s %14.0f %14.0f %-7s", f.name.c_str(), f.min(), f.median(),
+                f.unit.c_str());
     if (!f.baseline.empty())
       std::printf(" %.2fx %s", *f.ratio, f.baseline.c_str());
     std::printf("\n");

@@ -56,8 +56,8 @@ struct node_process {
 };
 
 node_process serve(const std::vector<std::string>& args) {
-  std::vector<std::string> argv{self_exe(), "--serve", "start", "--block",
-                                "--num-cpus", "1"};
+  std::vector<std::string> argv{self_exe(), "--serve",    "start",
+                                "--block",  "--num-cpus", "1"};
   argv.insert(argv.end(), args.begin(), args.end());
   auto p = std::make_unique<lumen::test::process>(argv);
   auto out = p->await_output("(pid", std::chrono::seconds(30));
@@ -83,16 +83,16 @@ int main(int argc, char** argv) {
       "cluster_bench: cross-process actor calls and tensor round trips, "
       "next to raw TCP");
     if (!opts.rest.empty())
-      throw std::invalid_argument("unknown flag '" + opts.rest.front()
-                                  + "'; see --help");
+      throw std::invalid_argument("unknown flag '" + opts.rest.front() +
+                                  "'; see --help");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cluster_bench: %s\n", e.what());
     return 2;
   }
   long calls = opts.smoke ? 200 : 20000;
-  std::vector<std::pair<std::string, size_t>> tensors
-    = opts.smoke ? std::vector<std::pair<std::string, size_t>>{{"4MiB", 1 << 16}}
-                 : std::vector<std::pair<std::string, size_t>>{
+  std::vector<std::pair<std::string, size_t>> tensors =
+    opts.smoke ? std::vector<std::pair<std::string, size_t>>{{"4MiB", 1 << 16}}
+               : std::vector<std::pair<std::string, size_t>>{
                    {"4MiB", 4u << 20}, {"64MiB", 64u << 20}};
   std::vector<figure> figs;
 
@@ -100,10 +100,13 @@ int main(int argc, char** argv) {
   // thread exists.
   auto tcp = std::make_unique<lumen::bench::tcp_echo>();
   std::vector<char> small(4), back;
-  figs.push_back({"tcp_pingpong", "ops/s", rate(opts.reps, calls, [&] {
-                    for (long i = 0; i < calls; ++i)
-                      tcp->round_trip(small, back);
-                  }), calls});
+  figs.push_back({"tcp_pingpong", "ops/s",
+                  rate(opts.reps, calls,
+                       [&] {
+                         for (long i = 0; i < calls; ++i)
+                           tcp->round_trip(small, back);
+                       }),
+                  calls});
   std::vector<figure> tcp_bulk;
   for (auto& [label, bytes] : tensors) {
     std::vector<char> payload(bytes, 'x');

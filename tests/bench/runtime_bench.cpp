@@ -49,33 +49,42 @@ long expected_sum(long n) {
 }
 
 figure tasks_sync(int reps, long n) {
-  return {"single_client_tasks_sync", "ops/s", rate(reps, n, [n] {
-            long sum = 0;
-            for (int i = 0; i < n; ++i)
-              sum += lumen::get(lumen::task(echo_task).remote(i));
-            verify(sum == expected_sum(n), "tasks_sync sum");
-          }), n};
+  return {"single_client_tasks_sync", "ops/s",
+          rate(reps, n,
+               [n] {
+                 long sum = 0;
+                 for (int i = 0; i < n; ++i)
+                   sum += lumen::get(lumen::task(echo_task).remote(i));
+                 verify(sum == expected_sum(n), "tasks_sync sum");
+               }),
+          n};
 }
 
 figure tasks_async(int reps, long n) {
-  return {"single_client_tasks_async", "ops/s", rate(reps, n, [n] {
-            std::vector<lumen::ObjectRef<int>> refs;
-            refs.reserve(n);
-            for (int i = 0; i < n; ++i)
-              refs.push_back(lumen::task(echo_task).remote(i));
-            verify(sum_of(lumen::get(refs)) == expected_sum(n),
-                   "tasks_async sum");
-          }), n};
+  return {"single_client_tasks_async", "ops/s",
+          rate(reps, n,
+               [n] {
+                 std::vector<lumen::ObjectRef<int>> refs;
+                 refs.reserve(n);
+                 for (int i = 0; i < n; ++i)
+                   refs.push_back(lumen::task(echo_task).remote(i));
+                 verify(sum_of(lumen::get(refs)) == expected_sum(n),
+                        "tasks_async sum");
+               }),
+          n};
 }
 
 figure actor_calls_sync(int reps, long n) {
   auto a = lumen::actor<Echo>().remote();
-  return {"1_1_actor_calls_sync", "ops/s", rate(reps, n, [&a, n] {
-            long sum = 0;
-            for (int i = 0; i < n; ++i)
-              sum += lumen::get(a.call(&Echo::echo, i));
-            verify(sum == expected_sum(n), "actor_calls_sync sum");
-          }), n};
+  return {"1_1_actor_calls_sync", "ops/s",
+          rate(reps, n,
+               [&a, n] {
+                 long sum = 0;
+                 for (int i = 0; i < n; ++i)
+                   sum += lumen::get(a.call(&Echo::echo, i));
+                 verify(sum == expected_sum(n), "actor_calls_sync sum");
+               }),
+          n};
 }
 
 void async_batch(const lumen::ActorHandle<Echo>& a, long n) {
@@ -111,22 +120,28 @@ figure n_n_actor_calls_async(int reps, long n) {
 }
 
 figure put_calls(int reps, long n) {
-  return {"single_client_put_calls", "ops/s", rate(reps, n, [n] {
-            lumen::ObjectRef<int> last;
-            for (int i = 0; i < n; ++i)
-              last = lumen::put(i);
-            verify(lumen::get(last) == n - 1, "put value");
-          }), n};
+  return {"single_client_put_calls", "ops/s",
+          rate(reps, n,
+               [n] {
+                 lumen::ObjectRef<int> last;
+                 for (int i = 0; i < n; ++i)
+                   last = lumen::put(i);
+                 verify(lumen::get(last) == n - 1, "put value");
+               }),
+          n};
 }
 
 figure get_calls(int reps, long n) {
   auto ref = lumen::put(1);
-  return {"single_client_get_calls", "ops/s", rate(reps, n, [&ref, n] {
-            long sum = 0;
-            for (int i = 0; i < n; ++i)
-              sum += lumen::get(ref);
-            verify(sum == n, "get sum");
-          }), n};
+  return {"single_client_get_calls", "ops/s",
+          rate(reps, n,
+               [&ref, n] {
+                 long sum = 0;
+                 for (int i = 0; i < n; ++i)
+                   sum += lumen::get(ref);
+                 verify(sum == n, "get sum");
+               }),
+          n};
 }
 
 caf::behavior caf_echo() {
@@ -147,14 +162,17 @@ void chain(caf::event_based_actor* self, caf::actor target, long left,
 figure caf_request_chain(int reps, long n) {
   auto& sys = lumen::system();
   auto echo = sys.spawn(caf_echo);
-  figure f{"caf_request_chain", "ops/s", rate(reps, n, [&] {
-             auto done = std::make_shared<std::promise<void>>();
-             auto finished = done->get_future();
-             sys.spawn([=](caf::event_based_actor* self) {
-               chain(self, echo, n, done);
-             });
-             finished.wait();
-           }), n};
+  figure f{"caf_request_chain", "ops/s",
+           rate(reps, n,
+                [&] {
+                  auto done = std::make_shared<std::promise<void>>();
+                  auto finished = done->get_future();
+                  sys.spawn([=](caf::event_based_actor* self) {
+                    chain(self, echo, n, done);
+                  });
+                  finished.wait();
+                }),
+           n};
   caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
   return f;
 }
@@ -162,15 +180,19 @@ figure caf_request_chain(int reps, long n) {
 figure caf_scoped_roundtrip(int reps, long n) {
   auto& sys = lumen::system();
   auto echo = sys.spawn(caf_echo);
-  figure f{"caf_scoped_actor_roundtrip", "ops/s", rate(reps, n, [&] {
-             caf::scoped_actor self{sys};
-             long sum = 0;
-             for (int i = 0; i < n; ++i)
-               self->request(echo, caf::infinite, i)
-                 .receive([&](int x) { sum += x; },
-                          [](caf::error&) { verify(false, "scoped error"); });
-             verify(sum == expected_sum(n), "scoped sum");
-           }), n};
+  figure f{"caf_scoped_actor_roundtrip", "ops/s",
+           rate(reps, n,
+                [&] {
+                  caf::scoped_actor self{sys};
+                  long sum = 0;
+                  for (int i = 0; i < n; ++i)
+                    self->request(echo, caf::infinite, i)
+                      .receive(
+                        [&](int x) { sum += x; },
+                        [](caf::error&) { verify(false, "scoped error"); });
+                  verify(sum == expected_sum(n), "scoped sum");
+                }),
+           n};
   caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
   return f;
 }
@@ -185,8 +207,8 @@ int main(int argc, char** argv) {
       "runtime_bench: tasks, actor calls, put and get per second, next to "
       "raw CAF");
     if (!opts.rest.empty())
-      throw std::invalid_argument("unknown flag '" + opts.rest.front()
-                                  + "'; see --help");
+      throw std::invalid_argument("unknown flag '" + opts.rest.front() +
+                                  "'; see --help");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "runtime_bench: %s\n", e.what());
     return 2;

@@ -42,10 +42,9 @@ public:
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof(addr);
-    if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), len) != 0
-        || ::listen(listener, 1) != 0
-        || ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len)
-             != 0)
+    if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+        ::listen(listener, 1) != 0 ||
+        ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
       throw std::runtime_error("tcp baseline: cannot listen");
     pid_ = ::fork();
     if (pid_ == 0) {

@@ -28,8 +28,7 @@ BOOST_AUTO_TEST_CASE(the_cli_exit_codes_tell_scripts_what_happened) {
   BOOST_TEST(code({"start", "--help"}) == 0);
   BOOST_TEST(code({"status", "--help"}) == 0);
   BOOST_TEST(code({"status", "--address", "127.0.0.1:1", "--token-file",
-                   cl.token_file})
-             == 1);
+                   cl.token_file}) == 1);
 }
 
 BOOST_AUTO_TEST_CASE(background_nodes_start_report_and_stop) {
@@ -37,24 +36,24 @@ BOOST_AUTO_TEST_CASE(background_nodes_start_report_and_stop) {
   // are exactly the two this test starts.
   auto home = make_temp_dir();
   std::vector<std::string> env{"HOME=" + home};
-  auto [head_code, head_out] = lumen::test::run(
-    {LUMEN_CLI, "start", "--head", "--port", "0"}, env);
+  auto [head_code, head_out] =
+    lumen::test::run({LUMEN_CLI, "start", "--head", "--port", "0"}, env);
   BOOST_REQUIRE_MESSAGE(head_code == 0, head_out);
   auto head = lumen::test::parse_started(head_out);
   BOOST_REQUIRE(head);
   auto address = head->address;
   auto head_pid = head->pid;
-  struct stat st{};
+  struct stat st {};
   BOOST_REQUIRE(::stat((home + "/.lumen/cluster-token").c_str(), &st) == 0);
   BOOST_TEST((st.st_mode & 0777) == 0600u);
-  auto [node_code, node_out] = lumen::test::run(
-    {LUMEN_CLI, "start", "--address", address}, env);
+  auto [node_code, node_out] =
+    lumen::test::run({LUMEN_CLI, "start", "--address", address}, env);
   BOOST_REQUIRE_MESSAGE(node_code == 0, node_out);
   auto node = lumen::test::parse_started(node_out);
   BOOST_REQUIRE(node);
   auto node_pid = node->pid;
-  auto [status_code, status_out] = lumen::test::run(
-    {LUMEN_CLI, "status", "--address", address}, env);
+  auto [status_code, status_out] =
+    lumen::test::run({LUMEN_CLI, "status", "--address", address}, env);
   BOOST_TEST(status_code == 0);
   BOOST_TEST(lumen::test::status_of(status_out, "node-1") == "alive",
              status_out);
@@ -65,6 +64,5 @@ BOOST_AUTO_TEST_CASE(background_nodes_start_report_and_stop) {
   BOOST_TEST(process_gone(head_pid));
   BOOST_TEST(process_gone(node_pid));
 }
-
 
 BOOST_AUTO_TEST_SUITE_END()

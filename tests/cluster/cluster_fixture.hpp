@@ -52,10 +52,9 @@ struct cluster {
   }
 
   started_node start(std::vector<std::string> extra) {
-    std::vector<std::string> argv{LUMEN_CLI, "start", "--block",
-                                  "--token-file", token_file,
-                                  "--code-path", CLUSTER_JOB,
-                                  "--num-cpus", "2"};
+    std::vector<std::string> argv{LUMEN_CLI,      "start",      "--block",
+                                  "--token-file", token_file,   "--code-path",
+                                  CLUSTER_JOB,    "--num-cpus", "2"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto p = std::make_unique<process>(argv, env());
     auto out = p->await_output("(pid", seconds(30));
@@ -84,8 +83,8 @@ struct cluster {
 
   /// `lumen status` against this cluster: exit code and output.
   std::pair<int, std::string> status() const {
-    return run({LUMEN_CLI, "status", "--address", head.address,
-                "--token-file", token_file},
+    return run({LUMEN_CLI, "status", "--address", head.address, "--token-file",
+                token_file},
                env());
   }
 };
@@ -93,7 +92,8 @@ struct cluster {
 inline cluster* the_cluster = nullptr;
 
 struct cluster_fixture {
-  cluster_fixture() : c(std::make_unique<cluster>()) {
+  cluster_fixture()
+    : c(std::make_unique<cluster>()) {
     the_cluster = c.get();
   }
   ~cluster_fixture() {

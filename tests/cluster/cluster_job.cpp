@@ -61,8 +61,8 @@ double relay(const std::string& to, int n) {
 }
 LUMEN_REMOTE(relay);
 
-Counter::Counter(int start) : n_(start) {
-}
+Counter::Counter(int start)
+  : n_(start) {}
 
 int Counter::add(int d) {
   return n_ += d;

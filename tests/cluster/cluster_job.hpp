@@ -33,8 +33,8 @@ private:
 using add_atom = caf::atom_constant<caf::atom("add")>;
 using ask_atom = caf::atom_constant<caf::atom("ask")>;
 
-using calculator
-  = caf::typed_actor<caf::replies_to<add_atom, int32_t, int32_t>::with<int32_t>>;
+using calculator =
+  caf::typed_actor<caf::replies_to<add_atom, int32_t, int32_t>::with<int32_t>>;
 
 // Never answers: its requests stay open until it or its node is gone.
 using silent_actor = caf::typed_actor<caf::replies_to<ask_atom>::with<int32_t>>;

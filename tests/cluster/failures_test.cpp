@@ -52,19 +52,19 @@ BOOST_AUTO_TEST_CASE(killing_a_node_fails_its_work_fast_and_marks_it_dead) {
   auto actor = lumen::actor<Counter>(0).on_node(victim.id).remote();
   BOOST_TEST(lumen::get(actor.call(&Counter::node), deadline) == victim.id);
   auto call = actor.call(&Counter::nap, 60000);
-  auto phoenix
-    = lumen::actor<Counter>(7).on_node(victim.id).with_max_restarts(1).remote();
+  auto phoenix =
+    lumen::actor<Counter>(7).on_node(victim.id).with_max_restarts(1).remote();
   auto phoenix_call = phoenix.call(&Counter::nap, 60000);
   auto pinned = lumen::task(busy).on_node(victim.id).remote(60000);
   auto silent = lumen::spawn_on<silent_actor>(victim.id, "silent");
   auto typed_call = lumen::call(silent, ask_atom::value);
   std::vector<lumen::ObjectRef<std::string>> spread;
   for (int i = 0; i < 8; ++i)
-    spread.push_back(lumen::task(busy_on).spread().with_max_retries(3).remote(
-      victim.id));
+    spread.push_back(
+      lumen::task(busy_on).spread().with_max_retries(3).remote(victim.id));
   // Everything has reached the victim once its busy tasks are running.
-  BOOST_TEST(!lumen::wait(std::vector{pinned}, 1, milliseconds(300))
-                .pending.empty());
+  BOOST_TEST(
+    !lumen::wait(std::vector{pinned}, 1, milliseconds(300)).pending.empty());
   auto killed_at = steady_clock::now();
   victim.proc->kill(SIGKILL);
 
@@ -72,8 +72,8 @@ BOOST_AUTO_TEST_CASE(killing_a_node_fails_its_work_fast_and_marks_it_dead) {
   BOOST_CHECK_EXCEPTION(lumen::get(call, deadline), lumen::actor_died,
                         [](const lumen::actor_died& e) {
                           return std::string{e.what()}.find(
-                                   "went down before it answered")
-                                 != std::string::npos;
+                                   "went down before it answered") !=
+                                 std::string::npos;
                         });
   BOOST_TEST(seconds_since(killed_at) < 2.0);
   BOOST_CHECK_THROW(lumen::get(pinned, deadline), lumen::actor_died);
@@ -103,25 +103,22 @@ BOOST_AUTO_TEST_CASE(killing_a_node_fails_its_work_fast_and_marks_it_dead) {
   BOOST_CHECK_THROW(lumen::get(actor.call(&Counter::add, 1), deadline),
                     lumen::actor_died);
 
-  auto [code, out] = lumen::test::run(
-    {LUMEN_CLI, "status", "--address", cl.head.address, "--token-file",
-     cl.token_file},
-    cl.env());
+  auto [code, out] =
+    lumen::test::run({LUMEN_CLI, "status", "--address", cl.head.address,
+                      "--token-file", cl.token_file},
+                     cl.env());
   BOOST_TEST(code == 0);
   BOOST_TEST(lumen::test::status_of(out, victim.id) == "dead", out);
   BOOST_TEST(lumen::get(lumen::task(where).on_node("node-1").remote(),
-                        deadline)
-             == "node-1");
+                        deadline) == "node-1");
 
   // A node started again joins as a new node and takes work.
   auto again = cl.start({"--address", cl.head.address});
   BOOST_TEST(again.id != victim.id);
   BOOST_TEST(lumen::get(lumen::task(where).on_node(again.id).remote(),
-                        deadline)
-             == again.id);
+                        deadline) == again.id);
   again.proc->kill(SIGTERM);
 }
-
 
 BOOST_AUTO_TEST_CASE(a_lost_head_is_noticed_and_work_on_live_nodes_goes_on) {
   auto& cl = *this;
@@ -146,16 +143,14 @@ BOOST_AUTO_TEST_CASE(a_lost_head_is_noticed_and_work_on_live_nodes_goes_on) {
   // What needs the head fails at once, saying so: names this process does
   // not hold itself are the head's to look up.
   auto asked_at = steady_clock::now();
-  BOOST_TEST((code_of([] { lumen::get_actor<Counter>("someone-else"); })
-              == errc::head_unreachable));
+  BOOST_TEST((code_of([] { lumen::get_actor<Counter>("someone-else"); }) ==
+              errc::head_unreachable));
   BOOST_TEST(seconds_since(asked_at) < 2.0);
 
   // Work between this driver and live nodes goes on.
   BOOST_TEST(lumen::get(lumen::task(where).on_node(cl.nodes[0].id).remote(),
-                        deadline)
-             == cl.nodes[0].id);
-  BOOST_TEST(lumen::get(lumen::task(add).spread().remote(1, 2), deadline)
-             == 3);
+                        deadline) == cl.nodes[0].id);
+  BOOST_TEST(lumen::get(lumen::task(add).spread().remote(1, 2), deadline) == 3);
   BOOST_TEST(lumen::get(keeper.call(&Counter::add, 1), deadline) == 42);
   BOOST_TEST(lumen::get(counter.call(&Counter::add, 5), deadline) == 5);
 
@@ -172,9 +167,8 @@ BOOST_AUTO_TEST_CASE(a_lost_head_is_noticed_and_work_on_live_nodes_goes_on) {
     }
   }));
   // Another script finds the named actor through the new head.
-  auto [code, out] = run({SECOND_DRIVER, cl.head.address, cl.token_file,
-                          "keeper"},
-                         cl.env());
+  auto [code, out] =
+    run({SECOND_DRIVER, cl.head.address, cl.token_file, "keeper"}, cl.env());
   BOOST_TEST(seconds_since(restarted_at) < 5.0);
   BOOST_TEST(code == 0, out);
   BOOST_TEST(out.find("node=" + cl.nodes[0].id) != std::string::npos, out);
@@ -182,15 +176,14 @@ BOOST_AUTO_TEST_CASE(a_lost_head_is_noticed_and_work_on_live_nodes_goes_on) {
   BOOST_TEST(out.find("clash refused") != std::string::npos, out);
   BOOST_TEST(lumen::get(keeper.call(&Counter::add, 1), deadline) == 48);
   for (auto& n : cl.nodes)
-    BOOST_TEST(n.proc->await_output("rejoined the head", seconds(5))
-                 .has_value());
+    BOOST_TEST(
+      n.proc->await_output("rejoined the head", seconds(5)).has_value());
   // New nodes join the new head, and take work.
   auto newcomer = cl.start({"--address", cl.head.address});
   BOOST_TEST(newcomer.id != cl.nodes[0].id);
   BOOST_TEST(newcomer.id != cl.nodes[1].id);
   BOOST_TEST(lumen::get(lumen::task(where).on_node(newcomer.id).remote(),
-                        deadline)
-             == newcomer.id);
+                        deadline) == newcomer.id);
   cl.nodes.push_back(std::move(newcomer));
 }
 
@@ -201,13 +194,12 @@ BOOST_AUTO_TEST_CASE(a_node_given_up_for_dead_rejoins_under_a_new_id) {
   auto stale = lumen::actor<Counter>(0).on_node(old_id).remote();
   BOOST_TEST(lumen::get(stale.call(&Counter::add, 1), deadline) == 1);
   victim.proc->signal(SIGSTOP);
-  BOOST_TEST(within(5.0, [&] {
-    return ids(lumen::nodes(), false).count(old_id) > 0;
-  }));
+  BOOST_TEST(
+    within(5.0, [&] { return ids(lumen::nodes(), false).count(old_id) > 0; }));
   victim.proc->signal(SIGCONT);
-  BOOST_TEST(victim.proc->await_output("given up for dead", seconds(5))
-               .has_value(),
-             victim.proc->output());
+  BOOST_TEST(
+    victim.proc->await_output("given up for dead", seconds(5)).has_value(),
+    victim.proc->output());
   // It is back under a new id at the same address, and takes new work;
   // its old actor is gone, as its caller was told.
   std::string new_id;
@@ -219,8 +211,8 @@ BOOST_AUTO_TEST_CASE(a_node_given_up_for_dead_rejoins_under_a_new_id) {
   }));
   BOOST_REQUIRE(!new_id.empty());
   BOOST_TEST(ids(lumen::nodes(), false).count(old_id) == 1);
-  BOOST_TEST(lumen::get(lumen::task(where).on_node(new_id).remote(), deadline)
-             == new_id);
+  BOOST_TEST(lumen::get(lumen::task(where).on_node(new_id).remote(),
+                        deadline) == new_id);
   BOOST_CHECK_THROW(lumen::get(stale.call(&Counter::add, 1), deadline),
                     lumen::actor_died);
   auto [code, out] = cl.status();
@@ -230,12 +222,11 @@ BOOST_AUTO_TEST_CASE(a_node_given_up_for_dead_rejoins_under_a_new_id) {
 
 BOOST_AUTO_TEST_CASE(a_node_told_to_exit_does_so_when_given_up_for_dead) {
   auto& cl = *this;
-  auto quitter = cl.start({"--address", cl.head.address, "--when-given-up",
-                           "exit"});
+  auto quitter =
+    cl.start({"--address", cl.head.address, "--when-given-up", "exit"});
   quitter.proc->signal(SIGSTOP);
-  BOOST_TEST(within(5.0, [&] {
-    return ids(lumen::nodes(), false).count(quitter.id) > 0;
-  }));
+  BOOST_TEST(within(
+    5.0, [&] { return ids(lumen::nodes(), false).count(quitter.id) > 0; }));
   quitter.proc->signal(SIGCONT);
   BOOST_TEST(quitter.proc->await_output("it exits", seconds(5)).has_value(),
              quitter.proc->output());

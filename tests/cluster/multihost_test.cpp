@@ -74,14 +74,13 @@ BOOST_AUTO_TEST_CASE(work_runs_on_all_three_hosts) {
   for (auto& n : lumen::nodes())
     BOOST_TEST(n.address.rfind("10.201.0.", 0) == 0, n.address);
   for (auto id : {"head", "node-1", "node-2"})
-    BOOST_TEST(lumen::get(lumen::task(where).on_node(id).remote(), deadline)
-               == id);
+    BOOST_TEST(lumen::get(lumen::task(where).on_node(id).remote(), deadline) ==
+               id);
   auto c = lumen::actor<Counter>(1).on_node("node-2").remote();
   BOOST_TEST(lumen::get(c.call(&Counter::add, 1), deadline) == 2);
   auto big = lumen::put(std::vector<float>(1 << 20, 0.5f));
   BOOST_TEST(lumen::get(lumen::task(sum).on_node("node-1").remote(big),
-                        deadline)
-             == 524288.0);
+                        deadline) == 524288.0);
 }
 
 BOOST_AUTO_TEST_CASE(a_cut_link_fails_the_hosts_work_within_two_seconds) {
@@ -94,8 +93,8 @@ BOOST_AUTO_TEST_CASE(a_cut_link_fails_the_hosts_work_within_two_seconds) {
   for (int i = 0; i < 6; ++i)
     spread.push_back(
       lumen::task(busy_on).spread().with_max_retries(3).remote(victim));
-  BOOST_TEST(!lumen::wait(std::vector{pinned}, 1, milliseconds(300))
-                .pending.empty());
+  BOOST_TEST(
+    !lumen::wait(std::vector{pinned}, 1, milliseconds(300)).pending.empty());
   auto cut_at = steady_clock::now();
   BOOST_REQUIRE(std::system(cut_command.c_str()) == 0);
 
@@ -110,8 +109,7 @@ BOOST_AUTO_TEST_CASE(a_cut_link_fails_the_hosts_work_within_two_seconds) {
   for (auto& place : lumen::get(spread, deadline))
     BOOST_TEST(place != victim);
   BOOST_TEST(lumen::get(lumen::task(where).on_node("node-1").remote(),
-                        deadline)
-             == "node-1");
+                        deadline) == "node-1");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -136,8 +134,8 @@ bool can_make_namespaces(std::string& why) {
   }
   auto probe = "lmprobe" + std::to_string(::getpid());
   auto [code, out] = lumen::test::run(
-    {"/bin/sh", "-c", "ip netns add " + probe + " 2>&1 && ip netns del "
-                        + probe + " 2>&1"});
+    {"/bin/sh", "-c",
+     "ip netns add " + probe + " 2>&1 && ip netns del " + probe + " 2>&1"});
   if (code != 0) {
     why = "this machine does not allow network namespaces (" + out + ")";
     return false;
@@ -160,8 +158,8 @@ struct topology {
       auto& h = hosts[i];
       auto port = "p" + tag + static_cast<char>('a' + i);
       sh("ip netns add " + h);
-      sh("ip -n " + sw + " link add " + port + " type veth peer name eth0"
-         + " netns " + h);
+      sh("ip -n " + sw + " link add " + port + " type veth peer name eth0" +
+         " netns " + h);
       sh("ip -n " + sw + " link set " + port + " master br0");
       sh("ip -n " + sw + " link set " + port + " up");
       sh("ip -n " + h + " addr add " + address(i) + "/24 dev eth0");
@@ -181,8 +179,8 @@ struct topology {
   }
 
   std::string cut(size_t i) const {
-    return "ip -n " + sw + " link set p" + tag + static_cast<char>('a' + i)
-           + " down";
+    return "ip -n " + sw + " link set p" + tag + static_cast<char>('a' + i) +
+           " down";
   }
 };
 
@@ -190,19 +188,20 @@ std::unique_ptr<process> start_in(const std::string& ns,
                                   std::vector<std::string> args,
                                   const std::string& home,
                                   std::string& address) {
-  std::vector<std::string> argv{"/usr/sbin/ip", "netns", "exec", ns,
-                                LUMEN_CLI, "start", "--block",
-                                "--code-path", CLUSTER_JOB, "--num-cpus", "2"};
+  std::vector<std::string> argv{
+    "/usr/sbin/ip", "netns",      "exec",    ns,
+    LUMEN_CLI,      "start",      "--block", "--code-path",
+    CLUSTER_JOB,    "--num-cpus", "2"};
   if (::access(argv[0].c_str(), X_OK) != 0)
     argv[0] = "/sbin/ip";
   argv.insert(argv.end(), args.begin(), args.end());
-  auto p = std::make_unique<process>(argv,
-                                     std::vector<std::string>{"HOME=" + home});
+  auto p =
+    std::make_unique<process>(argv, std::vector<std::string>{"HOME=" + home});
   auto out = p->await_output("(pid", seconds(30));
   auto s = out ? lumen::test::parse_started(*out) : std::nullopt;
   if (!s)
-    throw std::runtime_error("a node did not start in " + ns + ": "
-                             + p->output());
+    throw std::runtime_error("a node did not start in " + ns + ": " +
+                             p->output());
   address = s->address;
   return p;
 }
@@ -223,16 +222,16 @@ int run_controller(const char* self) {
                     {"--head", "--host", topology::address(0), "--port", "0",
                      "--token-file", token},
                     home, head);
-  auto b = start_in(net.hosts[1],
-                    {"--address", head, "--host", topology::address(1),
-                     "--token-file", token},
-                    home, ignored);
-  auto c = start_in(net.hosts[2],
-                    {"--address", head, "--host", topology::address(2),
-                     "--token-file", token},
-                    home, ignored);
-  std::string ip = ::access("/usr/sbin/ip", X_OK) == 0 ? "/usr/sbin/ip"
-                                                       : "/sbin/ip";
+  auto b = start_in(
+    net.hosts[1],
+    {"--address", head, "--host", topology::address(1), "--token-file", token},
+    home, ignored);
+  auto c = start_in(
+    net.hosts[2],
+    {"--address", head, "--host", topology::address(2), "--token-file", token},
+    home, ignored);
+  std::string ip =
+    ::access("/usr/sbin/ip", X_OK) == 0 ? "/usr/sbin/ip" : "/sbin/ip";
   process driver{{ip, "netns", "exec", net.hosts[0], self, "--driver", head,
                   token, net.cut(2)}};
   driver.await_output(std::string(1, '\0'), minutes(5));

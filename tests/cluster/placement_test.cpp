@@ -17,15 +17,15 @@ BOOST_AUTO_TEST_SUITE(placement)
 
 BOOST_AUTO_TEST_CASE(nodes_lists_the_head_and_both_nodes_alive) {
   auto ns = lumen::nodes();
-  BOOST_TEST((ids(ns, true) == std::set<std::string>{"head", "node-1",
-                                                      "node-2"}));
+  BOOST_TEST(
+    (ids(ns, true) == std::set<std::string>{"head", "node-1", "node-2"}));
   BOOST_TEST(lumen::this_node_id().rfind("driver-", 0) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(tasks_run_on_the_node_they_are_placed_on) {
   for (auto id : {"head", "node-1", "node-2"})
-    BOOST_TEST(lumen::get(lumen::task(where).on_node(id).remote(), deadline)
-               == id);
+    BOOST_TEST(lumen::get(lumen::task(where).on_node(id).remote(), deadline) ==
+               id);
   BOOST_TEST(lumen::get(lumen::task(where).remote()) == lumen::this_node_id());
 }
 
@@ -44,19 +44,15 @@ BOOST_AUTO_TEST_CASE(object_refs_cross_nodes) {
   BOOST_TEST(lumen::get(b, deadline) == 13);
   auto big = lumen::put(std::vector<float>(1 << 20, 0.5f));
   BOOST_TEST(lumen::get(lumen::task(sum).on_node("node-2").remote(big),
-                        deadline)
-             == 524288.0);
+                        deadline) == 524288.0);
 }
 
 BOOST_AUTO_TEST_CASE(work_on_a_node_sends_its_own_refs_to_another_node) {
-  BOOST_TEST(lumen::get(lumen::task(relay).on_node("node-1").remote("node-2",
-                                                                    1000),
-                        deadline)
-             == 1000.0);
-  BOOST_TEST(lumen::get(lumen::task(relay).on_node("head").remote("node-1",
-                                                                  10),
-                        deadline)
-             == 10.0);
+  BOOST_TEST(
+    lumen::get(lumen::task(relay).on_node("node-1").remote("node-2", 1000),
+               deadline) == 1000.0);
+  BOOST_TEST(lumen::get(lumen::task(relay).on_node("head").remote("node-1", 10),
+                        deadline) == 10.0);
 }
 
 BOOST_AUTO_TEST_CASE(remote_exceptions_carry_type_message_and_node) {
@@ -100,20 +96,20 @@ BOOST_AUTO_TEST_CASE(a_remote_method_that_throws_fails_only_that_call) {
   auto c = lumen::actor<Counter>(5).on_node("node-1").remote();
   BOOST_CHECK_EXCEPTION(lumen::get(c.call(&Counter::fail), deadline),
                         lumen::task_error, [](const lumen::task_error& e) {
-                          return e.function() == "Counter::fail"
-                                 && e.node() == "node-1"
-                                 && e.message() == "counter overflow";
+                          return e.function() == "Counter::fail" &&
+                                 e.node() == "node-1" &&
+                                 e.message() == "counter overflow";
                         });
   BOOST_TEST(lumen::get(c.call(&Counter::add, 1), deadline) == 6);
 }
 
 BOOST_AUTO_TEST_CASE(named_actors_are_found_by_other_scripts) {
   auto& cl = *the_cluster;
-  auto shared
-    = lumen::actor<Counter>(100).on_node("node-1").with_name("shared").remote();
+  auto shared =
+    lumen::actor<Counter>(100).on_node("node-1").with_name("shared").remote();
   BOOST_TEST(lumen::get(shared.call(&Counter::add, 0), deadline) == 100);
-  auto [code, out] = lumen::test::run(
-    {SECOND_DRIVER, cl.head.address, cl.token_file}, cl.env());
+  auto [code, out] =
+    lumen::test::run({SECOND_DRIVER, cl.head.address, cl.token_file}, cl.env());
   BOOST_TEST(code == 0, out);
   BOOST_TEST(out.find("node=node-1") != std::string::npos, out);
   BOOST_TEST(out.find("value=105") != std::string::npos, out);
@@ -122,10 +118,10 @@ BOOST_AUTO_TEST_CASE(named_actors_are_found_by_other_scripts) {
   BOOST_TEST(out.find("nobody missing") != std::string::npos, out);
   // The other script's shutdown left the actor alone.
   BOOST_TEST(lumen::get(shared.call(&Counter::add, 1), deadline) == 106);
-  auto status = lumen::test::run({LUMEN_CLI, "status", "--address",
-                                  cl.head.address, "--token-file",
-                                  cl.token_file},
-                                 cl.env());
+  auto status =
+    lumen::test::run({LUMEN_CLI, "status", "--address", cl.head.address,
+                      "--token-file", cl.token_file},
+                     cl.env());
   auto row = lumen::test::status_row(status.second, "node-1");
   BOOST_REQUIRE(row.size() > 4);
   BOOST_TEST(std::stoi(row[4]) >= 1, status.second);
@@ -135,15 +131,15 @@ BOOST_AUTO_TEST_CASE(named_actors_are_found_by_other_scripts) {
 BOOST_AUTO_TEST_CASE(typed_actors_spawn_on_other_nodes_by_name) {
   auto calc = lumen::spawn_on<calculator>("node-2", "calculator");
   BOOST_CHECK(calc->node() != lumen::system().node());
-  BOOST_TEST(lumen::get(lumen::call(calc, add_atom::value, 2, 3), deadline)
-             == 5);
+  BOOST_TEST(lumen::get(lumen::call(calc, add_atom::value, 2, 3), deadline) ==
+             5);
   auto here = lumen::spawn_on<calculator>(lumen::this_node_id(), "calculator");
-  BOOST_TEST(lumen::get(lumen::call(here, add_atom::value, 1, 1), deadline)
-             == 2);
+  BOOST_TEST(lumen::get(lumen::call(here, add_atom::value, 1, 1), deadline) ==
+             2);
   BOOST_CHECK_EXCEPTION(lumen::spawn_on<calculator>("node-1", "no-such-actor"),
                         lumen::usage_error, [](const lumen::usage_error& e) {
-                          return std::string{e.what()}.find("LUMEN_TYPED_ACTOR")
-                                 != std::string::npos;
+                          return std::string{e.what()}.find(
+                                   "LUMEN_TYPED_ACTOR") != std::string::npos;
                         });
   BOOST_CHECK_THROW(lumen::spawn_on<calculator>("node-99", "calculator"),
                     lumen::usage_error);
@@ -156,6 +152,5 @@ BOOST_AUTO_TEST_CASE(killed_remote_actors_fail_later_calls) {
   BOOST_CHECK_THROW(lumen::get(c.call(&Counter::add, 1), deadline),
                     lumen::actor_died);
 }
-
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -76,8 +76,8 @@ public:
       if (left.count() <= 0)
         return std::nullopt;
       pollfd p{out_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) > 0
-          && (p.revents & (POLLHUP | POLLERR)) && !(p.revents & POLLIN))
+      if (::poll(&p, 1, static_cast<int>(left.count())) > 0 &&
+          (p.revents & (POLLHUP | POLLERR)) && !(p.revents & POLLIN))
         return output_.find(text) != std::string::npos
                  ? std::optional<std::string>{output_}
                  : std::nullopt;
@@ -107,8 +107,7 @@ public:
       return *status_;
     int status = 0;
     ::waitpid(pid_, &status, 0);
-    status_ = WIFEXITED(status) ? WEXITSTATUS(status)
-                                : 128 + WTERMSIG(status);
+    status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     read_available();
     return *status_;
   }
@@ -118,8 +117,8 @@ public:
       return false;
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      status_ = WIFEXITED(status) ? WEXITSTATUS(status)
-                                  : 128 + WTERMSIG(status);
+      status_ =
+        WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       return false;
     }
     return true;
@@ -176,8 +175,7 @@ inline std::vector<std::string> status_row(const std::string& output,
 }
 
 /// The STATE column of node `id` in `lumen status` output, or "".
-inline std::string status_of(const std::string& output,
-                             const std::string& id) {
+inline std::string status_of(const std::string& output, const std::string& id) {
   auto row = status_row(output, id);
   return row.size() > 3 ? row[3] : std::string{};
 }

@@ -29,8 +29,8 @@ int connect_to(const std::string& address) {
   auto colon = address.rfind(':');
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_port
-    = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+  addr.sin_port =
+    htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
   ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
@@ -92,9 +92,9 @@ std::string data_address_of(const std::string& id) {
 /// protocol version 1 announcing a payload of 4 GiB - 1.
 std::vector<unsigned char> giant_basp_header() {
   std::vector<unsigned char> h(32, 0);
-  h[0] = 0x00;                           // server handshake
+  h[0] = 0x00;                                   // server handshake
   std::fill(h.begin() + 4, h.begin() + 8, 0xff); // payload length
-  h[15] = 1;                             // version
+  h[15] = 1;                                     // version
   return h;
 }
 
@@ -117,13 +117,13 @@ BOOST_AUTO_TEST_CASE(a_wrong_token_is_refused_on_both_sides) {
   auto wrong = cl.home + "/wrong-token";
   std::ofstream{wrong} << "not-the-token\n";
   ::chmod(wrong.c_str(), 0600);
-  auto [code, out] = run({LUMEN_CLI, "status", "--address", cl.head.address,
-                          "--token-file", wrong},
-                         cl.env());
+  auto [code, out] = run(
+    {LUMEN_CLI, "status", "--address", cl.head.address, "--token-file", wrong},
+    cl.env());
   BOOST_TEST(code == 1);
   BOOST_TEST(out.find("wrong cluster token") != std::string::npos, out);
-  auto node = run({LUMEN_CLI, "start", "--block", "--address",
-                   cl.head.address, "--token-file", wrong},
+  auto node = run({LUMEN_CLI, "start", "--block", "--address", cl.head.address,
+                   "--token-file", wrong},
                   cl.env());
   BOOST_TEST(node.first == 1);
   BOOST_TEST(node.second.find("wrong cluster token") != std::string::npos,
@@ -140,8 +140,8 @@ BOOST_AUTO_TEST_CASE(a_caf_peer_without_the_token_cannot_even_connect) {
   auto& cl = *the_cluster;
   for (auto* address : {&cl.head.address, &cl.nodes[0].address}) {
     auto colon = address->rfind(':');
-    auto [code, out] = run({STRANGER, address->substr(0, colon),
-                            address->substr(colon + 1)});
+    auto [code, out] =
+      run({STRANGER, address->substr(0, colon), address->substr(colon + 1)});
     BOOST_TEST(code == 0, out);
     BOOST_TEST(out.find("connect: refused") != std::string::npos, out);
     BOOST_TEST(out.find("ALLOWED") == std::string::npos, out);
@@ -175,8 +175,8 @@ BOOST_AUTO_TEST_CASE(a_giant_length_header_costs_nothing_on_any_port) {
       ::close(fd);
     }
     auto grown_kb = proc_status(t.proc->pid(), "VmRSS") - rss_before;
-    BOOST_TEST(grown_kb < 16 * 1024, t.address << " grew by " << grown_kb
-                                                << " kB");
+    BOOST_TEST(grown_kb < 16 * 1024,
+               t.address << " grew by " << grown_kb << " kB");
     auto [code, out] = cl.status();
     BOOST_TEST(code == 0, out);
   }
@@ -188,8 +188,7 @@ BOOST_AUTO_TEST_CASE(a_giant_length_header_costs_nothing_on_any_port) {
     BOOST_TEST_REQUIRE(dead.empty(), *dead.begin() << " was given up");
   }
   BOOST_TEST(lumen::get(lumen::task(where).on_node(cl.nodes[0].id).remote(),
-                        deadline)
-             == cl.nodes[0].id);
+                        deadline) == cl.nodes[0].id);
 }
 
 BOOST_AUTO_TEST_CASE(the_data_port_admits_only_the_token) {
@@ -211,16 +210,16 @@ BOOST_AUTO_TEST_CASE(the_data_port_admits_only_the_token) {
   ::recv(wrong, why.data(), why.size(), MSG_WAITALL);
   BOOST_TEST(why == "wrong cluster token");
   ::close(wrong);
-  BOOST_TEST(cl.head.proc
-               ->await_output("refused a data connection from 127.0.0.1:",
-                              seconds(5))
-               .has_value());
+  BOOST_TEST(
+    cl.head.proc
+      ->await_output("refused a data connection from 127.0.0.1:", seconds(5))
+      .has_value());
   // A peer that connects and stays silent is let go after the handshake
   // deadline, and others are served meanwhile.
   int silent = connect_to(data);
   auto connected = steady_clock::now();
-  BOOST_TEST(lumen::get(lumen::task(where).on_node("head").remote(), deadline)
-             == "head");
+  BOOST_TEST(lumen::get(lumen::task(where).on_node("head").remote(),
+                        deadline) == "head");
   BOOST_TEST(closed_by_peer(silent));
   BOOST_TEST(seconds_since(connected) < 3.5);
   ::close(silent);
@@ -259,8 +258,7 @@ BOOST_AUTO_TEST_CASE(slow_drip_peers_are_closed_within_the_deadline) {
     while (open > 0 && steady_clock::now() < slice_end) {
       auto left = duration_cast<milliseconds>(slice_end - steady_clock::now());
       if (::poll(peers.data(), peers.size(),
-                 static_cast<int>(std::max<long>(1, left.count())))
-          <= 0)
+                 static_cast<int>(std::max<long>(1, left.count()))) <= 0)
         continue;
       for (auto& p : peers)
         if (p.fd >= 0 && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
@@ -273,8 +271,8 @@ BOOST_AUTO_TEST_CASE(slow_drip_peers_are_closed_within_the_deadline) {
   }
   auto all_closed_after = seconds_since(start);
   BOOST_TEST(open == 0u);
-  BOOST_TEST(all_closed_after < 3.5, "closed after " << all_closed_after
-                                                     << " s");
+  BOOST_TEST(all_closed_after < 3.5,
+             "closed after " << all_closed_after << " s");
   BOOST_TEST(status_answered);
   BOOST_TEST(threads_during <= threads_before + 2,
              threads_before << " threads before, " << threads_during
@@ -288,8 +286,8 @@ BOOST_AUTO_TEST_CASE(junk_bytes_and_port_scans_leave_the_head_working) {
   throw_junk_at(data_address_of("head"));
   BOOST_TEST(cl.head.proc->running());
   BOOST_TEST(ids(lumen::nodes(), true).count("head") == 1);
-  BOOST_TEST(lumen::get(lumen::task(where).on_node("head").remote(), deadline)
-             == "head");
+  BOOST_TEST(lumen::get(lumen::task(where).on_node("head").remote(),
+                        deadline) == "head");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -29,9 +29,8 @@ int main(int argc, char** argv) {
   }
   std::cout << "connect: ALLOWED\n";
   auto nid = manager->node();
-  auto spawned = mm.remote_spawn<calculator>(nid, "calculator",
-                                             caf::make_message(),
-                                             std::chrono::seconds(5));
+  auto spawned = mm.remote_spawn<calculator>(
+    nid, "calculator", caf::make_message(), std::chrono::seconds(5));
   std::cout << "remote_spawn: " << (spawned ? "ALLOWED" : "refused") << "\n";
   if (spawned)
     caf::anon_send_exit(*spawned, caf::exit_reason::kill);
@@ -40,7 +39,6 @@ int main(int argc, char** argv) {
   self
     ->request(*manager, std::chrono::seconds(5),
               caf::atom_constant<caf::atom("lmnodes")>::value)
-    .receive([&](std::vector<char>&) { answered = true; },
-             [&](caf::error&) {});
+    .receive([&](std::vector<char>&) { answered = true; }, [&](caf::error&) {});
   std::cout << "directory: " << (answered ? "ALLOWED" : "refused") << "\n";
 }

@@ -42,8 +42,7 @@ lines region(const lines& file, const std::string& name) {
   auto end = std::find_if(file.begin(), file.end(), [&](auto& l) {
     return l.find("// [/" + name + "]") != std::string::npos;
   });
-  BOOST_REQUIRE_MESSAGE(begin != file.end() && end != file.end()
-                          && begin < end,
+  BOOST_REQUIRE_MESSAGE(begin != file.end() && end != file.end() && begin < end,
                         "region [" << name << "] not found");
   return dedent(lines(begin + 1, end));
 }

@@ -25,7 +25,8 @@ std::atomic<int> constructions{0};
 
 class Account {
 public:
-  explicit Account(int balance) : balance_(balance) {
+  explicit Account(int balance)
+    : balance_(balance) {
     if (balance == counted_balance)
       constructions.fetch_add(1);
   }
@@ -93,8 +94,8 @@ BOOST_AUTO_TEST_CASE(calls_after_kill_fail_with_actor_died) {
   BOOST_TEST(!a.alive());
   BOOST_CHECK_EXCEPTION(lumen::get(a.call(&Account::balance), deadline),
                         lumen::actor_died, [](const lumen::actor_died& e) {
-                          return mentions(e, "killed")
-                                 && mentions(e, "Account::balance");
+                          return mentions(e, "killed") &&
+                                 mentions(e, "Account::balance");
                         });
   lumen::kill(a); // killing twice is harmless
 }
@@ -150,8 +151,7 @@ BOOST_AUTO_TEST_CASE(get_actor_with_the_wrong_class_is_a_usage_error) {
   auto a = lumen::actor<Account>(1).with_name("typed").remote();
   BOOST_CHECK_EXCEPTION(lumen::get_actor<Other>("typed"), lumen::usage_error,
                         [](const lumen::usage_error& e) {
-                          return mentions(e, "Account")
-                                 && mentions(e, "Other");
+                          return mentions(e, "Account") && mentions(e, "Other");
                         });
   lumen::kill(a);
 }
@@ -159,14 +159,13 @@ BOOST_AUTO_TEST_CASE(get_actor_with_the_wrong_class_is_a_usage_error) {
 BOOST_AUTO_TEST_CASE(exit_actor_restarts_the_actor_from_its_constructor) {
   auto a = lumen::actor<Account>(counted_balance).with_max_restarts(2).remote();
   lumen::get(a.call(&Account::deposit, 5));
-  BOOST_CHECK_EXCEPTION(lumen::get(a.call(&Account::quit), deadline),
-                        lumen::actor_died, [](const lumen::actor_died& e) {
-                          return mentions(e, "exit_actor");
-                        });
+  BOOST_CHECK_EXCEPTION(
+    lumen::get(a.call(&Account::quit), deadline), lumen::actor_died,
+    [](const lumen::actor_died& e) { return mentions(e, "exit_actor"); });
   BOOST_TEST(a.num_restarts() == 1);
   // The constructor ran again: the deposit is gone.
-  BOOST_TEST(lumen::get(a.call(&Account::balance), deadline)
-             == counted_balance);
+  BOOST_TEST(lumen::get(a.call(&Account::balance), deadline) ==
+             counted_balance);
   BOOST_TEST(constructions.load() == 2);
 }
 
@@ -175,10 +174,9 @@ BOOST_AUTO_TEST_CASE(an_actor_out_of_restarts_stays_dead) {
   BOOST_CHECK_THROW(lumen::get(a.call(&Account::crash), deadline),
                     lumen::actor_died);
   BOOST_TEST(lumen::get(a.call(&Account::balance), deadline) == 1);
-  BOOST_CHECK_EXCEPTION(lumen::get(a.call(&Account::crash), deadline),
-                        lumen::actor_died, [](const lumen::actor_died& e) {
-                          return mentions(e, "ledger corrupted");
-                        });
+  BOOST_CHECK_EXCEPTION(
+    lumen::get(a.call(&Account::crash), deadline), lumen::actor_died,
+    [](const lumen::actor_died& e) { return mentions(e, "ledger corrupted"); });
   BOOST_TEST(a.num_restarts() == 1);
   BOOST_CHECK_THROW(lumen::get(a.call(&Account::balance), deadline),
                     lumen::actor_died);
@@ -203,7 +201,8 @@ BOOST_AUTO_TEST_CASE(calls_queued_behind_a_dying_call_fail_instead_of_hanging) {
   BOOST_TEST(lumen::get(a.call(&Account::balance), deadline) == 7);
 }
 
-BOOST_AUTO_TEST_CASE(a_call_made_after_a_queued_call_failed_reaches_the_new_actor) {
+BOOST_AUTO_TEST_CASE(
+  a_call_made_after_a_queued_call_failed_reaches_the_new_actor) {
   for (int round = 0; round < 20; ++round) {
     gate g;
     held = &g;
@@ -236,8 +235,8 @@ BOOST_AUTO_TEST_CASE(a_throwing_constructor_fails_calls_with_its_cause) {
   auto a = lumen::actor<Broken>(1).with_max_restarts(3).remote();
   BOOST_CHECK_EXCEPTION(lumen::get(a.call(&Broken::ping), deadline),
                         lumen::actor_died, [](const lumen::actor_died& e) {
-                          return mentions(e, "no database")
-                                 && mentions(e, "std::runtime_error");
+                          return mentions(e, "no database") &&
+                                 mentions(e, "std::runtime_error");
                         });
   BOOST_TEST(a.num_restarts() == 0); // a throwing constructor would throw again
 }

@@ -20,8 +20,8 @@ LUMEN_REMOTE(held_value);
 
 class Recorder {
 public:
-  explicit Recorder(std::string prefix) : prefix_(std::move(prefix)) {
-  }
+  explicit Recorder(std::string prefix)
+    : prefix_(std::move(prefix)) {}
   // Returns how many calls ran before this one.
   int record(int x) {
     seen_.push_back(x);
@@ -104,8 +104,8 @@ BOOST_AUTO_TEST_CASE(a_call_waiting_for_a_ref_holds_back_later_calls) {
   g.open();
   BOOST_TEST(lumen::get(second, deadline) == 1);
   BOOST_TEST(lumen::get(third, deadline) == 2);
-  BOOST_TEST(lumen::get(a.call(&Recorder::seen))
-             == (std::vector<int>{0, 1, 2}));
+  BOOST_TEST(lumen::get(a.call(&Recorder::seen)) ==
+             (std::vector<int>{0, 1, 2}));
 }
 
 BOOST_AUTO_TEST_CASE(a_throwing_method_fails_its_call_and_the_actor_lives_on) {
@@ -126,8 +126,8 @@ BOOST_AUTO_TEST_CASE(an_unlisted_method_is_a_usage_error_naming_the_fix) {
   auto a = lumen::actor<Recorder>("").remote();
   BOOST_CHECK_EXCEPTION(a.call(&Recorder::not_listed), lumen::usage_error,
                         [](const lumen::usage_error& e) {
-                          return std::string{e.what()}.find("LUMEN_ACTOR")
-                                 != std::string::npos;
+                          return std::string{e.what()}.find("LUMEN_ACTOR") !=
+                                 std::string::npos;
                         });
 }
 

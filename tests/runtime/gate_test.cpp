@@ -71,9 +71,8 @@ int raw_connect(uint16_t port) {
   addr.sin_port = htons(port);
   ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  BOOST_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr),
-                          sizeof(addr))
-                == 0);
+  BOOST_REQUIRE(
+    ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
   timeval tv{10, 0}; // no read below blocks for longer
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   return fd;
@@ -104,11 +103,11 @@ BOOST_AUTO_TEST_CASE(a_peer_with_the_token_is_admitted_and_keeps_its_bytes) {
   BOOST_REQUIRE(served >= 0);
   // What the peer sends next reaches the protocol behind the gate whole.
   std::string msg = "first bytes after the gate";
-  BOOST_REQUIRE(::send(client, msg.data(), msg.size(), 0)
-                == static_cast<ssize_t>(msg.size()));
+  BOOST_REQUIRE(::send(client, msg.data(), msg.size(), 0) ==
+                static_cast<ssize_t>(msg.size()));
   std::string got(msg.size(), '\0');
-  BOOST_TEST(::recv(served, got.data(), got.size(), MSG_WAITALL)
-             == static_cast<ssize_t>(msg.size()));
+  BOOST_TEST(::recv(served, got.data(), got.size(), MSG_WAITALL) ==
+             static_cast<ssize_t>(msg.size()));
   BOOST_TEST(got == msg);
   ::close(client);
 }
@@ -119,10 +118,10 @@ BOOST_AUTO_TEST_CASE(a_wrong_token_is_refused_with_a_code_and_the_reason) {
     pass_gate(f.where(), "guess", "the test gate", seconds(2));
     BOOST_FAIL("a wrong token passed the gate");
   } catch (const lumen::error& e) {
-    BOOST_TEST(static_cast<int>(e.code())
-               == static_cast<int>(lumen::errc::wrong_token));
-    BOOST_TEST(std::string{e.what()}.find("wrong cluster token")
-               != std::string::npos);
+    BOOST_TEST(static_cast<int>(e.code()) ==
+               static_cast<int>(lumen::errc::wrong_token));
+    BOOST_TEST(std::string{e.what()}.find("wrong cluster token") !=
+               std::string::npos);
   }
   BOOST_TEST(f.next_admitted() == -1);
 }
@@ -187,14 +186,14 @@ BOOST_AUTO_TEST_CASE(nothing_listening_is_unreachable_with_the_address) {
     port = f.g.port();
   }
   try {
-    pass_gate({"127.0.0.1", static_cast<uint16_t>(port)}, "s3cret",
-              "the head", seconds(2));
+    pass_gate({"127.0.0.1", static_cast<uint16_t>(port)}, "s3cret", "the head",
+              seconds(2));
     BOOST_FAIL("connected to a closed port");
   } catch (const lumen::error& e) {
-    BOOST_TEST(static_cast<int>(e.code())
-               == static_cast<int>(lumen::errc::unreachable));
-    BOOST_TEST(std::string{e.what()}.find("the head at 127.0.0.1:")
-               != std::string::npos,
+    BOOST_TEST(static_cast<int>(e.code()) ==
+               static_cast<int>(lumen::errc::unreachable));
+    BOOST_TEST(std::string{e.what()}.find("the head at 127.0.0.1:") !=
+                 std::string::npos,
                e.what());
   }
 }
@@ -205,8 +204,8 @@ BOOST_AUTO_TEST_CASE(a_taken_port_is_a_clear_error) {
     gate second{"127.0.0.1", f.g.port(), "s3cret", "test"};
     BOOST_FAIL("two gates on one port");
   } catch (const lumen::usage_error& e) {
-    BOOST_TEST(std::string{e.what()}.find("pick another --port")
-               != std::string::npos,
+    BOOST_TEST(std::string{e.what()}.find("pick another --port") !=
+                 std::string::npos,
                e.what());
   }
 }

@@ -17,7 +17,8 @@ int one() {
 LUMEN_REMOTE(one);
 
 struct argv_builder {
-  explicit argv_builder(std::vector<std::string> args) : args_(std::move(args)) {
+  explicit argv_builder(std::vector<std::string> args)
+    : args_(std::move(args)) {
     for (auto& a : args_)
       ptrs_.push_back(a.data());
   }
@@ -68,10 +69,9 @@ BOOST_AUTO_TEST_SUITE(init)
 
 BOOST_AUTO_TEST_CASE(the_api_before_init_is_a_usage_error) {
   BOOST_TEST(!lumen::is_initialized());
-  BOOST_CHECK_EXCEPTION(lumen::task(one).remote(), lumen::usage_error,
-                        [](const lumen::usage_error& e) {
-                          return mentions(e, "lumen::init");
-                        });
+  BOOST_CHECK_EXCEPTION(
+    lumen::task(one).remote(), lumen::usage_error,
+    [](const lumen::usage_error& e) { return mentions(e, "lumen::init"); });
 }
 
 BOOST_AUTO_TEST_CASE(init_then_shutdown_then_init_again_works) {
@@ -88,10 +88,9 @@ BOOST_AUTO_TEST_CASE(init_then_shutdown_then_init_again_works) {
 
 BOOST_AUTO_TEST_CASE(init_twice_is_a_usage_error) {
   lumen::init();
-  BOOST_CHECK_EXCEPTION(lumen::init(), lumen::usage_error,
-                        [](const lumen::usage_error& e) {
-                          return mentions(e, "twice");
-                        });
+  BOOST_CHECK_EXCEPTION(
+    lumen::init(), lumen::usage_error,
+    [](const lumen::usage_error& e) { return mentions(e, "twice"); });
   lumen::shutdown();
 }
 
@@ -110,17 +109,17 @@ BOOST_AUTO_TEST_CASE(known_flags_are_parsed) {
 BOOST_AUTO_TEST_CASE(an_unknown_flag_is_named_in_the_error) {
   argv_builder a{{"prog", "--num-cpu=3"}};
   bool help = false;
-  BOOST_CHECK_EXCEPTION(lumen::detail::parse_init_flags(a.argc(), a.argv(), help),
-                        lumen::usage_error, [](const lumen::usage_error& e) {
-                          return mentions(e, "'--num-cpu=3'")
-                                 && mentions(e, "--num-cpus N");
-                        });
+  BOOST_CHECK_EXCEPTION(
+    lumen::detail::parse_init_flags(a.argc(), a.argv(), help),
+    lumen::usage_error, [](const lumen::usage_error& e) {
+      return mentions(e, "'--num-cpu=3'") && mentions(e, "--num-cpus N");
+    });
 }
 
 BOOST_AUTO_TEST_CASE(bad_flag_values_are_rejected) {
   bool help = false;
-  for (auto bad : {"--num-cpus=0", "--num-cpus=-2", "--num-cpus=two",
-                   "--num-cpus=3x"}) {
+  for (auto bad :
+       {"--num-cpus=0", "--num-cpus=-2", "--num-cpus=two", "--num-cpus=3x"}) {
     argv_builder a{{"prog", bad}};
     BOOST_CHECK_THROW(lumen::detail::parse_init_flags(a.argc(), a.argv(), help),
                       lumen::usage_error);

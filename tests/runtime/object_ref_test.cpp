@@ -21,8 +21,7 @@ int identity(int x) {
 }
 LUMEN_REMOTE(identity);
 
-void nothing() {
-}
+void nothing() {}
 LUMEN_REMOTE(nothing);
 
 } // namespace
@@ -48,11 +47,10 @@ BOOST_AUTO_TEST_CASE(put_values_are_shared_not_copied) {
 BOOST_AUTO_TEST_CASE(get_on_an_empty_ref_throws_a_usage_error) {
   lumen::ObjectRef<int> empty;
   BOOST_TEST(!empty.valid());
-  BOOST_CHECK_EXCEPTION(lumen::get(empty), lumen::usage_error,
-                        [](const lumen::usage_error& e) {
-                          return std::string{e.what()}.find("empty")
-                                 != std::string::npos;
-                        });
+  BOOST_CHECK_EXCEPTION(
+    lumen::get(empty), lumen::usage_error, [](const lumen::usage_error& e) {
+      return std::string{e.what()}.find("empty") != std::string::npos;
+    });
   std::vector<lumen::ObjectRef<int>> refs{lumen::put(1), empty};
   BOOST_CHECK_THROW(lumen::get(refs), lumen::usage_error);
   BOOST_CHECK_THROW(lumen::wait(refs), lumen::usage_error);
@@ -63,11 +61,9 @@ BOOST_AUTO_TEST_CASE(get_with_timeout_throws_get_timeout_while_pending) {
   held = &g;
   auto r = lumen::task(held_value).remote(7);
   BOOST_CHECK_EXCEPTION(lumen::get(r, std::chrono::milliseconds(20)),
-                        lumen::get_timeout,
-                        [&](const lumen::get_timeout& e) {
+                        lumen::get_timeout, [&](const lumen::get_timeout& e) {
                           return std::string{e.what()}.find(
-                                   std::to_string(r.id()))
-                                 != std::string::npos;
+                                   std::to_string(r.id())) != std::string::npos;
                         });
   BOOST_TEST(!r.ready());
   g.open();
@@ -154,8 +150,8 @@ BOOST_AUTO_TEST_CASE(wait_wakes_up_when_a_pending_ref_becomes_ready) {
   auto waiter = std::async(std::launch::async,
                            [&] { return lumen::wait(refs, 1, deadline); });
   // The waiter is parked by now (or soon): opening the gate must wake it.
-  BOOST_TEST((waiter.wait_for(std::chrono::milliseconds(20))
-              == std::future_status::timeout));
+  BOOST_TEST((waiter.wait_for(std::chrono::milliseconds(20)) ==
+              std::future_status::timeout));
   g.open();
   auto res = waiter.get();
   BOOST_TEST(res.ready.size() == 1u);
@@ -163,11 +159,10 @@ BOOST_AUTO_TEST_CASE(wait_wakes_up_when_a_pending_ref_becomes_ready) {
 
 BOOST_AUTO_TEST_CASE(wait_with_num_returns_above_the_list_size_is_an_error) {
   std::vector<lumen::ObjectRef<int>> refs{lumen::put(1)};
-  BOOST_CHECK_EXCEPTION(lumen::wait(refs, 2), lumen::usage_error,
-                        [](const lumen::usage_error& e) {
-                          return std::string{e.what()}.find("num_returns")
-                                 != std::string::npos;
-                        });
+  BOOST_CHECK_EXCEPTION(
+    lumen::wait(refs, 2), lumen::usage_error, [](const lumen::usage_error& e) {
+      return std::string{e.what()}.find("num_returns") != std::string::npos;
+    });
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -35,10 +35,10 @@ BOOST_AUTO_TEST_CASE(registering_a_name_twice_makes_init_fail_naming_it) {
     BOOST_FAIL("init accepted a duplicate registration");
   } catch (const lumen::usage_error& e) {
     std::string what = e.what();
-    BOOST_TEST(what.find("remote function 'twice' is registered twice")
-               != std::string::npos);
-    BOOST_TEST(what.find("actor class 'Dup' is registered twice")
-               != std::string::npos);
+    BOOST_TEST(what.find("remote function 'twice' is registered twice") !=
+               std::string::npos);
+    BOOST_TEST(what.find("actor class 'Dup' is registered twice") !=
+               std::string::npos);
   }
   BOOST_TEST(!lumen::is_initialized());
 }

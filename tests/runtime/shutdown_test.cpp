@@ -17,8 +17,7 @@ int add(int x, int y) {
 LUMEN_REMOTE(add);
 
 using ask_atom = caf::atom_constant<caf::atom("ask")>;
-using silent_actor
-  = caf::typed_actor<caf::replies_to<ask_atom>::with<int32_t>>;
+using silent_actor = caf::typed_actor<caf::replies_to<ask_atom>::with<int32_t>>;
 
 struct silent_state {
   std::vector<caf::typed_response_promise<int32_t>> never_delivered;
@@ -36,8 +35,7 @@ silent(silent_actor::stateful_pointer<silent_state> self) {
 
 class Asker {
 public:
-  explicit Asker(int) {
-  }
+  explicit Asker(int) {}
   int ask(int) {
     return 0;
   }

@@ -107,15 +107,15 @@ BOOST_AUTO_TEST_CASE(remote_returns_a_ref_to_the_result) {
   BOOST_TEST(lumen::get(lumen::task(square).remote(4)) == 16);
   BOOST_TEST(lumen::get(lumen::task(add).remote(2, 3)) == 5);
   BOOST_TEST(lumen::get(lumen::task(greet).remote("ray")) == "hello ray");
-  BOOST_TEST(lumen::get(lumen::task(sum).remote(std::vector<double>{1, 2, 3}))
-             == 6.0);
+  BOOST_TEST(
+    lumen::get(lumen::task(sum).remote(std::vector<double>{1, 2, 3})) == 6.0);
 }
 
 BOOST_AUTO_TEST_CASE(ref_arguments_are_resolved_before_the_call) {
   auto a = lumen::task(square).remote(3);
-  auto b = lumen::task(add).remote(a, 1);        // 10
-  auto c = lumen::task(add).remote(a, b);        // 19
-  auto d = lumen::task(square).remote(c);        // 361
+  auto b = lumen::task(add).remote(a, 1); // 10
+  auto c = lumen::task(add).remote(a, b); // 19
+  auto d = lumen::task(square).remote(c); // 361
   BOOST_TEST(lumen::get(d) == 361);
   auto v = lumen::put(std::vector<double>{0.5, 0.25});
   BOOST_TEST(lumen::get(lumen::task(sum).remote(v)) == 0.75);
@@ -157,10 +157,9 @@ BOOST_AUTO_TEST_CASE(exceptions_not_derived_from_std_exception_are_reported) {
 BOOST_AUTO_TEST_CASE(a_failed_argument_fails_the_dependent_task) {
   auto bad = lumen::task(fails).remote(1);
   auto dependent = lumen::task(square).remote(bad);
-  BOOST_CHECK_EXCEPTION(lumen::get(dependent), lumen::task_error,
-                        [](const lumen::task_error& e) {
-                          return e.function() == "fails";
-                        });
+  BOOST_CHECK_EXCEPTION(
+    lumen::get(dependent), lumen::task_error,
+    [](const lumen::task_error& e) { return e.function() == "fails"; });
 }
 
 BOOST_AUTO_TEST_CASE(exceptions_are_retried_only_when_asked) {
@@ -170,17 +169,15 @@ BOOST_AUTO_TEST_CASE(exceptions_are_retried_only_when_asked) {
   BOOST_TEST(attempts.load() == 1);
 
   attempts = 0;
-  auto retried = lumen::task(flaky)
-                   .with_max_retries(3)
-                   .with_retry_exceptions(true)
-                   .remote(2);
+  auto retried =
+    lumen::task(flaky).with_max_retries(3).with_retry_exceptions(true).remote(
+      2);
   BOOST_TEST(lumen::get(retried) == 3);
 
   attempts = 0;
-  auto exhausted = lumen::task(flaky)
-                     .with_max_retries(1)
-                     .with_retry_exceptions(true)
-                     .remote(5);
+  auto exhausted =
+    lumen::task(flaky).with_max_retries(1).with_retry_exceptions(true).remote(
+      5);
   BOOST_CHECK_THROW(lumen::get(exhausted), lumen::task_error);
   BOOST_TEST(attempts.load() == 2);
 }
@@ -193,8 +190,8 @@ BOOST_AUTO_TEST_CASE(negative_retry_counts_are_rejected) {
 BOOST_AUTO_TEST_CASE(an_unregistered_function_is_a_usage_error) {
   BOOST_CHECK_EXCEPTION(lumen::task(not_registered), lumen::usage_error,
                         [](const lumen::usage_error& e) {
-                          return std::string{e.what()}.find("LUMEN_REMOTE")
-                                 != std::string::npos;
+                          return std::string{e.what()}.find("LUMEN_REMOTE") !=
+                                 std::string::npos;
                         });
 }
 
@@ -211,8 +208,8 @@ BOOST_AUTO_TEST_CASE(stand_in_workers_do_not_pile_up) {
   // that retires afterwards; retired threads must be reclaimed.
   auto before = thread_count();
   for (int i = 0; i < 3000; ++i)
-    BOOST_TEST_REQUIRE(lumen::get(lumen::task(nested).remote(1), deadline)
-                       == 1);
+    BOOST_TEST_REQUIRE(lumen::get(lumen::task(nested).remote(1), deadline) ==
+                       1);
   BOOST_TEST(thread_count() < before + 16);
 }
 

@@ -66,21 +66,20 @@ BOOST_AUTO_TEST_CASE(refs_from_typed_actors_mix_with_lumen_wait) {
 
 BOOST_AUTO_TEST_CASE(an_error_response_becomes_a_task_error) {
   auto calc = lumen::spawn(calculator_impl);
-  BOOST_CHECK_EXCEPTION(lumen::get(lumen::call(calc, div_atom::value, 1, 0),
-                                   deadline),
-                        lumen::task_error, [](const lumen::task_error& e) {
-                          return e.message().find("division by zero")
-                                 != std::string::npos;
-                        });
+  BOOST_CHECK_EXCEPTION(
+    lumen::get(lumen::call(calc, div_atom::value, 1, 0), deadline),
+    lumen::task_error, [](const lumen::task_error& e) {
+      return e.message().find("division by zero") != std::string::npos;
+    });
 }
 
 BOOST_AUTO_TEST_CASE(a_call_to_a_dead_typed_actor_raises_actor_died) {
   auto calc = lumen::spawn(calculator_impl);
   auto gone = lumen::call(calc, caf::reset_atom::value);
   lumen::get(gone, deadline);
-  BOOST_CHECK_THROW(lumen::get(lumen::call(calc, add_atom::value, 1, 1),
-                               deadline),
-                    lumen::actor_died);
+  BOOST_CHECK_THROW(
+    lumen::get(lumen::call(calc, add_atom::value, 1, 1), deadline),
+    lumen::actor_died);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

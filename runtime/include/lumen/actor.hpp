@@ -21,10 +21,12 @@ namespace detail {
 template <class C, class R, class M, class Args>
 class actor_call_impl final : public actor_call {
 public:
-  actor_call_impl(std::shared_ptr<value_state<R>> result,
-                  const method_entry& e, M m, Args args)
-    : actor_call(result, e), st_(std::move(result)), m_(m),
-      args_(std::move(args)) {
+  actor_call_impl(std::shared_ptr<value_state<R>> result, const method_entry& e,
+                  M m, Args args)
+    : actor_call(result, e)
+    , st_(std::move(result))
+    , m_(m)
+    , args_(std::move(args)) {
     deps = args_.dependencies();
   }
 
@@ -71,8 +73,7 @@ template <class C, class... As>
 class actor_factory_impl final : public actor_factory {
 public:
   explicit actor_factory_impl(std::tuple<As...> args)
-    : args_(std::move(args)) {
-  }
+    : args_(std::move(args)) {}
 
   std::shared_ptr<void> construct() override {
     return std::apply(
@@ -111,22 +112,21 @@ public:
   ActorHandle() = default;
 
   explicit ActorHandle(std::shared_ptr<detail::actor_ref> ref)
-    : ref_(std::move(ref)) {
-  }
+    : ref_(std::move(ref)) {}
 
   /// Calls `method` on the actor with `xs` and returns a ref to its result.
   /// One caller's calls run one at a time, in the order they were made.
   template <class R, class... Ps, class... As>
   ObjectRef<std::decay_t<R>> call(R (C::*method)(Ps...), As&&... xs) const {
     return submit<R, detail::param_list<Ps...>>(method,
-                                                 std::forward<As>(xs)...);
+                                                std::forward<As>(xs)...);
   }
 
   template <class R, class... Ps, class... As>
   ObjectRef<std::decay_t<R>> call(R (C::*method)(Ps...) const,
                                   As&&... xs) const {
     return submit<R, detail::param_list<Ps...>>(method,
-                                                 std::forward<As>(xs)...);
+                                                std::forward<As>(xs)...);
   }
 
   bool valid() const noexcept {
@@ -162,8 +162,8 @@ private:
   template <class R, class Params, class M, class... As>
   ObjectRef<std::decay_t<R>> submit(M method, As&&... xs) const {
     using result_t = std::decay_t<R>;
-    static_assert(std::is_void<result_t>::value
-                    || detail::is_serializable_v<result_t>,
+    static_assert(std::is_void<result_t>::value ||
+                    detail::is_serializable_v<result_t>,
                   "lumen: the return type of an actor method is not "
                   "serializable. Use arithmetic types, std::string, standard "
                   "containers of them, or give the type a CAF inspect() "
@@ -197,8 +197,8 @@ public:
                 "containers of them, or give the type a CAF inspect() "
                 "overload");
 
-  explicit actor_creator(std::tuple<As...> args) : args_(std::move(args)) {
-  }
+  explicit actor_creator(std::tuple<As...> args)
+    : args_(std::move(args)) {}
 
   /// Registers the actor under `name` for `lumen::get_actor`.
   actor_creator& with_name(std::string name) {
@@ -251,10 +251,10 @@ namespace detail {
 /// How a constructor argument is kept: by value, string literals as
 /// std::string (they must outlive the call and cross the wire).
 template <class T>
-using ctor_arg_t
-  = std::conditional_t<std::is_same<std::decay_t<T>, const char*>::value
-                         || std::is_same<std::decay_t<T>, char*>::value,
-                       std::string, std::decay_t<T>>;
+using ctor_arg_t =
+  std::conditional_t<std::is_same<std::decay_t<T>, const char*>::value ||
+                       std::is_same<std::decay_t<T>, char*>::value,
+                     std::string, std::decay_t<T>>;
 
 } // namespace detail
 

@@ -11,10 +11,10 @@
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
-#include <caf/make_message.hpp>
 #include <caf/error.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/is_typed_actor.hpp>
+#include <caf/make_message.hpp>
 #include <caf/response_type.hpp>
 
 #include "lumen/errors.hpp"
@@ -25,8 +25,8 @@
 /// whose code has it can spawn it: LUMEN_TYPED_ACTOR("calculator", calc).
 /// Every process needs the same registrations (CAF's add_actor_type).
 #define LUMEN_TYPED_ACTOR(name, fn)                                            \
-  static const bool LUMEN_PP_CAT(lumen_typed_registered_, __COUNTER__)         \
-    = ::lumen::detail::register_typed_actor(name, fn)
+  static const bool LUMEN_PP_CAT(lumen_typed_registered_, __COUNTER__) =       \
+    ::lumen::detail::register_typed_actor(name, fn)
 
 namespace lumen {
 
@@ -62,8 +62,7 @@ bool register_typed_actor(const char* name, F fn) {
 /// own spawn service), checking it implements `interface`. Throws
 /// `usage_error` saying why it could not.
 caf::strong_actor_ptr spawn_typed_on(const std::string& node_id,
-                                     const std::string& name,
-                                     caf::message args,
+                                     const std::string& name, caf::message args,
                                      const std::set<std::string>& interface);
 
 /// On the requester's thread: runs `fail` if `whom` goes down first, since
@@ -110,8 +109,8 @@ struct result_of<caf::detail::type_list<T, U, Ts...>> {
 /// (the requester stopped at shutdown), so that no `get` waits forever.
 template <class R>
 struct open_request {
-  explicit open_request(std::shared_ptr<value_state<R>> x) : st(std::move(x)) {
-  }
+  explicit open_request(std::shared_ptr<value_state<R>> x)
+    : st(std::move(x)) {}
 
   std::shared_ptr<value_state<R>> st;
   caf::actor_addr watched; // set for a remote receiver
@@ -168,7 +167,8 @@ template <class Handle, class... Ts>
 auto call(const Handle& h, Ts&&... xs) {
   static_assert(caf::is_typed_actor<Handle>::value,
                 "lumen::call takes a typed CAF actor handle");
-  using rt = caf::response_type<typename Handle::signatures, std::decay_t<Ts>...>;
+  using rt =
+    caf::response_type<typename Handle::signatures, std::decay_t<Ts>...>;
   static_assert(rt::valid, "lumen::call: the actor's interface has no "
                            "handler for these argument types");
   using outs = typename rt::type;
@@ -182,13 +182,13 @@ auto call(const Handle& h, Ts&&... xs) {
         req->watched = h.address();
         // Weak: the watch must not keep the request open.
         std::weak_ptr<detail::open_request<R>> weak = req;
-        req->token = detail::watch(self, caf::actor_cast<caf::actor>(h),
-                                   [weak] {
-                                     if (auto r = weak.lock())
-                                       r->st->set_error(std::make_exception_ptr(
-                                         actor_died("the typed actor's node "
-                                                    "went down")));
-                                   });
+        req->token =
+          detail::watch(self, caf::actor_cast<caf::actor>(h), [weak] {
+            if (auto r = weak.lock())
+              r->st->set_error(
+                std::make_exception_ptr(actor_died("the typed actor's node "
+                                                   "went down")));
+          });
       }
       std::apply(
         [&](auto&... ys) {

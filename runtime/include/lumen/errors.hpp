@@ -44,8 +44,8 @@ const char* to_string(errc code) noexcept;
 class error : public std::runtime_error {
 public:
   explicit error(const std::string& what, errc code = errc::unspecified)
-    : std::runtime_error(what), code_(code) {
-  }
+    : std::runtime_error(what)
+    , code_(code) {}
 
   errc code() const noexcept {
     return code_;
@@ -60,8 +60,7 @@ private:
 class usage_error : public error {
 public:
   explicit usage_error(const std::string& what, errc code = errc::usage)
-    : error(what, code) {
-  }
+    : error(what, code) {}
 };
 
 /// A remote function or actor method threw. Carries the function's name, the
@@ -71,10 +70,18 @@ public:
   task_error(std::string function, std::string exception_type,
              std::string message, std::string node);
 
-  const std::string& function() const noexcept { return function_; }
-  const std::string& exception_type() const noexcept { return type_; }
-  const std::string& message() const noexcept { return message_; }
-  const std::string& node() const noexcept { return node_; }
+  const std::string& function() const noexcept {
+    return function_;
+  }
+  const std::string& exception_type() const noexcept {
+    return type_;
+  }
+  const std::string& message() const noexcept {
+    return message_;
+  }
+  const std::string& node() const noexcept {
+    return node_;
+  }
 
 private:
   std::string function_;
@@ -88,16 +95,14 @@ private:
 class actor_died : public error {
 public:
   explicit actor_died(const std::string& what, errc code = errc::actor_died)
-    : error(what, code) {
-  }
+    : error(what, code) {}
 };
 
 /// `get` gave up waiting before the object was ready.
 class get_timeout : public error {
 public:
   explicit get_timeout(const std::string& what)
-    : error(what, errc::timeout) {
-  }
+    : error(what, errc::timeout) {}
 };
 
 /// Thrown from an actor's constructor or method to take the actor down as a

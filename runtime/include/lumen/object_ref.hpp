@@ -26,8 +26,7 @@ public:
   ObjectRef() = default;
 
   explicit ObjectRef(std::shared_ptr<detail::value_state<T>> st)
-    : st_(std::move(st)) {
-  }
+    : st_(std::move(st)) {}
 
   /// False for a default-constructed or moved-from ref.
   bool valid() const noexcept {

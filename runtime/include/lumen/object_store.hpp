@@ -54,8 +54,7 @@ T take(const value_state<T>& st) {
 /// Flags which of `states` are ready once at least `num_returns` are or the
 /// deadline passed; keeps at most the first `num_returns` ready ones.
 std::vector<bool> wait_states(const std::vector<object_state*>& states,
-                              size_t num_returns,
-                              clock::time_point deadline);
+                              size_t num_returns, clock::time_point deadline);
 
 } // namespace detail
 
@@ -84,8 +83,8 @@ T get(const ObjectRef<T>& ref, std::chrono::duration<Rep, Period> timeout) {
 template <class T, class Rep = int64_t, class Period = std::ratio<1>>
 std::conditional_t<std::is_void<T>::value, void, std::vector<T>>
 get(const std::vector<ObjectRef<T>>& refs,
-    std::chrono::duration<Rep, Period> timeout
-    = std::chrono::duration<Rep, Period>::max()) {
+    std::chrono::duration<Rep, Period> timeout =
+      std::chrono::duration<Rep, Period>::max()) {
   for (auto& r : refs)
     detail::require_valid(r.state().get(), "lumen::get");
   auto start = detail::clock::now();
@@ -118,16 +117,16 @@ struct wait_result {
 template <class T, class Rep = int64_t, class Period = std::ratio<1>>
 wait_result<T> wait(const std::vector<ObjectRef<T>>& refs,
                     size_t num_returns = 1,
-                    std::chrono::duration<Rep, Period> timeout
-                    = std::chrono::duration<Rep, Period>::max()) {
+                    std::chrono::duration<Rep, Period> timeout =
+                      std::chrono::duration<Rep, Period>::max()) {
   std::vector<detail::object_state*> states;
   states.reserve(refs.size());
   for (auto& r : refs) {
     detail::require_valid(r.state().get(), "lumen::wait");
     states.push_back(r.state().get());
   }
-  auto flags = detail::wait_states(states, num_returns,
-                                   detail::deadline_after(timeout));
+  auto flags =
+    detail::wait_states(states, num_returns, detail::deadline_after(timeout));
   wait_result<T> out;
   for (size_t i = 0; i < refs.size(); ++i)
     (flags[i] ? out.ready : out.pending).push_back(refs[i]);

@@ -16,22 +16,22 @@
 /// like RAY_REMOTE. `lumen::task(fn)` needs it; a name registered twice makes
 /// `lumen::init` fail with a message naming it.
 #define LUMEN_REMOTE(fn)                                                       \
-  static const bool LUMEN_PP_CAT(lumen_remote_registered_, __COUNTER__)        \
-    = ::lumen::detail::register_function(#fn, fn)
+  static const bool LUMEN_PP_CAT(lumen_remote_registered_, __COUNTER__) =      \
+    ::lumen::detail::register_function(#fn, fn)
 
 /// Registers a class as an actor type together with the methods that callers
 /// may invoke: LUMEN_ACTOR(Counter, &Counter::add, &Counter::get).
 #define LUMEN_ACTOR(cls, ...)                                                  \
-  static const bool LUMEN_PP_CAT(lumen_actor_registered_, __COUNTER__)         \
-    = ::lumen::detail::register_actor<cls>(#cls, #__VA_ARGS__, __VA_ARGS__)
+  static const bool LUMEN_PP_CAT(lumen_actor_registered_, __COUNTER__) =       \
+    ::lumen::detail::register_actor<cls>(#cls, #__VA_ARGS__, __VA_ARGS__)
 
 /// Registers how to build an actor class from constructor arguments of the
 /// given types, written as a function type: LUMEN_ACTOR_CTOR(Counter(int)).
 /// A node hosts actors that other processes create only if its code has
 /// this (a program that itself calls lumen::actor<Counter>(int) has it).
 #define LUMEN_ACTOR_CTOR(signature)                                            \
-  static const bool LUMEN_PP_CAT(lumen_ctor_registered_, __COUNTER__)          \
-    = ::lumen::detail::constructor_of<signature>::done
+  static const bool LUMEN_PP_CAT(lumen_ctor_registered_, __COUNTER__) =        \
+    ::lumen::detail::constructor_of<signature>::done
 
 #define LUMEN_PP_CAT(a, b) LUMEN_PP_CAT_I(a, b)
 #define LUMEN_PP_CAT_I(a, b) a##b
@@ -123,12 +123,12 @@ size_t registered_count();
 std::vector<std::string> split_method_names(const char* spelled);
 
 template <class... Ts>
-constexpr bool serializable_params
-  = (is_serializable_v<std::decay_t<Ts>> && ...);
+constexpr bool serializable_params = (is_serializable_v<std::decay_t<Ts>> &&
+                                      ...);
 
 template <class R>
-constexpr bool serializable_result
-  = std::is_void<R>::value || is_serializable_v<std::decay_t<R>>;
+constexpr bool serializable_result =
+  std::is_void<R>::value || is_serializable_v<std::decay_t<R>>;
 
 /// Encodes what `f` returns (nothing for void).
 template <class F>
@@ -145,7 +145,8 @@ template <class R, class... Ps>
 bytes invoke_function(erased_fn f, byte_span in) {
   auto fn = reinterpret_cast<R (*)(Ps...)>(f);
   auto args = decode<std::decay_t<Ps>...>(in);
-  return encode_result([&]() -> decltype(auto) { return std::apply(fn, args); });
+  return encode_result(
+    [&]() -> decltype(auto) { return std::apply(fn, args); });
 }
 
 template <class R, class... Ps>
@@ -161,7 +162,7 @@ bool register_function(const char* name, R (*fn)(Ps...)) {
                 "overload");
   if constexpr (serializable_params<Ps...> && serializable_result<R>)
     return add_function({name, reinterpret_cast<erased_fn>(fn),
-                         &typeid(R (*)(Ps...)), &invoke_function<R, Ps...>});
+                         &typeid(R(*)(Ps...)), &invoke_function<R, Ps...>});
   else
     return false;
 }
@@ -173,13 +174,12 @@ template <class C, class R, class... Ps>
 struct method_traits<R (C::*)(Ps...)> {
   using result = R;
   using args = std::tuple<std::decay_t<Ps>...>;
-  static constexpr bool serializable
-    = serializable_params<Ps...> && serializable_result<R>;
+  static constexpr bool serializable =
+    serializable_params<Ps...> && serializable_result<R>;
 };
 
 template <class C, class R, class... Ps>
-struct method_traits<R (C::*)(Ps...) const> : method_traits<R (C::*)(Ps...)> {
-};
+struct method_traits<R (C::*)(Ps...) const> : method_traits<R (C::*)(Ps...)> {};
 
 template <class C, class M>
 bytes invoke_method(void* self, const method_key& key, byte_span in) {
@@ -188,9 +188,8 @@ bytes invoke_method(void* self, const method_key& key, byte_span in) {
   auto args = decode_tuple<typename method_traits<M>::args>(in);
   auto* obj = static_cast<C*>(self);
   return encode_result([&]() -> decltype(auto) {
-    return std::apply([&](auto&... xs) -> decltype(auto) {
-      return (obj->*m)(xs...);
-    }, args);
+    return std::apply(
+      [&](auto&... xs) -> decltype(auto) { return (obj->*m)(xs...); }, args);
   });
 }
 
@@ -209,9 +208,8 @@ method_entry make_method_entry(std::string name, M m) {
 
 template <class C, class... Ms>
 bool register_actor(const char* name, const char* spelled, Ms... methods) {
-  static_assert(sizeof...(Ms) > 0,
-                "LUMEN_ACTOR needs at least one method: "
-                "LUMEN_ACTOR(Class, &Class::method, ...)");
+  static_assert(sizeof...(Ms) > 0, "LUMEN_ACTOR needs at least one method: "
+                                   "LUMEN_ACTOR(Class, &Class::method, ...)");
   auto names = split_method_names(spelled);
   actor_class_entry entry{name, &typeid(C), {}};
   size_t i = 0;
@@ -225,8 +223,8 @@ bool register_actor(const char* name, const char* spelled, Ms... methods) {
 /// The registry key of C's constructor taking `As...`.
 template <class C, class... As>
 std::string constructor_key() {
-  return std::string{typeid(C).name()} + "("
-         + typeid(std::tuple<As...>).name() + ")";
+  return std::string{typeid(C).name()} + "(" +
+         typeid(std::tuple<As...>).name() + ")";
 }
 
 /// Registers, at static-init time in every process whose binary creates an
@@ -243,8 +241,8 @@ struct constructor_registration {
 };
 
 template <class C, class... As>
-const bool constructor_registration<C, As...>::done
-  = add_constructor({constructor_key<C, As...>(), &construct});
+const bool constructor_registration<C, As...>::done =
+  add_constructor({constructor_key<C, As...>(), &construct});
 
 template <class Signature>
 struct constructor_of;

@@ -18,10 +18,10 @@ class task_impl final : public task_spec {
 public:
   task_impl(std::shared_ptr<value_state<R>> result, const function_entry& e,
             int max_retries, bool retry_exceptions, F* fn, Args args)
-    : task_spec(result, e, max_retries, retry_exceptions),
-      st_(std::move(result)),
-      fn_(fn),
-      args_(std::move(args)) {
+    : task_spec(result, e, max_retries, retry_exceptions)
+    , st_(std::move(result))
+    , fn_(fn)
+    , args_(std::move(args)) {
     deps = args_.dependencies();
   }
 
@@ -60,7 +60,8 @@ class task_caller {
 public:
   using result_type = std::decay_t<R>;
 
-  explicit task_caller(R (*fn)(Ps...)) : fn_(fn) {
+  explicit task_caller(R (*fn)(Ps...))
+    : fn_(fn) {
     entry_ = detail::find_function(reinterpret_cast<detail::erased_fn>(fn));
     if (entry_ == nullptr)
       detail::throw_unregistered_function();
@@ -98,16 +99,15 @@ public:
   /// arguments for parameters of their value type are resolved first.
   template <class... As>
   ObjectRef<result_type> remote(As&&... xs) const {
-    static_assert(std::is_void<result_type>::value
-                    || detail::is_serializable_v<result_type>,
+    static_assert(std::is_void<result_type>::value ||
+                    detail::is_serializable_v<result_type>,
                   "lumen: the return type of a remote function is not "
                   "serializable. Use arithmetic types, std::string, standard "
                   "containers of them, or give the type a CAF inspect() "
                   "overload");
     using args_t = detail::arguments<detail::param_list<Ps...>, As...>;
     auto st = std::make_shared<detail::value_state<result_type>>();
-    auto t = std::make_shared<
-      detail::task_impl<result_type, R(Ps...), args_t>>(
+    auto t = std::make_shared<detail::task_impl<result_type, R(Ps...), args_t>>(
       st, *entry_, max_retries_, retry_exceptions_, fn_,
       args_t{std::forward<As>(xs)...});
     t->where = where_;

@@ -17,10 +17,12 @@ namespace lumen::detail {
 template <class V>
 struct value_slot {
   template <class B>
-  explicit value_slot(B&& x) : value(std::forward<B>(x)) {
-  }
+  explicit value_slot(B&& x)
+    : value(std::forward<B>(x)) {}
   V value;
-  V& get() noexcept { return value; }
+  V& get() noexcept {
+    return value;
+  }
   void collect(std::vector<std::shared_ptr<object_state>>&) const {}
 };
 
@@ -28,10 +30,12 @@ struct value_slot {
 /// for it and reads the value in place, without a copy.
 template <class U>
 struct ref_slot {
-  explicit ref_slot(ObjectRef<U> x) : ref(std::move(x)) {
-  }
+  explicit ref_slot(ObjectRef<U> x)
+    : ref(std::move(x)) {}
   ObjectRef<U> ref;
-  const U& get() const noexcept { return ref.state()->value(); }
+  const U& get() const noexcept {
+    return ref.state()->value();
+  }
   void collect(std::vector<std::shared_ptr<object_state>>& deps) const {
     deps.push_back(ref.state());
   }
@@ -44,8 +48,8 @@ struct slot_for {
 
 template <class P, class A>
 struct slot_for<P, A,
-                std::enable_if_t<is_object_ref<std::decay_t<A>>::value
-                                 && !is_object_ref<std::decay_t<P>>::value>> {
+                std::enable_if_t<is_object_ref<std::decay_t<A>>::value &&
+                                 !is_object_ref<std::decay_t<P>>::value>> {
   using type = ref_slot<typename std::decay_t<A>::value_type>;
 };
 
@@ -57,8 +61,8 @@ using slot_t = typename slot_for<P, A>::type;
 template <class P, class A>
 constexpr bool check_argument() {
   using param = std::decay_t<P>;
-  static_assert(!std::is_lvalue_reference<P>::value
-                  || std::is_const<std::remove_reference_t<P>>::value,
+  static_assert(!std::is_lvalue_reference<P>::value ||
+                  std::is_const<std::remove_reference_t<P>>::value,
                 "lumen: remote functions and actor methods take their "
                 "parameters by value or by const reference; a non-const "
                 "reference could not reach the caller");
@@ -66,8 +70,8 @@ constexpr bool check_argument() {
                 "lumen: a parameter type is not serializable. Use arithmetic "
                 "types, std::string, standard containers of them, or give the "
                 "type a CAF inspect() overload");
-  if constexpr (is_object_ref<std::decay_t<A>>::value
-                && !is_object_ref<param>::value) {
+  if constexpr (is_object_ref<std::decay_t<A>>::value &&
+                !is_object_ref<param>::value) {
     static_assert(
       std::is_convertible<const typename std::decay_t<A>::value_type&,
                           param>::value,
@@ -105,8 +109,7 @@ public:
 
   template <class... Bs>
   explicit arguments(Bs&&... xs)
-    : slots_{slot_t<Ps, As>{std::forward<Bs>(xs)}...} {
-  }
+    : slots_{slot_t<Ps, As>{std::forward<Bs>(xs)}...} {}
 
   /// Object states this call must wait for.
   std::vector<std::shared_ptr<object_state>> dependencies() const {
@@ -138,8 +141,8 @@ private:
 };
 
 /// The first failed dependency's error, or null.
-std::exception_ptr first_error(
-  const std::vector<std::shared_ptr<object_state>>& deps);
+std::exception_ptr
+first_error(const std::vector<std::shared_ptr<object_state>>& deps);
 
 /// Turns the exception being handled into a `task_error` naming `function`.
 std::exception_ptr capture_task_error(const std::string& function);

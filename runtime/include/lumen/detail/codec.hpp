@@ -49,8 +49,8 @@ inline byte_span span_of(const bytes& b) {
 /// raw bytes in host byte order (all Lumen nodes must share endianness,
 /// as with CAF's raw path).
 template <class T>
-constexpr bool is_raw_element
-  = std::is_arithmetic<T>::value && !std::is_same<T, bool>::value;
+constexpr bool is_raw_element =
+  std::is_arithmetic<T>::value && !std::is_same<T, bool>::value;
 
 template <class T>
 struct is_seq : std::false_type {};
@@ -107,8 +107,8 @@ public:
   static constexpr bool reads_state = true;
   static constexpr bool writes_state = false;
 
-  explicit writer(bytes& out) : out_(out) {
-  }
+  explicit writer(bytes& out)
+    : out_(out) {}
 
   template <class... Ts>
   void operator()(Ts&&... xs) {
@@ -139,8 +139,8 @@ private:
     } else if constexpr (std::is_same<T, bool>::value) {
       char b = x ? 1 : 0;
       raw(&b, 1);
-    } else if constexpr (std::is_arithmetic<T>::value
-                         || std::is_enum<T>::value) {
+    } else if constexpr (std::is_arithmetic<T>::value ||
+                         std::is_enum<T>::value) {
       raw(&x, sizeof(T));
     } else if constexpr (std::is_same<T, std::string>::value) {
       size(x.size());
@@ -148,8 +148,8 @@ private:
     } else if constexpr (is_seq<T>::value || is_assoc<T>::value) {
       using elem = typename T::value_type;
       size(x.size());
-      if constexpr (is_raw_element<elem>
-                    && std::is_same<T, std::vector<elem>>::value)
+      if constexpr (is_raw_element<elem> &&
+                    std::is_same<T, std::vector<elem>>::value)
         raw(x.data(), x.size() * sizeof(elem));
       else
         for (const auto& e : x)
@@ -181,8 +181,9 @@ public:
   static constexpr bool reads_state = false;
   static constexpr bool writes_state = true;
 
-  reader(const char* data, size_t n) : data_(data), size_(n) {
-  }
+  reader(const char* data, size_t n)
+    : data_(data)
+    , size_(n) {}
 
   template <class... Ts>
   void operator()(Ts&&... xs) {
@@ -224,16 +225,16 @@ private:
       char b = 0;
       raw(&b, 1);
       x = b != 0;
-    } else if constexpr (std::is_arithmetic<T>::value
-                         || std::is_enum<T>::value) {
+    } else if constexpr (std::is_arithmetic<T>::value ||
+                         std::is_enum<T>::value) {
       raw(&x, sizeof(T));
     } else if constexpr (std::is_same<T, std::string>::value) {
       x.resize(count(1));
       raw(x.data(), x.size());
     } else if constexpr (is_seq<T>::value) {
       using elem = typename T::value_type;
-      if constexpr (is_raw_element<elem>
-                    && std::is_same<T, std::vector<elem>>::value) {
+      if constexpr (is_raw_element<elem> &&
+                    std::is_same<T, std::vector<elem>>::value) {
         x.resize(count(sizeof(elem)));
         raw(x.data(), x.size() * sizeof(elem));
       } else {

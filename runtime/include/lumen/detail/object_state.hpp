@@ -30,7 +30,9 @@ public:
   object_state& operator=(const object_state&) = delete;
 
   /// Unique within the process; printed in errors about this object.
-  uint64_t id() const noexcept { return id_; }
+  uint64_t id() const noexcept {
+    return id_;
+  }
 
   bool ready() const noexcept {
     return status_.load(std::memory_order_acquire) != status::pending;
@@ -44,7 +46,9 @@ public:
   void set_error(std::exception_ptr err);
 
   /// The published error, or null. Only meaningful once ready().
-  const std::exception_ptr& error() const noexcept { return error_; }
+  const std::exception_ptr& error() const noexcept {
+    return error_;
+  }
 
   /// Blocks until ready().
   void wait();
@@ -99,7 +103,9 @@ public:
   }
 
   /// Requires ready() && !failed().
-  const T& value() const noexcept { return *value_; }
+  const T& value() const noexcept {
+    return *value_;
+  }
 
 private:
   std::optional<T> value_;

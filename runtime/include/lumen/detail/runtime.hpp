@@ -136,12 +136,11 @@ public:
   /// Starts an actor; throws `usage_error` if the name is taken.
   virtual std::shared_ptr<actor_ref>
   spawn_actor(const actor_class_entry& cls, std::unique_ptr<actor_factory> f,
-              const actor_options& opts)
-    = 0;
+              const actor_options& opts) = 0;
 
   /// Queues `c` for the actor; fails it at once if the actor is dead.
-  virtual void submit_call(const actor_ref& a, std::shared_ptr<actor_call> c)
-    = 0;
+  virtual void submit_call(const actor_ref& a,
+                           std::shared_ptr<actor_call> c) = 0;
 
   /// The live actor registered under `name`, or null.
   virtual std::shared_ptr<actor_ref> find_actor(const std::string& name) = 0;

@@ -25,8 +25,8 @@ namespace detail {
 /// CAF `inspect` overload.
 template <class T>
 struct is_serializable
-  : std::bool_constant<std::is_arithmetic<T>::value || std::is_enum<T>::value
-                       || has_inspect<T>::value> {};
+  : std::bool_constant<std::is_arithmetic<T>::value || std::is_enum<T>::value ||
+                       has_inspect<T>::value> {};
 
 template <>
 struct is_serializable<std::string> : std::true_type {};
