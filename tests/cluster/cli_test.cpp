@@ -29,6 +29,25 @@ BOOST_AUTO_TEST_CASE(the_cli_exit_codes_tell_scripts_what_happened) {
   BOOST_TEST(code({"status", "--help"}) == 0);
   BOOST_TEST(code({"status", "--address", "127.0.0.1:1", "--token-file",
                    cl.token_file}) == 1);
+  // Empty values are mistakes, not defaults.
+  BOOST_TEST(code({"start", "--head", "--host", ""}) == 2);
+  BOOST_TEST(code({"status", "--address", ""}) == 2);
+  BOOST_TEST(code({"status", "--token-file="}) == 2);
+  // Both spellings of a flag with a value.
+  BOOST_TEST(code({"status", "--address=" + cl.head.address,
+                   "--token-file=" + cl.token_file}) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_code_path_that_registers_nothing_is_a_warning) {
+  auto& cl = *the_cluster;
+  auto node =
+    cl.start({"--address", cl.head.address, "--code-path", EMPTY_JOB});
+  BOOST_TEST(node.proc->await_output("registers no remote function", seconds(5))
+               .has_value(),
+             node.proc->output());
+  BOOST_TEST(lumen::get(lumen::task(where).on_node(node.id).remote(),
+                        deadline) == node.id);
+  node.proc->kill(SIGTERM);
 }
 
 BOOST_AUTO_TEST_CASE(background_nodes_start_report_and_stop) {

@@ -49,6 +49,10 @@ BOOST_FIXTURE_TEST_SUITE(failures, cluster)
 BOOST_AUTO_TEST_CASE(killing_a_node_fails_its_work_fast_and_marks_it_dead) {
   auto& cl = *this;
   auto victim = cl.start({"--address", cl.head.address});
+  std::string victim_data;
+  for (auto& n : lumen::nodes())
+    if (n.id == victim.id)
+      victim_data = n.data_address;
   auto actor = lumen::actor<Counter>(0).on_node(victim.id).remote();
   BOOST_TEST(lumen::get(actor.call(&Counter::node), deadline) == victim.id);
   auto call = actor.call(&Counter::nap, 60000);
@@ -109,6 +113,11 @@ BOOST_AUTO_TEST_CASE(killing_a_node_fails_its_work_fast_and_marks_it_dead) {
                      cl.env());
   BOOST_TEST(code == 0);
   BOOST_TEST(lumen::test::status_of(out, victim.id) == "dead", out);
+  // A dead node's row shows its data port, and no actors as if live.
+  auto row = status_row(out, victim.id);
+  BOOST_REQUIRE(row.size() > 4);
+  BOOST_TEST(row[2] == port_of(victim_data), out);
+  BOOST_TEST(row[4] == "-", out);
   BOOST_TEST(lumen::get(lumen::task(where).on_node("node-1").remote(),
                         deadline) == "node-1");
 
@@ -138,6 +147,8 @@ BOOST_AUTO_TEST_CASE(a_lost_head_is_noticed_and_work_on_live_nodes_goes_on) {
   BOOST_TEST(within(2.0, [] {
     return code_of([] { lumen::nodes(); }) == errc::head_unreachable;
   }));
+  BOOST_TEST_MESSAGE("head lost: nodes and driver noticed within "
+                     << seconds_since(killed_at) << " s");
   BOOST_TEST(seconds_since(killed_at) < 2.5);
 
   // What needs the head fails at once, saying so: names this process does
@@ -166,6 +177,8 @@ BOOST_AUTO_TEST_CASE(a_lost_head_is_noticed_and_work_on_live_nodes_goes_on) {
       return false; // this driver has not rejoined yet
     }
   }));
+  BOOST_TEST_MESSAGE("head restarted: every node back after "
+                     << seconds_since(restarted_at) << " s");
   // Another script finds the named actor through the new head.
   auto [code, out] =
     run({SECOND_DRIVER, cl.head.address, cl.token_file, "keeper"}, cl.env());

@@ -175,6 +175,8 @@ BOOST_AUTO_TEST_CASE(a_giant_length_header_costs_nothing_on_any_port) {
       ::close(fd);
     }
     auto grown_kb = proc_status(t.proc->pid(), "VmRSS") - rss_before;
+    BOOST_TEST_MESSAGE("giant headers on " << t.address << ": RSS grew by "
+                                           << grown_kb << " kB");
     BOOST_TEST(grown_kb < 16 * 1024,
                t.address << " grew by " << grown_kb << " kB");
     auto [code, out] = cl.status();
@@ -270,6 +272,11 @@ BOOST_AUTO_TEST_CASE(slow_drip_peers_are_closed_within_the_deadline) {
     }
   }
   auto all_closed_after = seconds_since(start);
+  BOOST_TEST_MESSAGE("slow drip: " << peers.size() - open << " of "
+                                   << peers.size() << " peers closed after "
+                                   << all_closed_after << " s; head threads "
+                                   << threads_before << " before, "
+                                   << threads_during << " during");
   BOOST_TEST(open == 0u);
   BOOST_TEST(all_closed_after < 3.5,
              "closed after " << all_closed_after << " s");
