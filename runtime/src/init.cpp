@@ -9,7 +9,7 @@
 
 #include "lumen/detail/init_flags.hpp"
 #include "lumen/errors.hpp"
-#include "lumen/registry.hpp"
+#include "lumen/detail/registry.hpp"
 
 #include "lumen/cluster.hpp"
 

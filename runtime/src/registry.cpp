@@ -1,4 +1,4 @@
-#include "lumen/registry.hpp"
+#include "lumen/detail/registry.hpp"
 
 #include <cstring>
 #include <mutex>

@@ -15,7 +15,7 @@
 
 #include "lumen/cluster.hpp"
 #include "lumen/errors.hpp"
-#include "lumen/registry.hpp"
+#include "lumen/detail/registry.hpp"
 
 #include "commands.hpp"
 #include "embedded_runtime.hpp"

@@ -9,10 +9,10 @@
 #include <utility>
 
 #include "lumen/detail/arguments.hpp"
+#include "lumen/detail/registry.hpp"
 #include "lumen/detail/runtime.hpp"
 #include "lumen/errors.hpp"
 #include "lumen/object_ref.hpp"
-#include "lumen/registry.hpp"
 
 namespace lumen {
 

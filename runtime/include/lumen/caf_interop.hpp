@@ -17,9 +17,10 @@
 #include <caf/make_message.hpp>
 #include <caf/response_type.hpp>
 
+#include "lumen/detail/caf_request.hpp"
 #include "lumen/errors.hpp"
 #include "lumen/object_ref.hpp"
-#include "lumen/registry.hpp"
+#include "lumen/remote.hpp"
 
 /// Registers a typed CAF actor's behaviour under a name, so that any node
 /// whose code has it can spawn it: LUMEN_TYPED_ACTOR("calculator", calc).
@@ -33,131 +34,6 @@ namespace lumen {
 /// The CAF actor system of this process's runtime; valid between
 /// `lumen::init` and `lumen::shutdown`.
 caf::actor_system& system();
-
-namespace detail {
-
-/// Runs `job` on the runtime's requester, an event-based actor, so that CAF
-/// requests need no blocking `scoped_actor`.
-void run_as_requester(std::function<void(caf::event_based_actor*)> job);
-
-/// Ends `h` when the runtime shuts down.
-void adopt(caf::actor h);
-
-/// A change to the actor system's configuration, made before it starts.
-using config_step = std::function<void(caf::actor_system_config&)>;
-
-/// Records `step` for every actor system Lumen starts in this process.
-bool add_config_step(config_step step);
-
-template <class F>
-bool register_typed_actor(const char* name, F fn) {
-  return add_config_step(
-    [name = std::string{name}, fn](caf::actor_system_config& cfg) {
-      cfg.add_actor_type(name, fn);
-    });
-}
-
-/// Spawns the typed actor registered as `name` on cluster node `node_id`
-/// through its node manager (which checks the cluster token, unlike CAF's
-/// own spawn service), checking it implements `interface`. Throws
-/// `usage_error` saying why it could not.
-caf::strong_actor_ptr spawn_typed_on(const std::string& node_id,
-                                     const std::string& name, caf::message args,
-                                     const std::set<std::string>& interface);
-
-/// On the requester's thread: runs `fail` if `whom` goes down first, since
-/// CAF would leave a request to a dead remote actor open until its timeout.
-/// Returns a token for `unwatch`.
-uint64_t watch(caf::event_based_actor* self, const caf::actor& whom,
-               std::function<void()> fail);
-
-/// On the requester's thread: the request answered; forget its `fail`.
-void unwatch(const caf::actor_addr& whom, uint64_t token);
-
-/// The Lumen error for a failed CAF request: `actor_died` if the receiver
-/// is gone, `task_error` with CAF's rendering otherwise.
-std::exception_ptr from_caf_error(const caf::error& err);
-
-/// The error for a request dropped unanswered at shutdown.
-std::exception_ptr request_dropped();
-
-template <class Outs>
-struct result_of;
-
-template <>
-struct result_of<caf::detail::type_list<>> {
-  using type = void;
-};
-
-// reacts_to<...> handlers answer with an empty response.
-template <>
-struct result_of<caf::detail::type_list<void>> {
-  using type = void;
-};
-
-template <class T>
-struct result_of<caf::detail::type_list<T>> {
-  using type = T;
-};
-
-template <class T, class U, class... Ts>
-struct result_of<caf::detail::type_list<T, U, Ts...>> {
-  using type = std::tuple<T, U, Ts...>;
-};
-
-/// Fails the object if nothing answered before the request was dropped
-/// (the requester stopped at shutdown), so that no `get` waits forever.
-template <class R>
-struct open_request {
-  explicit open_request(std::shared_ptr<value_state<R>> x)
-    : st(std::move(x)) {}
-
-  std::shared_ptr<value_state<R>> st;
-  caf::actor_addr watched; // set for a remote receiver
-  uint64_t token = 0;
-
-  ~open_request() {
-    if (!st->ready())
-      st->set_error(request_dropped());
-  }
-
-  /// The response (or error) arrived: stop watching the receiver.
-  void settle() {
-    if (token != 0)
-      unwatch(watched, token);
-  }
-};
-
-/// Publishes a CAF response into an object; CAF matches response handlers
-/// by signature, hence a functor with exactly the response types.
-template <class R, class Outs>
-struct response_sink;
-
-template <>
-struct response_sink<void, caf::detail::type_list<void>> {
-  std::shared_ptr<open_request<void>> req;
-  void operator()() {
-    req->settle();
-    req->st->set_value();
-  }
-};
-
-template <class R, class... Ts>
-struct response_sink<R, caf::detail::type_list<Ts...>> {
-  std::shared_ptr<open_request<R>> req;
-  void operator()(Ts&... xs) {
-    req->settle();
-    auto& st = req->st;
-    if constexpr (sizeof...(Ts) == 0)
-      st->set_value();
-    else if constexpr (sizeof...(Ts) == 1)
-      st->set_value(std::move(xs)...);
-    else
-      st->set_value(R{std::move(xs)...});
-  }
-};
-
-} // namespace detail
 
 /// Sends a request to a typed CAF actor and returns a ref to the response,
 /// so that `lumen::get` / `lumen::wait` serve CAF actors as they serve Lumen

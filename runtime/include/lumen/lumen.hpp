@@ -9,5 +9,5 @@
 #include "lumen/init.hpp"
 #include "lumen/object_ref.hpp"
 #include "lumen/object_store.hpp"
-#include "lumen/registry.hpp"
+#include "lumen/remote.hpp"
 #include "lumen/task.hpp"

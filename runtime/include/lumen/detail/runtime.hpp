@@ -9,7 +9,7 @@
 #include "lumen/cluster.hpp"
 #include "lumen/detail/codec.hpp"
 #include "lumen/detail/object_state.hpp"
-#include "lumen/registry.hpp"
+#include "lumen/detail/registry.hpp"
 
 namespace lumen::detail {
 
