@@ -8,8 +8,8 @@
 #include <string>
 
 #include "lumen/detail/init_flags.hpp"
-#include "lumen/errors.hpp"
 #include "lumen/detail/registry.hpp"
+#include "lumen/errors.hpp"
 
 #include "lumen/cluster.hpp"
 

@@ -14,8 +14,8 @@
 #include <sstream>
 
 #include "lumen/cluster.hpp"
-#include "lumen/errors.hpp"
 #include "lumen/detail/registry.hpp"
+#include "lumen/errors.hpp"
 
 #include "commands.hpp"
 #include "embedded_runtime.hpp"
