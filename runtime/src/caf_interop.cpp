@@ -4,23 +4,23 @@
 
 #include "lumen/errors.hpp"
 
-#include "embedded_runtime.hpp"
+#include "local_runtime.hpp"
 #include "protocol.hpp"
 
 namespace lumen {
 
 caf::actor_system& system() {
-  return detail::embedded().system();
+  return detail::this_runtime().system();
 }
 
 namespace detail {
 
 void run_as_requester(std::function<void(caf::event_based_actor*)> job) {
-  embedded().run_as_requester(std::move(job));
+  this_runtime().run_as_requester(std::move(job));
 }
 
 void adopt(caf::actor h) {
-  embedded().adopt(std::move(h));
+  this_runtime().adopt(std::move(h));
 }
 
 std::exception_ptr from_caf_error(const caf::error& err) {
@@ -52,7 +52,7 @@ caf::strong_actor_ptr spawn_typed_on(const std::string& node_id,
                       " (is it registered with LUMEN_TYPED_ACTOR there, "
                       "with these argument types?)");
   };
-  auto& rt = embedded();
+  auto& rt = this_runtime();
   if (node_id == this_node() || node_id == "local") {
     auto h = rt.system().spawn<caf::actor>(name, std::move(args), nullptr, true,
                                            &interface);
@@ -72,11 +72,11 @@ caf::strong_actor_ptr spawn_typed_on(const std::string& node_id,
 
 uint64_t watch(caf::event_based_actor* self, const caf::actor& whom,
                std::function<void()> fail) {
-  return embedded().watch(self, whom, std::move(fail));
+  return this_runtime().watch(self, whom, std::move(fail));
 }
 
 void unwatch(const caf::actor_addr& whom, uint64_t token) {
-  embedded().unwatch(whom, token);
+  this_runtime().unwatch(whom, token);
 }
 
 std::exception_ptr request_dropped() {

@@ -8,7 +8,6 @@
 
 #include "address.hpp"
 #include "control_link.hpp"
-#include "embedded_runtime.hpp"
 #include "log.hpp"
 #include "protocol.hpp"
 
@@ -64,7 +63,7 @@ data_client::on_reply publish_reply(std::shared_ptr<T> x) {
 
 } // namespace
 
-cluster_client::cluster_client(embedded_runtime& rt, const address& head,
+cluster_client::cluster_client(process_services& rt, const address& head,
                                std::string token, const std::string& role)
   : rt_(rt)
   , sys_(rt.system())
@@ -398,7 +397,9 @@ void cluster_client::on_down(const caf::down_msg& msg) {
   std::string node;
   {
     std::lock_guard<std::mutex> guard{mtx_};
-    if (!head_lost_ && head_ && msg.source == head_.address()) {
+    if (head_ && msg.source == head_.address()) {
+      if (head_lost_ || stopping_)
+        return; // news of a head already lost, or of this process ending
       head_lost_ = true;
       head_cv_.notify_all();
       log_line("lost the head at " + head_address_.to_string() + " (" +

@@ -23,10 +23,10 @@
 #include "actor_host.hpp"
 #include "address.hpp"
 #include "data_plane.hpp"
+#include "process_services.hpp"
 
 namespace lumen::detail {
 
-class embedded_runtime;
 
 /// A driver's view of the cluster: sends tasks and actor calls to other
 /// nodes on the data plane and fails what is pending on a node as soon as
@@ -36,7 +36,7 @@ class cluster_client {
 public:
   /// Connects to the head and says hello with the token; throws `error`
   /// with what went wrong and what to do.
-  cluster_client(embedded_runtime& rt, const address& head, std::string token,
+  cluster_client(process_services& rt, const address& head, std::string token,
                  const std::string& role);
 
   /// The id the head gave this process ("driver-N").
@@ -129,7 +129,7 @@ private:
   void send_call(const std::shared_ptr<actor_core>& core,
                  std::shared_ptr<actor_call> c);
 
-  embedded_runtime& rt_;
+  process_services& rt_;
   caf::actor_system& sys_;
   address head_address_;
   std::string token_;

@@ -11,7 +11,6 @@
 #include "lumen/errors.hpp"
 
 #include "address.hpp"
-#include "embedded_runtime.hpp"
 #include "log.hpp"
 #include "protocol.hpp"
 #include "socket_io.hpp"
@@ -176,7 +175,7 @@ void data_connection::close() {
 
 // -- data_server --------------------------------------------------------------
 
-data_server::data_server(embedded_runtime& rt, const std::string& host,
+data_server::data_server(process_services& rt, const std::string& host,
                          const std::string& token)
   : rt_(rt)
   , gate_(std::make_unique<gate>(host, 0, token, "data")) {

@@ -30,10 +30,9 @@
 
 #include "actor_host.hpp"
 #include "gate.hpp"
+#include "process_services.hpp"
 
 namespace lumen::detail {
-
-class embedded_runtime;
 
 enum class frame_kind : uint8_t {
   task = 1,
@@ -83,7 +82,7 @@ private:
 class data_server {
 public:
   /// Listens on `host`, any free port; throws `error` if it cannot.
-  data_server(embedded_runtime& rt, const std::string& host,
+  data_server(process_services& rt, const std::string& host,
               const std::string& token);
   ~data_server();
 
@@ -102,7 +101,7 @@ private:
   void run_call(const std::shared_ptr<data_connection>& c, uint64_t id,
                 std::shared_ptr<bytes> payload);
 
-  embedded_runtime& rt_;
+  process_services& rt_;
   std::unique_ptr<gate> gate_;
   std::mutex mtx_;
   std::vector<std::shared_ptr<data_connection>> conns_;

@@ -13,7 +13,9 @@
 
 #include "lumen/cluster.hpp"
 
-#include "embedded_runtime.hpp"
+#include "driver_runtime.hpp"
+#include "local_runtime.hpp"
+#include "node_runtime.hpp"
 #include "node_setup.hpp"
 #include "token.hpp"
 
@@ -22,10 +24,10 @@ namespace lumen {
 namespace {
 
 std::mutex init_mtx;
-std::unique_ptr<detail::embedded_runtime> the_runtime; // under init_mtx
+std::unique_ptr<detail::local_runtime> the_runtime; // under init_mtx
 // What the API reads, lock-free; cleared before the runtime is torn down,
 // so that calls made during shutdown fail cleanly.
-std::atomic<detail::embedded_runtime*> live_runtime{nullptr};
+std::atomic<detail::local_runtime*> live_runtime{nullptr};
 
 // Ends the runtime at exit for programs that forget lumen::shutdown().
 struct shutdown_at_exit {
@@ -33,6 +35,25 @@ struct shutdown_at_exit {
     shutdown();
   }
 } shutdown_guard;
+
+/// The runtime class of `role`.
+std::unique_ptr<detail::local_runtime>
+make_runtime(const init_options& opts, detail::cluster_role role) {
+  using detail::cluster_role;
+  switch (role.kind) {
+    case cluster_role::embedded:
+      return std::make_unique<detail::local_runtime>(opts, false);
+    case cluster_role::driver:
+      return std::make_unique<detail::driver_runtime>(
+        opts, role.head_address, role.token, role.hello_role);
+    case cluster_role::head:
+    case cluster_role::node:
+      role.serve.is_head = role.kind == cluster_role::head;
+      return std::make_unique<detail::node_runtime>(
+        opts, role.serve, role.head_address, role.token);
+  }
+  throw usage_error("unknown cluster role");
+}
 
 } // namespace
 
@@ -69,10 +90,10 @@ void init(const init_options& opts) {
     role.token = detail::read_token(
       opts.token_file.empty() ? detail::default_token_file() : opts.token_file);
   }
-  init_node(opts, std::move(role));
+  detail::init_node(opts, std::move(role));
 }
 
-void init_node(const init_options& opts, detail::cluster_role role) {
+void detail::init_node(const init_options& opts, detail::cluster_role role) {
   std::lock_guard<std::mutex> guard{init_mtx};
   if (the_runtime)
     throw usage_error("lumen::init was called twice; call lumen::shutdown() "
@@ -84,12 +105,12 @@ void init_node(const init_options& opts, detail::cluster_role role) {
       msg += "\n  " + e;
     throw usage_error(msg);
   }
-  the_runtime = std::make_unique<detail::embedded_runtime>(opts, role);
+  the_runtime = make_runtime(opts, std::move(role));
   live_runtime = the_runtime.get();
 }
 
 std::vector<node_info> nodes() {
-  return detail::embedded().nodes();
+  return detail::this_runtime().nodes();
 }
 
 std::string this_node_id() {
@@ -127,7 +148,7 @@ std::string this_node() {
   return node_id;
 }
 
-embedded_runtime& embedded() {
+local_runtime& this_runtime() {
   auto* rt = live_runtime.load(std::memory_order_acquire);
   if (rt == nullptr)
     throw usage_error("Lumen is not running; call lumen::init() first (or "
@@ -136,7 +157,7 @@ embedded_runtime& embedded() {
 }
 
 runtime& current_runtime() {
-  return embedded();
+  return this_runtime();
 }
 
 } // namespace detail

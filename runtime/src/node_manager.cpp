@@ -17,7 +17,8 @@
 #include "lumen/errors.hpp"
 
 #include "actor_host.hpp"
-#include "embedded_runtime.hpp"
+#include "data_plane.hpp"
+#include "process_services.hpp"
 #include "log.hpp"
 #include "protocol.hpp"
 
@@ -62,7 +63,8 @@ struct named_entry {
 };
 
 struct manager_state {
-  embedded_runtime* rt = nullptr;
+  process_services* rt = nullptr;
+  data_server* data = nullptr;
   node_settings settings;
   std::string id;
   // The directory (head only).
@@ -85,9 +87,9 @@ using manager_actor = caf::stateful_actor<manager_state>;
 std::vector<node_info> directory(manager_actor* self) {
   auto& st = self->state;
   std::vector<node_info> out;
-  out.push_back({st.id, st.settings.host + ":" + std::to_string(st.rt->port()),
+  out.push_back({st.id, st.settings.host + ":" + std::to_string(st.settings.port),
                  true, st.settings.resources,
-                 st.settings.host + ":" + std::to_string(st.rt->data_port()),
+                 st.settings.host + ":" + std::to_string(st.settings.data_port),
                  static_cast<int>(st.hosted.size())});
   for (auto& n : st.nodes)
     out.push_back(n.info);
@@ -200,10 +202,11 @@ bool bind_name(manager_actor* self, const std::string& name,
   return true;
 }
 
-caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
-                           node_settings settings) {
+caf::behavior node_manager(manager_actor* self, process_services* rt,
+                           data_server* data, node_settings settings) {
   auto& st = self->state;
   st.rt = rt;
+  st.data = data;
   st.settings = std::move(settings);
   st.id = st.settings.is_head ? "head" : "";
   if (st.settings.is_head)
@@ -289,8 +292,8 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
         resources[k] = std::to_string(v);
       self
         ->request(head, std::chrono::seconds(10), hello_atom::value,
-                  std::string{"node"}, st.settings.host, st.rt->port(),
-                  st.rt->data_port(), resources, st.id, st.epoch)
+                  std::string{"node"}, st.settings.host, st.settings.port,
+                  st.settings.data_port, resources, st.id, st.epoch)
         .then(
           [=](std::string& id, uint64_t epoch) mutable {
             auto& st = self->state;
@@ -337,7 +340,7 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
       auto handle = ref->core->handle;
       auto host = [=](std::shared_ptr<actor_ref> r) mutable {
         auto& st = self->state;
-        st.rt->data().expose(handle.id(), r->core);
+        st.data->expose(handle.id(), r->core);
         self->monitor(handle);
         st.hosted.emplace(handle.address(), std::move(r));
         report_actors(self);
@@ -420,9 +423,9 @@ caf::behavior node_manager(manager_actor* self, embedded_runtime* rt,
 
 } // namespace
 
-caf::actor spawn_node_manager(caf::actor_system& sys, embedded_runtime& rt,
-                              node_settings settings) {
-  return sys.spawn(node_manager, &rt, std::move(settings));
+caf::actor spawn_node_manager(caf::actor_system& sys, process_services& rt,
+                              data_server& data, node_settings settings) {
+  return sys.spawn(node_manager, &rt, &data, std::move(settings));
 }
 
 } // namespace lumen::detail

@@ -18,7 +18,7 @@
 #include "lumen/errors.hpp"
 
 #include "commands.hpp"
-#include "embedded_runtime.hpp"
+#include "local_runtime.hpp"
 #include "log.hpp"
 #include "node_setup.hpp"
 #include "run_files.hpp"

@@ -8,7 +8,7 @@
 #include "lumen/cluster.hpp"
 
 #include "commands.hpp"
-#include "embedded_runtime.hpp"
+#include "local_runtime.hpp"
 #include "node_setup.hpp"
 #include "token.hpp"
 

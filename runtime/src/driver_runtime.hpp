@@ -1,0 +1,57 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "address.hpp"
+#include "cluster_client.hpp"
+#include "local_runtime.hpp"
+
+namespace lumen::detail {
+
+/// The driver role: a script in a cluster. Work placed here runs on the
+/// local runtime; work placed elsewhere, actors hosted elsewhere and names
+/// this process does not hold go to the cluster client.
+class driver_runtime : public local_runtime {
+public:
+  /// Joins the cluster whose head is at `head` as `hello_role` ("driver",
+  /// or "client" for a one-off query); throws `error` saying what failed.
+  driver_runtime(const init_options& opts, const address& head,
+                 const std::string& token, const std::string& hello_role);
+
+  ~driver_runtime() override;
+
+  void submit_task(std::shared_ptr<task_spec> t) override;
+  std::shared_ptr<actor_ref> spawn_actor(const actor_class_entry& cls,
+                                         std::unique_ptr<actor_factory> f,
+                                         const actor_options& opts) override;
+  void submit_call(const actor_ref& a, std::shared_ptr<actor_call> c) override;
+  std::shared_ptr<actor_ref> find_actor(const std::string& name) override;
+  std::vector<node_info> nodes() override;
+  caf::actor manager_of(const std::string& node_id) override;
+
+protected:
+  /// For the node role, which serves before it connects.
+  explicit driver_runtime(const init_options& opts);
+
+  /// Connects the cluster client. Unless this process is the head, the
+  /// client then watches the head, running `on_head_back` when a lost head
+  /// is back (see cluster_client).
+  void connect(const address& head, const std::string& token,
+               const std::string& hello_role, bool is_head,
+               std::function<void(const caf::actor&)> on_head_back);
+
+  /// Stops the client's threads: no rejoining, retrying or rebuilding.
+  void stop_client();
+
+  /// Ends the actors and then the client they use; safe to call twice.
+  void stop();
+
+private:
+  /// True if `where` is this process.
+  bool here(const placement& where) const;
+
+  std::unique_ptr<cluster_client> client_;
+};
+
+} // namespace lumen::detail

@@ -1,0 +1,301 @@
+#include "local_runtime.hpp"
+
+#include <malloc.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "lumen/errors.hpp"
+
+namespace lumen::detail {
+
+namespace {
+
+struct requester_job {
+  std::function<void(caf::event_based_actor*)> fn;
+};
+
+} // namespace
+
+} // namespace lumen::detail
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(lumen::detail::requester_job)
+
+namespace lumen::detail {
+
+namespace {
+
+// The requester issues every request this process makes (typed CAF calls,
+// remote tasks and actor calls) and hears when a monitored peer goes down.
+caf::behavior requester(caf::event_based_actor* self,
+                        std::function<void(const caf::down_msg&)> on_down) {
+  self->set_down_handler([=](caf::down_msg& msg) { on_down(msg); });
+  return {[=](requester_job& job) { job.fn(self); }};
+}
+
+// Tensors cross a cluster in buffers of many megabytes. glibc maps each
+// such buffer anew and unmaps it when freed, so every tensor pays a page
+// fault per 4 KiB (about 30 ms for 64 MiB, four times the copy itself), and
+// its per-thread arenas cannot hold blocks above 64 MiB at all. One arena
+// that keeps freed blocks for reuse avoids both. A user's own MALLOC_*
+// settings win.
+void keep_large_buffers() {
+  if (std::getenv("MALLOC_ARENA_MAX") == nullptr)
+    mallopt(M_ARENA_MAX, 1);
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr)
+    mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  if (std::getenv("MALLOC_TRIM_THRESHOLD_") == nullptr)
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
+size_t cpu_count(const init_options& opts) {
+  if (opts.num_cpus > 0)
+    return static_cast<size_t>(opts.num_cpus);
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+usage_error not_in_a_cluster(const std::string& node_id) {
+  return usage_error("there is no node '" + node_id +
+                     "': this process is not in a cluster (pass --address "
+                     "to lumen::init to join one)");
+}
+
+} // namespace
+
+local_runtime::local_runtime(const init_options& opts, bool networked)
+  : pool_(cpu_count(opts)) {
+  // CAF's default of 4 scheduler threads oversubscribes small machines; its
+  // threads serve event-based actors only, Lumen actors have their own.
+  cfg_.set("scheduler.max-threads", cpu_count(opts));
+  for (auto& step : config_steps())
+    step(cfg_);
+  if (networked) {
+    keep_large_buffers();
+    cfg_.load<caf::io::middleman>();
+    // Heartbeats let a silent peer (a cut link, not a closed socket) time
+    // out within the 2 s we promise for failure detection.
+    cfg_.set("middleman.heartbeat-interval",
+             caf::timespan{std::chrono::milliseconds(200)});
+    cfg_.set("middleman.connection-timeout",
+             caf::timespan{std::chrono::milliseconds(1200)});
+  }
+  sys_ = std::make_unique<caf::actor_system>(cfg_);
+  requester_ = sys_->spawn(requester, [this](const caf::down_msg& msg) {
+    monitored_.erase(msg.source);
+    auto i = watched_.find(msg.source);
+    if (i != watched_.end()) {
+      auto fails = std::move(i->second);
+      watched_.erase(i);
+      for (auto& [token, f] : fails)
+        f();
+    }
+    if (on_down_)
+      on_down_(msg);
+  });
+  hosts_running = true;
+  set_this_node("local");
+}
+
+local_runtime::~local_runtime() {
+  stop_actors();
+  sys_.reset();
+}
+
+void local_runtime::stop_actors() {
+  if (stopped_)
+    return;
+  stopped_ = true;
+  std::vector<std::shared_ptr<actor_core>> cores;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    for (auto& w : actors_)
+      if (auto c = w.lock())
+        cores.push_back(std::move(c));
+    actors_.clear();
+  }
+  for (auto& c : cores) {
+    c->set_death_reason("the runtime shut down");
+    c->dead = true;
+    if (!c->borrowed)
+      caf::anon_send_exit(c->handle, caf::exit_reason::kill);
+  }
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    names_.clear();
+  }
+  pool_.stop();
+  for (auto& a : adopted_)
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  adopted_.clear();
+  caf::anon_send_exit(requester_, caf::exit_reason::user_shutdown);
+  requester_ = nullptr;
+  sys_->await_all_actors_done();
+  hosts_running = false;
+  // Handles users still hold must not reach into the destroyed system.
+  for (auto& c : cores)
+    c->handle = nullptr;
+}
+
+void local_runtime::on_down(std::function<void(const caf::down_msg&)> f) {
+  // Set on the requester's thread, the only one that reads it.
+  run_as_requester(
+    [this, f = std::move(f)](caf::event_based_actor*) { on_down_ = f; });
+}
+
+void local_runtime::submit_task(std::shared_ptr<task_spec> t) {
+  if (t->where.kind == placement::node && t->where.node_id != this_node())
+    throw not_in_a_cluster(t->where.node_id);
+  run_local(std::move(t));
+}
+
+void local_runtime::run_local(std::shared_ptr<task_spec> t) {
+  auto deps = t->deps;
+  when_all_ready(
+    deps, [this, t = std::move(t)]() mutable { pool_.submit(std::move(t)); });
+}
+
+std::shared_ptr<actor_ref>
+local_runtime::spawn_actor(const actor_class_entry& cls,
+                           std::unique_ptr<actor_factory> f,
+                           const actor_options& opts) {
+  if (opts.where.kind == placement::node && opts.where.node_id != this_node())
+    throw not_in_a_cluster(opts.where.node_id);
+  return spawn_local_actor(cls, std::move(f), opts);
+}
+
+void local_runtime::require_free_name(const std::string& name) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  require_free_name_locked(name);
+}
+
+void local_runtime::require_free_name_locked(const std::string& name) const {
+  if (!name.empty() && names_.count(name) > 0)
+    throw usage_error("an actor named '" + name +
+                        "' already exists; pick another name, or look it up "
+                        "with lumen::get_actor<C>(\"" +
+                        name + "\")",
+                      errc::name_taken);
+}
+
+std::shared_ptr<actor_ref>
+local_runtime::spawn_local_actor(const actor_class_entry& cls,
+                                 std::unique_ptr<actor_factory> f,
+                                 const actor_options& opts) {
+  auto core = std::make_shared<actor_core>(cls, std::move(f), opts);
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    require_free_name_locked(opts.name);
+    core->handle = spawn_host(*sys_, core);
+  }
+  return register_actor(std::move(core));
+}
+
+std::shared_ptr<actor_ref>
+local_runtime::adopt_remote_actor(std::shared_ptr<actor_core> core) {
+  return register_actor(std::move(core));
+}
+
+std::shared_ptr<actor_ref>
+local_runtime::register_actor(std::shared_ptr<actor_core> core) {
+  core->on_dead = [this](actor_core& c) { forget_name(c); };
+  auto ref = std::make_shared<actor_ref>(core);
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (!core->opts.name.empty())
+    names_.emplace(core->opts.name, ref);
+  // Forget actors that are gone, so that the list stays as long as the
+  // number of live actors.
+  actors_.erase(std::remove_if(actors_.begin(), actors_.end(),
+                               [](auto& w) { return w.expired(); }),
+                actors_.end());
+  actors_.push_back(core);
+  return ref;
+}
+
+void local_runtime::submit_call(const actor_ref& a,
+                                std::shared_ptr<actor_call> c) {
+  c->core = a.core;
+  if (a.core->dead)
+    return; // c fails with actor_died as it goes out of scope
+  c->generation = a.core->generation.load();
+  send_call(*a.core, std::move(c));
+}
+
+std::shared_ptr<actor_ref> local_runtime::find_actor(const std::string& name) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto i = names_.find(name);
+  return i != names_.end() ? i->second : nullptr;
+}
+
+void local_runtime::kill_actor(const actor_ref& a) {
+  auto& core = *a.core;
+  if (core.dead)
+    return;
+  // The reason goes first: whoever sees `dead` must find it.
+  core.set_death_reason("it was killed by lumen::kill");
+  if (core.dead.exchange(true))
+    return;
+  forget_name(core);
+  caf::actor handle;
+  {
+    // A remote actor's handle changes when it is rebuilt elsewhere.
+    std::lock_guard<std::mutex> guard{a.core->outbox_mtx};
+    handle = core.handle;
+  }
+  caf::anon_send_exit(handle, caf::exit_reason::kill);
+}
+
+void local_runtime::forget_name(const actor_core& core) {
+  if (core.opts.name.empty())
+    return;
+  std::shared_ptr<actor_ref> doomed; // released outside the lock
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto i = names_.find(core.opts.name);
+  if (i != names_.end() && i->second->core.get() == &core) {
+    doomed = std::move(i->second);
+    names_.erase(i);
+  }
+}
+
+std::vector<node_info> local_runtime::nodes() {
+  return {node_info{this_node(), "", true, {}, ""}};
+}
+
+caf::actor local_runtime::manager_of(const std::string& node_id) {
+  throw not_in_a_cluster(node_id);
+}
+
+void local_runtime::run_as_requester(
+  std::function<void(caf::event_based_actor*)> job) {
+  caf::anon_send(requester_, requester_job{std::move(job)});
+}
+
+uint64_t local_runtime::watch(caf::event_based_actor* self,
+                              const caf::actor& whom,
+                              std::function<void()> fail) {
+  auto& fails = watched_[whom.address()];
+  if (monitored_.insert(whom.address()).second)
+    self->monitor(whom); // once: each monitor delivers its own down_msg
+  auto token = next_watch_++;
+  fails.emplace(token, std::move(fail));
+  return token;
+}
+
+void local_runtime::unwatch(const caf::actor_addr& whom, uint64_t token) {
+  auto i = watched_.find(whom);
+  if (i == watched_.end())
+    return;
+  i->second.erase(token);
+  // The monitor stays: demonitoring here could race a down_msg in flight,
+  // and the next watch of this actor reuses it.
+}
+
+void local_runtime::adopt(caf::actor h) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  adopted_.push_back(std::move(h));
+}
+
+} // namespace lumen::detail

@@ -1,0 +1,119 @@
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/event_based_actor.hpp>
+
+#include "lumen/caf_interop.hpp"
+#include "lumen/cluster.hpp"
+#include "lumen/detail/runtime.hpp"
+#include "lumen/init.hpp"
+
+#include "actor_host.hpp"
+#include "process_services.hpp"
+#include "task_pool.hpp"
+
+namespace lumen::detail {
+
+/// The embedded role, and the base of the cluster roles: one CAF actor
+/// system whose detached actors host Lumen actors, a task pool, the names
+/// of this process's actors, and the requester actor.
+class local_runtime : public runtime, public process_services {
+public:
+  /// `networked` loads CAF's middleman, with the heartbeats failure
+  /// detection needs (the cluster roles).
+  local_runtime(const init_options& opts, bool networked);
+
+  /// Kills every actor, stops the task pool and waits for CAF to finish.
+  ~local_runtime() override;
+
+  void submit_task(std::shared_ptr<task_spec> t) override;
+  std::shared_ptr<actor_ref> spawn_actor(const actor_class_entry& cls,
+                                         std::unique_ptr<actor_factory> f,
+                                         const actor_options& opts) override;
+  void submit_call(const actor_ref& a, std::shared_ptr<actor_call> c) override;
+  std::shared_ptr<actor_ref> find_actor(const std::string& name) override;
+  void kill_actor(const actor_ref& a) override;
+
+  /// The cluster's nodes: this process alone.
+  virtual std::vector<node_info> nodes();
+
+  /// The control handle of cluster node `node_id`; throws `usage_error`:
+  /// this process is in no cluster.
+  virtual caf::actor manager_of(const std::string& node_id);
+
+  caf::actor_system& system() override {
+    return *sys_;
+  }
+  void
+  run_as_requester(std::function<void(caf::event_based_actor*)> job) override;
+  void run_local(std::shared_ptr<task_spec> t) override;
+  std::shared_ptr<actor_ref>
+  spawn_local_actor(const actor_class_entry& cls,
+                    std::unique_ptr<actor_factory> f,
+                    const actor_options& opts) override;
+  std::shared_ptr<actor_ref>
+  adopt_remote_actor(std::shared_ptr<actor_core> core) override;
+  void adopt(caf::actor h) override;
+
+  /// See lumen::detail::watch; requester thread only.
+  uint64_t watch(caf::event_based_actor* self, const caf::actor& whom,
+                 std::function<void()> fail);
+
+  /// See lumen::detail::unwatch; requester thread only.
+  void unwatch(const caf::actor_addr& whom, uint64_t token);
+
+protected:
+  /// Hands every down message the requester hears to `f` too, on its
+  /// thread; a cluster role sets it before it monitors anything.
+  void on_down(std::function<void(const caf::down_msg&)> f);
+
+  /// Ends every actor, the task pool and the requester, and waits for CAF's
+  /// actors; safe to call twice. A cluster role calls it before it frees
+  /// what actors still use.
+  void stop_actors();
+
+  std::shared_ptr<actor_ref> register_actor(std::shared_ptr<actor_core> core);
+
+  /// Throws `usage_error` (`errc::name_taken`) if an actor here goes by
+  /// `name`.
+  void require_free_name(const std::string& name);
+
+private:
+  void forget_name(const actor_core& core);
+  void require_free_name_locked(const std::string& name) const;
+
+  caf::actor_system_config cfg_;
+  std::unique_ptr<caf::actor_system> sys_;
+  caf::actor requester_;
+  task_pool pool_;
+  std::mutex mtx_;
+  std::unordered_map<std::string, std::shared_ptr<actor_ref>> names_;
+  std::vector<std::weak_ptr<actor_core>> actors_;
+  std::vector<caf::actor> adopted_;
+  bool stopped_ = false;
+  // Requester thread only: what to fail when a watched actor goes down,
+  // and who else hears of it.
+  std::unordered_map<caf::actor_addr,
+                     std::unordered_map<uint64_t, std::function<void()>>>
+    watched_;
+  uint64_t next_watch_ = 1;
+  std::set<caf::actor_addr> monitored_;
+  std::function<void(const caf::down_msg&)> on_down_;
+};
+
+/// The process's runtime, whatever its role; throws `usage_error` if Lumen
+/// is not running.
+local_runtime& this_runtime();
+
+/// The configuration steps LUMEN_TYPED_ACTOR recorded.
+std::vector<config_step>& config_steps();
+
+} // namespace lumen::detail

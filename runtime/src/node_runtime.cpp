@@ -1,0 +1,84 @@
+#include "node_runtime.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "lumen/errors.hpp"
+
+#include "control_link.hpp"
+#include "protocol.hpp"
+
+namespace lumen::detail {
+
+namespace {
+
+/// Has this node's manager say hello to `head`; returns the node's id.
+std::string join_head(caf::actor_system& sys, const caf::actor& manager,
+                      const caf::actor& head) {
+  caf::scoped_actor self{sys};
+  std::string id;
+  self->request(manager, std::chrono::seconds(15), join_atom::value, head)
+    .receive([&](std::string& x) { id = std::move(x); },
+             [&](caf::error& err) {
+               throw_control_error(sys, err,
+                                   "the head did not let this node join",
+                                   errc::unreachable);
+             });
+  return id;
+}
+
+} // namespace
+
+node_runtime::node_runtime(const init_options& opts, node_settings serve,
+                           const address& head, const std::string& token)
+  : driver_runtime(opts) {
+  try {
+    control_gate_ =
+      std::make_unique<gate>(serve.host, serve.port, token, "control");
+    data_ = std::make_unique<data_server>(*this, serve.host, token);
+    serve.port = control_gate_->port();
+    serve.data_port = data_->port();
+    manager_ = spawn_node_manager(system(), *this, *data_, serve);
+    serve_control(system(), manager_, *control_gate_);
+    // CAF's own spawn service answers any peer it hears from; typed actors
+    // are spawned through the node manager instead.
+    system().registry().erase(caf::atom("SpawnServ"));
+    std::function<void(const caf::actor&)> rejoin;
+    if (serve.is_head) {
+      set_this_node("head");
+    } else {
+      set_this_node(join_head(system(), manager_,
+                              connect_control(system(), head, token,
+                                              "the head")));
+      rejoin = [this](const caf::actor& back) {
+        set_this_node(join_head(system(), manager_, back));
+      };
+    }
+    // Tasks and actors running here may send work to other nodes too.
+    connect(serve.is_head ? address{serve.host, serve.port} : head, token,
+            "client", serve.is_head, std::move(rejoin));
+  } catch (...) {
+    stop_serving();
+    throw;
+  }
+}
+
+node_runtime::~node_runtime() {
+  stop_client();
+  stop_serving();
+}
+
+void node_runtime::stop_serving() {
+  control_gate_.reset(); // no new peers
+  // The manager goes first (no more spawns, which use the data plane);
+  // then the data plane closes.
+  if (manager_) {
+    caf::anon_send_exit(manager_, caf::exit_reason::user_shutdown);
+    caf::scoped_actor waiter{system()};
+    waiter->wait_for(manager_);
+    manager_ = nullptr;
+  }
+  data_.reset();
+}
+
+} // namespace lumen::detail

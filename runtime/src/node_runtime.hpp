@@ -1,0 +1,39 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <caf/actor.hpp>
+
+#include "address.hpp"
+#include "data_plane.hpp"
+#include "driver_runtime.hpp"
+#include "gate.hpp"
+#include "node_manager.hpp"
+
+namespace lumen::detail {
+
+/// The head and node roles: a driver that also serves, behind a gate on
+/// each of its two ports, the node manager on the control port (CAF) and
+/// the data server on the data port. A node joins the head at its address;
+/// the head keeps the cluster's directory.
+class node_runtime final : public driver_runtime {
+public:
+  /// Serves as `serve` says (`serve.is_head` for the head), a node joining
+  /// the head at `head`; throws `error` saying what failed.
+  node_runtime(const init_options& opts, node_settings serve,
+               const address& head, const std::string& token);
+
+  ~node_runtime() override;
+
+private:
+  /// Closes the gates, ends the node manager, then the data server, which
+  /// fails at once what drivers still wait for here.
+  void stop_serving();
+
+  std::unique_ptr<gate> control_gate_;
+  std::unique_ptr<data_server> data_;
+  caf::actor manager_;
+};
+
+} // namespace lumen::detail

@@ -1,0 +1,49 @@
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+
+#include "lumen/detail/runtime.hpp"
+
+#include "actor_host.hpp"
+
+namespace lumen::detail {
+
+/// What the parts of a cluster process (the cluster client, the data
+/// server, the node manager) need from its runtime, and no more: none of
+/// them calls into a runtime class.
+class process_services {
+public:
+  virtual caf::actor_system& system() = 0;
+
+  /// Runs `job` on the requester, the event-based actor that issues CAF
+  /// requests and monitors for this process.
+  virtual void
+  run_as_requester(std::function<void(caf::event_based_actor*)> job) = 0;
+
+  /// Runs `t` on this process's task pool once its dependencies are ready.
+  virtual void run_local(std::shared_ptr<task_spec> t) = 0;
+
+  /// Hosts an actor in this process, whatever its placement says; throws
+  /// `usage_error` if its name is taken here.
+  virtual std::shared_ptr<actor_ref>
+  spawn_local_actor(const actor_class_entry& cls,
+                    std::unique_ptr<actor_factory> f,
+                    const actor_options& opts) = 0;
+
+  /// Registers an actor another node hosts for this process.
+  virtual std::shared_ptr<actor_ref>
+  adopt_remote_actor(std::shared_ptr<actor_core> core) = 0;
+
+  /// Ends `h` at shutdown, so that the actor system can finish.
+  virtual void adopt(caf::actor h) = 0;
+
+protected:
+  ~process_services() = default;
+};
+
+} // namespace lumen::detail
