@@ -27,7 +27,6 @@
 
 namespace lumen::detail {
 
-
 /// A driver's view of the cluster: sends tasks and actor calls to other
 /// nodes on the data plane and fails what is pending on a node as soon as
 /// the control plane sees it go down (CAF itself would wait for a request's

@@ -189,10 +189,9 @@ data_server::~data_server() {
     std::lock_guard<std::mutex> guard{mtx_};
     for (auto& c : conns_)
       c->close();
-    readers.swap(readers_);
+    readers = readers_.take();
   }
-  for (auto& r : readers)
-    r.join();
+  join_all(readers);
 }
 
 uint16_t data_server::port() const noexcept {
@@ -207,25 +206,12 @@ void data_server::expose(uint64_t id, std::weak_ptr<actor_core> core) {
 void data_server::admit(int fd) {
   auto c = std::make_shared<data_connection>(fd);
   std::lock_guard<std::mutex> guard{mtx_};
-  reap_finished();
   try {
-    readers_.emplace_back([this, c] { serve(c); });
+    readers_.start([this, c] { serve(c); });
     conns_.push_back(c);
   } catch (const std::system_error&) {
     c->close(); // no thread to serve it: refuse the connection
   }
-}
-
-void data_server::reap_finished() {
-  for (auto id : finished_) {
-    auto i = std::find_if(readers_.begin(), readers_.end(),
-                          [id](auto& t) { return t.get_id() == id; });
-    if (i != readers_.end()) {
-      i->join(); // past its last use of the lock, which we hold
-      readers_.erase(i);
-    }
-  }
-  finished_.clear();
 }
 
 void data_server::serve(std::shared_ptr<data_connection> c) {
@@ -246,7 +232,7 @@ void data_server::serve(std::shared_ptr<data_connection> c) {
   c->close();
   std::lock_guard<std::mutex> guard{mtx_};
   conns_.erase(std::remove(conns_.begin(), conns_.end(), c), conns_.end());
-  finished_.push_back(std::this_thread::get_id());
+  readers_.done();
 }
 
 void data_server::run_task(const std::shared_ptr<data_connection>& c,

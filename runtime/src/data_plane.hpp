@@ -31,6 +31,7 @@
 #include "actor_host.hpp"
 #include "gate.hpp"
 #include "process_services.hpp"
+#include "thread_set.hpp"
 
 namespace lumen::detail {
 
@@ -94,8 +95,6 @@ public:
 private:
   void admit(int fd);
   void serve(std::shared_ptr<data_connection> c);
-  /// Joins the threads of connections that ended; requires mtx_.
-  void reap_finished();
   void run_task(const std::shared_ptr<data_connection>& c, uint64_t id,
                 std::shared_ptr<bytes> payload);
   void run_call(const std::shared_ptr<data_connection>& c, uint64_t id,
@@ -105,8 +104,7 @@ private:
   std::unique_ptr<gate> gate_;
   std::mutex mtx_;
   std::vector<std::shared_ptr<data_connection>> conns_;
-  std::vector<std::thread> readers_;
-  std::vector<std::thread::id> finished_;
+  thread_set readers_; // one per connection, joined once it ended
   std::unordered_map<uint64_t, std::weak_ptr<actor_core>> actors_;
 };
 

@@ -5,8 +5,7 @@
 namespace lumen::detail {
 
 driver_runtime::driver_runtime(const init_options& opts)
-  : local_runtime(opts, true) {
-}
+  : local_runtime(opts, true) {}
 
 driver_runtime::driver_runtime(const init_options& opts, const address& head,
                                const std::string& token,
@@ -25,9 +24,8 @@ driver_runtime::~driver_runtime() {
 }
 
 void driver_runtime::connect(
-  const address& head, const std::string& token,
-  const std::string& hello_role, bool is_head,
-  std::function<void(const caf::actor&)> on_head_back) {
+  const address& head, const std::string& token, const std::string& hello_role,
+  bool is_head, std::function<void(const caf::actor&)> on_head_back) {
   client_ = std::make_unique<cluster_client>(*this, head, token, hello_role);
   if (hello_role == "driver")
     set_this_node(client_->id()); // a node or a query has its own name
@@ -83,8 +81,7 @@ void driver_runtime::submit_call(const actor_ref& a,
   client_->submit_call(a.core, std::move(c));
 }
 
-std::shared_ptr<actor_ref>
-driver_runtime::find_actor(const std::string& name) {
+std::shared_ptr<actor_ref> driver_runtime::find_actor(const std::string& name) {
   if (auto mine = local_runtime::find_actor(name))
     return mine;
   auto core = client_->lookup(name);

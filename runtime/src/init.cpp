@@ -37,8 +37,8 @@ struct shutdown_at_exit {
 } shutdown_guard;
 
 /// The runtime class of `role`.
-std::unique_ptr<detail::local_runtime>
-make_runtime(const init_options& opts, detail::cluster_role role) {
+std::unique_ptr<detail::local_runtime> make_runtime(const init_options& opts,
+                                                    detail::cluster_role role) {
   using detail::cluster_role;
   switch (role.kind) {
     case cluster_role::embedded:

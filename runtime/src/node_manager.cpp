@@ -18,8 +18,8 @@
 
 #include "actor_host.hpp"
 #include "data_plane.hpp"
-#include "process_services.hpp"
 #include "log.hpp"
+#include "process_services.hpp"
 #include "protocol.hpp"
 
 namespace lumen::detail {
@@ -87,7 +87,8 @@ using manager_actor = caf::stateful_actor<manager_state>;
 std::vector<node_info> directory(manager_actor* self) {
   auto& st = self->state;
   std::vector<node_info> out;
-  out.push_back({st.id, st.settings.host + ":" + std::to_string(st.settings.port),
+  out.push_back({st.id,
+                 st.settings.host + ":" + std::to_string(st.settings.port),
                  true, st.settings.resources,
                  st.settings.host + ":" + std::to_string(st.settings.data_port),
                  static_cast<int>(st.hosted.size())});

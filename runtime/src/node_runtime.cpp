@@ -47,9 +47,9 @@ node_runtime::node_runtime(const init_options& opts, node_settings serve,
     if (serve.is_head) {
       set_this_node("head");
     } else {
-      set_this_node(join_head(system(), manager_,
-                              connect_control(system(), head, token,
-                                              "the head")));
+      set_this_node(
+        join_head(system(), manager_,
+                  connect_control(system(), head, token, "the head")));
       rejoin = [this](const caf::actor& back) {
         set_this_node(join_head(system(), manager_, back));
       };

@@ -23,16 +23,7 @@ task_pool::~task_pool() {
 }
 
 void task_pool::spawn_thread() {
-  for (auto id : retired_) {
-    auto i = std::find_if(workers_.begin(), workers_.end(),
-                          [id](auto& w) { return w.get_id() == id; });
-    if (i != workers_.end()) {
-      i->join(); // it is past its last use of the lock, which we hold
-      workers_.erase(i);
-    }
-  }
-  retired_.clear();
-  workers_.emplace_back([this] { run_worker(); });
+  workers_.start([this] { run_worker(); });
   ++threads_;
 }
 
@@ -55,7 +46,7 @@ void task_pool::run_worker() {
       break;
     if (queue_.empty()) {
       if (threads_ - blocked_ > target_) {
-        retired_.push_back(std::this_thread::get_id());
+        workers_.done();
         break; // a stand-in whose blocked worker is back
       }
       ++sleeping_;
@@ -106,16 +97,14 @@ void task_pool::stop() {
     {
       std::lock_guard<std::mutex> guard{mtx_};
       doomed.swap(graveyard_);
-      workers.swap(workers_);
+      workers = workers_.take();
     }
     if (doomed.empty() && workers.empty())
       break;
     doomed.clear();
     // Tasks still running may block and start stand-ins until they see
     // stopping_, hence the rounds.
-    for (auto& w : workers)
-      if (w.joinable())
-        w.join();
+    join_all(workers);
   }
 }
 

@@ -10,6 +10,8 @@
 
 #include "lumen/detail/runtime.hpp"
 
+#include "thread_set.hpp"
+
 namespace lumen::detail {
 
 /// The threads that run tasks. Tasks may block in `lumen::get` on other
@@ -46,14 +48,12 @@ private:
   // submit (and drop) a dependent task: collecting them here and freeing
   // them in a loop keeps long chains from recursing through the stack.
   std::vector<std::shared_ptr<task_spec>> graveyard_;
-  // Stand-ins that retired; joined the next time a thread starts.
-  std::vector<std::thread::id> retired_;
   size_t target_;
   size_t threads_ = 0;
   size_t blocked_ = 0;
   size_t sleeping_ = 0;
   bool stopping_ = false;
-  std::vector<std::thread> workers_;
+  thread_set workers_; // stand-ins that retire are joined by the next start
 };
 
 /// While alive, tells the calling thread's task pool (if it is a pool
