@@ -106,16 +106,11 @@ bool start_instance(host_actor* self) {
                  e.what(),
                true);
   } catch (...) {
-    auto type = current_exception_type();
-    std::string what;
-    try {
-      throw;
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
     // A constructor that throws would throw again: no restart.
-    return die(self, "its constructor threw " + type + ": " + what, false);
+    return die(self,
+               "its constructor threw " + current_exception_type() + ": " +
+                 current_exception_message(),
+               false);
   }
 }
 

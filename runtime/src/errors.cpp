@@ -59,6 +59,16 @@ std::string demangle(const char* mangled) {
   return status == 0 && name ? std::string{name.get()} : std::string{mangled};
 }
 
+std::string current_exception_message() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "(not derived from std::exception)";
+  }
+}
+
 std::string current_exception_type() {
   auto* type = abi::__cxa_current_exception_type();
   return type == nullptr ? std::string{"unknown exception"}

@@ -153,17 +153,9 @@ first_error(const std::vector<std::shared_ptr<object_state>>& deps) {
 }
 
 std::exception_ptr capture_task_error(const std::string& function) {
-  std::string type = current_exception_type();
-  std::string message;
-  try {
-    throw;
-  } catch (const std::exception& e) {
-    message = e.what();
-  } catch (...) {
-    message = "(not derived from std::exception)";
-  }
-  return std::make_exception_ptr(
-    task_error{function, std::move(type), std::move(message), this_node()});
+  return std::make_exception_ptr(task_error{function, current_exception_type(),
+                                            current_exception_message(),
+                                            this_node()});
 }
 
 void throw_empty_ref(const char* api) {

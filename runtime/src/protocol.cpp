@@ -57,11 +57,9 @@ bytes encode_error(const std::exception_ptr& err) {
   } catch (const error& e) {
     code = e.code();
     msg = e.what();
-  } catch (const std::exception& e) {
-    type = current_exception_type();
-    msg = e.what();
   } catch (...) {
     type = current_exception_type();
+    msg = current_exception_message();
   }
   return encode(kind, code, fn, type, msg, node);
 }

@@ -130,6 +130,10 @@ std::string demangle(const char* mangled);
 /// The demangled name of the exception currently being handled.
 std::string current_exception_type();
 
+/// The message of the exception currently being handled: its what(), or
+/// a note that it is not a std::exception.
+std::string current_exception_message();
+
 } // namespace detail
 
 } // namespace lumen
