@@ -21,24 +21,6 @@ constexpr auto control_timeout = std::chrono::seconds(10);
 // good as gone for a caller that must fail within 2 s.
 constexpr auto head_timeout = std::chrono::seconds(2);
 
-constexpr auto rejoin_interval = std::chrono::milliseconds(500);
-
-std::string hello(caf::actor_system& sys, const caf::actor& peer,
-                  const std::string& role, const std::string& what) {
-  caf::scoped_actor self{sys};
-  std::string id;
-  self
-    ->request(peer, control_timeout, hello_atom::value, role, std::string{},
-              uint16_t{0}, uint16_t{0}, std::map<std::string, std::string>{},
-              std::string{}, uint64_t{0})
-    .receive([&](std::string& x, uint64_t) { id = std::move(x); },
-             [&](caf::error& err) {
-               throw_control_error(sys, err, what + " did not answer",
-                                   errc::unreachable);
-             });
-  return id;
-}
-
 /// Whether an actor this process created may be rebuilt once more.
 bool restartable(const actor_core& core) {
   return core.factory && core.restarts.load() < core.opts.max_restarts;
@@ -67,81 +49,24 @@ cluster_client::cluster_client(process_services& rt, const address& head,
                                std::string token, const std::string& role)
   : rt_(rt)
   , sys_(rt.system())
-  , head_address_(head)
-  , token_(std::move(token))
-  , role_(role) {
-  head_ = connect_control(sys_, head, token_, "the head");
-  id_ = hello(sys_, head_, role, "the head");
+  , token_(token)
+  , head_(rt, head, std::move(token), role) {
   undertaker_ = std::thread{[this] { run_funerals(); }};
 }
 
 void cluster_client::watch_head(
   std::function<void(const caf::actor& head)> on_head_back) {
-  on_head_back_ = std::move(on_head_back);
-  rt_.run_as_requester(
-    [h = head()](caf::event_based_actor* self) { self->monitor(h); });
-  head_watcher_ = std::thread{[this] { rejoin_loop(); }};
-}
-
-caf::actor cluster_client::head() {
-  std::lock_guard<std::mutex> guard{mtx_};
-  if (head_lost_)
-    throw head_unreachable("it went down");
-  return head_;
-}
-
-error cluster_client::head_unreachable(const std::string& why) const {
-  return error("the head at " + head_address_.to_string() +
-                 " is unreachable (" + why +
-                 "): lumen::nodes(), named actors and new nodes need it. "
-                 "Work on live nodes goes on, and this process rejoins a "
-                 "head that comes back at that address",
-               errc::head_unreachable);
-}
-
-void cluster_client::rejoin_loop() {
-  std::unique_lock<std::mutex> guard{mtx_};
-  for (;;) {
-    head_cv_.wait(guard, [this] { return stopping_ || head_lost_; });
-    if (stopping_)
-      return;
-    guard.unlock();
-    auto back = try_rejoin();
-    guard.lock();
-    if (back) {
-      head_ = back;
-      head_lost_ = false;
-      log_line("rejoined the head at " + head_address_.to_string() + " as " +
-               this_node());
-      rt_.run_as_requester(
-        [back](caf::event_based_actor* self) { self->monitor(back); });
-    } else {
-      head_cv_.wait_for(guard, rejoin_interval,
-                        [this] { return stopping_.load(); });
-    }
-  }
-}
-
-caf::actor cluster_client::try_rejoin() {
-  try {
-    auto h = connect_control(sys_, head_address_, token_, "the head");
-    if (on_head_back_)
-      on_head_back_(h);
-    hello(sys_, h, role_, "the head");
-    return h;
-  } catch (const std::exception&) {
-    return nullptr; // not back yet; the next attempt will tell
-  }
+  head_.watch(std::move(on_head_back));
 }
 
 std::vector<node_info> cluster_client::nodes() {
-  auto h = head();
+  auto h = head_.get();
   caf::scoped_actor self{sys_};
   std::vector<node_info> out;
   self->request(h, head_timeout, nodes_atom::value)
     .receive(
       [&](bytes& b) { out = std::get<0>(decode<std::vector<node_info>>(b)); },
-      [&](caf::error& err) { throw head_unreachable(sys_.render(err)); });
+      [&](caf::error& err) { throw head_.unreachable(sys_.render(err)); });
   std::lock_guard<std::mutex> guard{mtx_};
   for (auto& n : out)
     if (dead_.count(n.id) > 0)
@@ -157,7 +82,7 @@ void cluster_client::refresh_directory() {
     std::lock_guard<std::mutex> guard{mtx_};
     // Without the head, the last directory still places work on live
     // nodes; a node that died since is known dead from its own link.
-    if (head_lost_ && !directory_.empty())
+    if (!directory_.empty() && head_.lost())
       return;
     stale =
       directory_.empty() || std::chrono::steady_clock::now() - directory_at_ >
@@ -218,11 +143,11 @@ cluster_client::node_link cluster_client::link_to(const std::string& node_id) {
   }
   node_link link;
   if (node_id == "head") {
-    link.manager = head();
+    link.manager = head_.get();
   } else {
     auto where = parse_address(address);
     link.manager = connect_control(sys_, where, token_, "node " + node_id);
-    hello(sys_, link.manager, "driver", "node " + node_id);
+    say_hello(sys_, link.manager, "driver", "node " + node_id);
   }
   link.data =
     std::make_shared<data_client>(data_address, token_, "node " + node_id);
@@ -254,14 +179,9 @@ void cluster_client::stop() {
     std::lock_guard<std::mutex> guard{funeral_mtx_};
     funeral_cv_.notify_all();
   }
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    head_cv_.notify_all();
-  }
+  head_.stop();
   if (undertaker_.joinable())
     undertaker_.join();
-  if (head_watcher_.joinable())
-    head_watcher_.join();
 }
 
 cluster_client::~cluster_client() {
@@ -394,20 +314,11 @@ void cluster_client::rescue_actors(const std::string& node_id,
 }
 
 void cluster_client::on_down(const caf::down_msg& msg) {
+  if (head_.on_down(msg))
+    return;
   std::string node;
   {
     std::lock_guard<std::mutex> guard{mtx_};
-    if (head_ && msg.source == head_.address()) {
-      if (head_lost_ || stopping_)
-        return; // news of a head already lost, or of this process ending
-      head_lost_ = true;
-      head_cv_.notify_all();
-      log_line("lost the head at " + head_address_.to_string() + " (" +
-               sys_.render(msg.reason) +
-               "); work on live nodes goes on, and this process rejoins "
-               "a head that comes back at that address");
-      return;
-    }
     for (auto& [id, link] : links_)
       if (link.manager.address() == msg.source)
         node = id;
@@ -502,7 +413,7 @@ std::shared_ptr<actor_core> cluster_client::lookup(const std::string& name) {
   std::string cls_name, node;
   caf::actor handle;
   {
-    auto h = head();
+    auto h = head_.get();
     caf::scoped_actor self{sys_};
     self->request(h, head_timeout, lookup_atom::value, name)
       .receive(
@@ -512,7 +423,7 @@ std::shared_ptr<actor_core> cluster_client::lookup(const std::string& name) {
           node = std::move(n);
           handle = std::move(h);
         },
-        [&](caf::error& err) { throw head_unreachable(sys_.render(err)); });
+        [&](caf::error& err) { throw head_.unreachable(sys_.render(err)); });
   }
   if (!found)
     return nullptr;

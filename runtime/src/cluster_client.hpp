@@ -23,6 +23,7 @@
 #include "actor_host.hpp"
 #include "address.hpp"
 #include "data_plane.hpp"
+#include "head_link.hpp"
 #include "process_services.hpp"
 
 namespace lumen::detail {
@@ -40,7 +41,7 @@ public:
 
   /// The id the head gave this process ("driver-N").
   const std::string& id() const noexcept {
-    return id_;
+    return head_.id();
   }
 
   /// Starts watching the head: once it is lost, what needs it fails with
@@ -86,14 +87,6 @@ private:
     std::shared_ptr<data_client> data;
   };
 
-  /// The head; throws `errc::head_unreachable` while it is lost.
-  caf::actor head();
-  error head_unreachable(const std::string& why) const;
-  /// The head watcher's thread: rejoins a lost head.
-  void rejoin_loop();
-  /// One attempt to reach a head at the address again; null if none.
-  caf::actor try_rejoin();
-
   /// Resolves a placement to a live node id; throws `usage_error`.
   std::string pick_node(const placement& where);
   /// The link to `node_id`, connecting and saying hello if needed.
@@ -130,16 +123,9 @@ private:
 
   process_services& rt_;
   caf::actor_system& sys_;
-  address head_address_;
   std::string token_;
-  std::string role_;
-  std::string id_;
+  head_link head_;
   std::mutex mtx_;
-  caf::actor head_;        // under mtx_
-  bool head_lost_ = false; // under mtx_
-  std::condition_variable head_cv_;
-  std::function<void(const caf::actor&)> on_head_back_;
-  std::thread head_watcher_;
   std::unordered_map<std::string, node_link> links_;
   // Links of dead nodes. Kept, not destroyed, since the last reference
   // could otherwise drop on the link's own reader thread, which joins it.

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <set>
 
 #include <caf/all.hpp>
@@ -10,6 +11,8 @@
 #include <caf/io/basp_broker.hpp>
 
 #include "lumen/errors.hpp"
+
+#include "protocol.hpp"
 
 namespace lumen::detail {
 
@@ -23,6 +26,22 @@ caf::actor basp_broker(caf::actor_system& sys) {
 }
 
 } // namespace
+
+std::string say_hello(caf::actor_system& sys, const caf::actor& peer,
+                      const std::string& role, const std::string& what) {
+  caf::scoped_actor self{sys};
+  std::string id;
+  self
+    ->request(peer, handshake_timeout, hello_atom::value, role, std::string{},
+              uint16_t{0}, uint16_t{0}, std::map<std::string, std::string>{},
+              std::string{}, uint64_t{0})
+    .receive([&](std::string& x, uint64_t) { id = std::move(x); },
+             [&](caf::error& err) {
+               throw_control_error(sys, err, what + " did not answer",
+                                   errc::unreachable);
+             });
+  return id;
+}
 
 void serve_control(caf::actor_system& sys, caf::actor published, gate& g) {
   auto broker = basp_broker(sys);

@@ -22,6 +22,11 @@ void serve_control(caf::actor_system& sys, caf::actor published, gate& g);
 
 /// Passes the gate at `host`:`port` with `token` and returns the actor
 /// served there; throws `error` (see `pass_gate`) naming `what`.
+/// Says hello to the node manager `peer` as `role` ("driver", "client");
+/// returns the id it gives this process. Throws `error` naming `what`.
+std::string say_hello(caf::actor_system& sys, const caf::actor& peer,
+                      const std::string& role, const std::string& what);
+
 caf::actor connect_control(caf::actor_system& sys, const address& where,
                            const std::string& token, const std::string& what);
 

@@ -1,0 +1,116 @@
+#include "head_link.hpp"
+
+#include <caf/all.hpp>
+
+#include "control_link.hpp"
+#include "log.hpp"
+
+namespace lumen::detail {
+
+namespace {
+
+constexpr auto rejoin_interval = std::chrono::milliseconds(500);
+
+} // namespace
+
+head_link::head_link(process_services& rt, const address& where,
+                     std::string token, std::string role)
+  : rt_(rt)
+  , where_(where)
+  , token_(std::move(token))
+  , role_(std::move(role)) {
+  head_ = connect_control(rt_.system(), where_, token_, "the head");
+  id_ = say_hello(rt_.system(), head_, role_, "the head");
+}
+
+head_link::~head_link() {
+  stop();
+}
+
+caf::actor head_link::get() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (lost_)
+    throw unreachable("it went down");
+  return head_;
+}
+
+bool head_link::lost() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return lost_;
+}
+
+error head_link::unreachable(const std::string& why) const {
+  return error("the head at " + where_.to_string() + " is unreachable (" + why +
+                 "): lumen::nodes(), named actors and new nodes need it. "
+                 "Work on live nodes goes on, and this process rejoins a "
+                 "head that comes back at that address",
+               errc::head_unreachable);
+}
+
+void head_link::watch(std::function<void(const caf::actor& head)> on_back) {
+  on_back_ = std::move(on_back);
+  rt_.run_as_requester(
+    [h = get()](caf::event_based_actor* self) { self->monitor(h); });
+  rejoiner_ = std::thread{[this] { rejoin_loop(); }};
+}
+
+bool head_link::on_down(const caf::down_msg& msg) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (!head_ || msg.source != head_.address())
+    return false;
+  if (lost_ || stopping_)
+    return true; // news of a head already lost, or of this process ending
+  lost_ = true;
+  cv_.notify_all();
+  log_line("lost the head at " + where_.to_string() + " (" +
+           rt_.system().render(msg.reason) +
+           "); work on live nodes goes on, and this process rejoins a head "
+           "that comes back at that address");
+  return true;
+}
+
+void head_link::stop() {
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  if (rejoiner_.joinable())
+    rejoiner_.join();
+}
+
+void head_link::rejoin_loop() {
+  std::unique_lock<std::mutex> guard{mtx_};
+  for (;;) {
+    cv_.wait(guard, [this] { return stopping_ || lost_; });
+    if (stopping_)
+      return;
+    guard.unlock();
+    auto back = try_rejoin();
+    guard.lock();
+    if (back) {
+      head_ = back;
+      lost_ = false;
+      log_line("rejoined the head at " + where_.to_string() + " as " +
+               this_node());
+      rt_.run_as_requester(
+        [back](caf::event_based_actor* self) { self->monitor(back); });
+    } else {
+      cv_.wait_for(guard, rejoin_interval, [this] { return stopping_.load(); });
+    }
+  }
+}
+
+caf::actor head_link::try_rejoin() {
+  try {
+    auto h = connect_control(rt_.system(), where_, token_, "the head");
+    if (on_back_)
+      on_back_(h);
+    say_hello(rt_.system(), h, role_, "the head");
+    return h;
+  } catch (const std::exception&) {
+    return nullptr; // not back yet; the next attempt will tell
+  }
+}
+
+} // namespace lumen::detail

@@ -1,0 +1,78 @@
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <caf/actor.hpp>
+#include <caf/system_messages.hpp>
+
+#include "lumen/errors.hpp"
+
+#include "address.hpp"
+#include "process_services.hpp"
+
+namespace lumen::detail {
+
+/// This process's link to the head: its control handle and, once the head
+/// is lost, attempts every 500 ms to reach a head at the same address
+/// again. What needs the head asks for it here, and fails at once with
+/// `errc::head_unreachable` while it is lost.
+class head_link {
+public:
+  /// Connects to the head at `where` and says hello as `role`; throws
+  /// `error` saying what failed.
+  head_link(process_services& rt, const address& where, std::string token,
+            std::string role);
+
+  /// Stops watching.
+  ~head_link();
+
+  /// The id the head gave this process.
+  const std::string& id() const noexcept {
+    return id_;
+  }
+
+  /// The head; throws `errc::head_unreachable` while it is lost.
+  caf::actor get();
+
+  /// The error for what needs the head while it cannot be reached.
+  error unreachable(const std::string& why) const;
+
+  /// Starts watching the head; once it is back after a loss, runs
+  /// `on_back` (a node joins it there) before saying hello again.
+  void watch(std::function<void(const caf::actor& head)> on_back);
+
+  /// On the requester's thread: whether `msg` is the head's death, which
+  /// it then takes note of.
+  bool on_down(const caf::down_msg& msg);
+
+  /// True while the head is lost.
+  bool lost();
+
+  /// Stops the rejoin attempts; call before the runtime goes away.
+  void stop();
+
+private:
+  void rejoin_loop();
+  /// One attempt to reach a head at the address again; null if none.
+  caf::actor try_rejoin();
+
+  process_services& rt_;
+  address where_;
+  std::string token_;
+  std::string role_;
+  std::string id_;
+  std::mutex mtx_;
+  caf::actor head_;   // under mtx_
+  bool lost_ = false; // under mtx_
+  std::atomic<bool> stopping_{false};
+  std::condition_variable cv_;
+  std::function<void(const caf::actor&)> on_back_;
+  std::thread rejoiner_;
+};
+
+} // namespace lumen::detail
