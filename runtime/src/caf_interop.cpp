@@ -13,6 +13,12 @@ caf::actor_system& system() {
   return detail::this_runtime().system();
 }
 
+typed_actor_error::typed_actor_error(caf::error cause, std::string text,
+                                     std::string node)
+  : task_error("request to a typed actor", "caf::error", std::move(text),
+               std::move(node))
+  , cause_(std::move(cause)) {}
+
 namespace detail {
 
 void run_as_requester(std::function<void(caf::event_based_actor*)> job) {
@@ -28,8 +34,7 @@ std::exception_ptr from_caf_error(const caf::error& err) {
   if (err == caf::sec::request_receiver_down)
     return std::make_exception_ptr(
       actor_died("the typed actor is gone: " + text));
-  return std::make_exception_ptr(
-    task_error{"request to a typed actor", "caf::error", text, this_node()});
+  return std::make_exception_ptr(typed_actor_error{err, text, this_node()});
 }
 
 bool add_config_step(config_step step) {

@@ -73,6 +73,17 @@ BOOST_AUTO_TEST_CASE(an_error_response_becomes_a_task_error) {
     });
 }
 
+BOOST_AUTO_TEST_CASE(an_error_response_keeps_the_actors_error_code) {
+  auto calc = lumen::spawn(calculator_impl);
+  try {
+    lumen::get(lumen::call(calc, div_atom::value, 1, 0), deadline);
+    BOOST_FAIL("get did not throw");
+  } catch (const lumen::typed_actor_error& e) {
+    BOOST_TEST((e.cause() == caf::sec::invalid_argument));
+    BOOST_TEST((e.cause().category() == caf::atom("system")));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_call_to_a_dead_typed_actor_raises_actor_died) {
   auto calc = lumen::spawn(calculator_impl);
   auto gone = lumen::call(calc, caf::reset_atom::value);

@@ -35,6 +35,22 @@ namespace lumen {
 /// `lumen::init` and `lumen::shutdown`.
 caf::actor_system& system();
 
+/// An error response of a typed CAF actor, as `lumen::get` throws it: a
+/// `task_error` that keeps the actor's own `caf::error`, so that callers
+/// branch on its code and category, not on its text.
+class typed_actor_error : public task_error {
+public:
+  typed_actor_error(caf::error cause, std::string text, std::string node);
+
+  /// The error the actor answered with.
+  const caf::error& cause() const noexcept {
+    return cause_;
+  }
+
+private:
+  caf::error cause_;
+};
+
 /// Sends a request to a typed CAF actor and returns a ref to the response,
 /// so that `lumen::get` / `lumen::wait` serve CAF actors as they serve Lumen
 /// actors. An error response makes `get` throw `task_error`; a receiver that

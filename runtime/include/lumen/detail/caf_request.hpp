@@ -62,7 +62,7 @@ uint64_t watch(caf::event_based_actor* self, const caf::actor& whom,
 void unwatch(const caf::actor_addr& whom, uint64_t token);
 
 /// The Lumen error for a failed CAF request: `actor_died` if the receiver
-/// is gone, `task_error` with CAF's rendering otherwise.
+/// is gone, `typed_actor_error` (the error and its rendering) otherwise.
 std::exception_ptr from_caf_error(const caf::error& err);
 
 /// The error for a request dropped unanswered at shutdown.
