@@ -107,9 +107,13 @@ caf::actor head_link::try_rejoin() {
     if (on_back_)
       on_back_(h);
     say_hello(rt_.system(), h, role_, "the head");
+    failed_attempts_ = 0;
     return h;
-  } catch (const std::exception&) {
-    return nullptr; // not back yet; the next attempt will tell
+  } catch (const std::exception& e) {
+    // Said once, then every 20 attempts (10 s): why the head is not back.
+    if (failed_attempts_++ % 20 == 0)
+      log_line(std::string{"cannot rejoin the head yet: "} + e.what());
+    return nullptr;
   }
 }
 

@@ -72,6 +72,7 @@ private:
   std::atomic<bool> stopping_{false};
   std::condition_variable cv_;
   std::function<void(const caf::actor&)> on_back_;
+  int failed_attempts_ = 0; // rejoiner thread only
   std::thread rejoiner_;
 };
 

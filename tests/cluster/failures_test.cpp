@@ -211,7 +211,7 @@ BOOST_AUTO_TEST_CASE(a_node_given_up_for_dead_rejoins_under_a_new_id) {
     within(5.0, [&] { return ids(lumen::nodes(), false).count(old_id) > 0; }));
   victim.proc->signal(SIGCONT);
   BOOST_TEST(
-    victim.proc->await_output("given up for dead", seconds(5)).has_value(),
+    victim.proc->await_output("given up for dead", seconds(15)).has_value(),
     victim.proc->output());
   // It is back under a new id at the same address, and takes new work;
   // its old actor is gone, as its caller was told.
@@ -241,7 +241,7 @@ BOOST_AUTO_TEST_CASE(a_node_told_to_exit_does_so_when_given_up_for_dead) {
   BOOST_TEST(within(
     5.0, [&] { return ids(lumen::nodes(), false).count(quitter.id) > 0; }));
   quitter.proc->signal(SIGCONT);
-  BOOST_TEST(quitter.proc->await_output("it exits", seconds(5)).has_value(),
+  BOOST_TEST(quitter.proc->await_output("it exits", seconds(15)).has_value(),
              quitter.proc->output());
   BOOST_TEST(quitter.proc->wait() == 0);
 }
