@@ -68,6 +68,9 @@ std::vector<node_info> cluster_client::nodes() {
       [&](bytes& b) { out = std::get<0>(decode<std::vector<node_info>>(b)); },
       [&](caf::error& err) { throw head_.unreachable(sys_.render(err)); });
   std::lock_guard<std::mutex> guard{mtx_};
+  // The head that answered is alive, even if an earlier one at its address
+  // died under this process's eyes.
+  dead_.erase("head");
   for (auto& n : out)
     if (dead_.count(n.id) > 0)
       n.alive = false;
@@ -314,8 +317,8 @@ void cluster_client::rescue_actors(const std::string& node_id,
 }
 
 void cluster_client::on_down(const caf::down_msg& msg) {
-  if (head_.on_down(msg))
-    return;
+  // The head serves work too: its death also fails what is pending there.
+  head_.on_down(msg);
   std::string node;
   {
     std::lock_guard<std::mutex> guard{mtx_};

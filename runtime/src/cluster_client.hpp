@@ -145,7 +145,8 @@ private:
   std::thread undertaker_; // started last: it uses the members above
   std::vector<node_info> directory_;
   // Nodes this process saw die before the head did; a node never comes
-  // back under the same id, so the head's view cannot revive them.
+  // back under the same id (a head restarted at its address does, and
+  // answering proves it alive), so the head's view cannot revive them.
   std::set<std::string> dead_;
   std::chrono::steady_clock::time_point directory_at_;
   size_t next_spread_ = 0;

@@ -172,6 +172,7 @@ private:
 
   void on_token() {
     bool ok = same_token(shown_, g_.token);
+    verified_ = ok;
     const std::string& reason = ok ? std::string{} : wrong_token_reason;
     reply_.assign(3, '\0');
     reply_[0] = static_cast<char>(ok ? verdict_admitted : verdict_refused);
@@ -198,7 +199,14 @@ private:
       return;
     }
     set_blocking(fd);
-    g_.admit(fd, peer_);
+    try {
+      g_.admit(fd, peer_);
+    } catch (const std::exception& e) {
+      // Out of memory or threads: this peer is refused, the gate goes on.
+      ::close(fd);
+      log_line("could not serve a " + g_.what + " connection from " + peer_ +
+               ": " + e.what());
+    }
   }
 
   void lost(const error_code& ec) {
@@ -209,6 +217,11 @@ private:
   }
 
 public:
+  /// The token checked out: it is being let in, not to be evicted.
+  bool verified() const noexcept {
+    return verified_;
+  }
+
   void drop(const char* verb, const std::string& why) {
     if (done_)
       return;
@@ -234,6 +247,7 @@ private:
   std::string shown_;
   std::string reply_;
   std::list<std::weak_ptr<handshake>>::iterator place_;
+  bool verified_ = false;
   bool done_ = false;
 };
 
@@ -254,10 +268,13 @@ void gate::impl::accept() {
     // The oldest handshake has had the most time: it makes room, so that
     // a crowd of dawdlers cannot keep a prompt peer out.
     if (waiting.size() >= limits.max_pending)
-      if (auto oldest = waiting.front().lock())
-        oldest->drop("dropped", "the oldest of " +
-                                  std::to_string(waiting.size()) +
-                                  " handshakes under way, to make room");
+      for (auto& w : waiting)
+        if (auto oldest = w.lock(); oldest && !oldest->verified()) {
+          oldest->drop("dropped", "the oldest of " +
+                                    std::to_string(waiting.size()) +
+                                    " handshakes under way, to make room");
+          break;
+        }
     std::make_shared<handshake>(*this, std::move(s))->start();
     accept();
   });
@@ -310,7 +327,17 @@ uint16_t gate::port() const noexcept {
 void gate::open(admit_fn admit) {
   impl_->admit = std::move(admit);
   impl_->accept();
-  impl_->loop = std::thread{[this] { impl_->io.run(); }};
+  impl_->loop = std::thread{[this] {
+    // A handler that throws must not end the process, nor the gate.
+    for (;;) {
+      try {
+        impl_->io.run();
+        return;
+      } catch (const std::exception& e) {
+        log_line("the " + impl_->what + " gate recovered from: " + e.what());
+      }
+    }
+  }};
 }
 
 int pass_gate(const address& where, const std::string& token,

@@ -132,20 +132,30 @@ namespace detail {
 namespace {
 
 // Set before a runtime starts its threads and kept after it stops, so that
-// errors raised during shutdown can still name their node.
-std::mutex node_id_mtx;
-std::string node_id = "local"; // under node_id_mtx
+// errors raised during shutdown can still name their node. Never destroyed:
+// the runtime shuts down at exit, after this file's statics would be.
+struct node_name {
+  std::mutex mtx;
+  std::string id = "local"; // under mtx
+};
+
+node_name& this_node_name() {
+  static auto* name = new node_name;
+  return *name;
+}
 
 } // namespace
 
 void set_this_node(std::string id) {
-  std::lock_guard<std::mutex> guard{node_id_mtx};
-  node_id = std::move(id);
+  auto& name = this_node_name();
+  std::lock_guard<std::mutex> guard{name.mtx};
+  name.id = std::move(id);
 }
 
 std::string this_node() {
-  std::lock_guard<std::mutex> guard{node_id_mtx};
-  return node_id;
+  auto& name = this_node_name();
+  std::lock_guard<std::mutex> guard{name.mtx};
+  return name.id;
 }
 
 local_runtime& this_runtime() {

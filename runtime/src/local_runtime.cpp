@@ -131,8 +131,13 @@ void local_runtime::stop_actors() {
   for (auto& a : adopted_)
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   adopted_.clear();
-  caf::anon_send_exit(requester_, caf::exit_reason::user_shutdown);
-  requester_ = nullptr;
+  caf::actor requester;
+  {
+    // Reader threads of the data plane may still ask for the requester.
+    std::lock_guard<std::mutex> guard{requester_mtx_};
+    requester.swap(requester_);
+  }
+  caf::anon_send_exit(requester, caf::exit_reason::user_shutdown);
   sys_->await_all_actors_done();
   hosts_running = false;
   // Handles users still hold must not reach into the destroyed system.
@@ -270,7 +275,14 @@ caf::actor local_runtime::manager_of(const std::string& node_id) {
 
 void local_runtime::run_as_requester(
   std::function<void(caf::event_based_actor*)> job) {
-  caf::anon_send(requester_, requester_job{std::move(job)});
+  caf::actor requester;
+  {
+    std::lock_guard<std::mutex> guard{requester_mtx_};
+    requester = requester_;
+  }
+  // After shutdown began there is no requester: the job is dropped, and
+  // what it would have answered fails as its state goes away.
+  caf::anon_send(requester, requester_job{std::move(job)});
 }
 
 uint64_t local_runtime::watch(caf::event_based_actor* self,

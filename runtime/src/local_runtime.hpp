@@ -92,7 +92,8 @@ private:
 
   caf::actor_system_config cfg_;
   std::unique_ptr<caf::actor_system> sys_;
-  caf::actor requester_;
+  std::mutex requester_mtx_;
+  caf::actor requester_; // under requester_mtx_ once other threads run
   task_pool pool_;
   std::mutex mtx_;
   std::unordered_map<std::string, std::shared_ptr<actor_ref>> names_;

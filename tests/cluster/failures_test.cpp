@@ -200,6 +200,30 @@ BOOST_AUTO_TEST_CASE(a_lost_head_is_noticed_and_work_on_live_nodes_goes_on) {
   cl.nodes.push_back(std::move(newcomer));
 }
 
+BOOST_AUTO_TEST_CASE(work_on_a_paused_head_fails_fast_and_resumes_with_it) {
+  auto& cl = *this;
+  // Long enough to be running when the head stops, short enough not to
+  // hold up its shutdown at the end.
+  auto pinned = lumen::task(busy).on_node("head").remote(4000);
+  BOOST_TEST(
+    !lumen::wait(std::vector{pinned}, 1, milliseconds(300)).pending.empty());
+  auto paused_at = steady_clock::now();
+  cl.head.proc->signal(SIGSTOP);
+  // No socket closes: only the heartbeats tell, and they must.
+  BOOST_CHECK_THROW(lumen::get(pinned, deadline), lumen::actor_died);
+  BOOST_TEST(seconds_since(paused_at) < 2.5);
+  cl.head.proc->signal(SIGCONT);
+  // The same head, back: this driver rejoins it and places work there.
+  BOOST_TEST(within(10.0, [] {
+    try {
+      return lumen::get(lumen::task(where).on_node("head").remote(),
+                        seconds(2)) == "head";
+    } catch (const lumen::error&) {
+      return false;
+    }
+  }));
+}
+
 BOOST_AUTO_TEST_CASE(a_node_given_up_for_dead_rejoins_under_a_new_id) {
   auto& cl = *this;
   auto& victim = cl.nodes[1];
