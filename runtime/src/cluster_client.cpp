@@ -17,8 +17,8 @@ namespace {
 
 constexpr auto control_timeout = std::chrono::seconds(10);
 
-// The head answers directory queries at once; one that takes longer is as
-// good as gone for a caller that must fail within 2 s.
+// The head answers lookups at once; one that takes longer is as good as
+// gone for a caller that must fail within 2 s.
 constexpr auto head_timeout = std::chrono::seconds(2);
 
 /// Whether an actor this process created may be rebuilt once more.
@@ -50,7 +50,8 @@ cluster_client::cluster_client(process_services& rt, const address& head,
   : rt_(rt)
   , sys_(rt.system())
   , token_(token)
-  , head_(rt, head, std::move(token), role) {
+  , head_(rt, head, std::move(token), role)
+  , directory_(sys_, head_) {
   undertaker_ = std::thread{[this] { run_funerals(); }};
 }
 
@@ -60,89 +61,20 @@ void cluster_client::watch_head(
 }
 
 std::vector<node_info> cluster_client::nodes() {
-  auto h = head_.get();
-  caf::scoped_actor self{sys_};
-  std::vector<node_info> out;
-  self->request(h, head_timeout, nodes_atom::value)
-    .receive(
-      [&](bytes& b) { out = std::get<0>(decode<std::vector<node_info>>(b)); },
-      [&](caf::error& err) { throw head_.unreachable(sys_.render(err)); });
-  std::lock_guard<std::mutex> guard{mtx_};
-  // The head that answered is alive, even if an earlier one at its address
-  // died under this process's eyes.
-  dead_.erase("head");
-  for (auto& n : out)
-    if (dead_.count(n.id) > 0)
-      n.alive = false;
-  directory_ = out;
-  directory_at_ = std::chrono::steady_clock::now();
-  return out;
-}
-
-void cluster_client::refresh_directory() {
-  bool stale;
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    // Without the head, the last directory still places work on live
-    // nodes; a node that died since is known dead from its own link.
-    if (!directory_.empty() && head_.lost())
-      return;
-    stale =
-      directory_.empty() || std::chrono::steady_clock::now() - directory_at_ >
-                              std::chrono::seconds(1);
-  }
-  if (stale)
-    nodes();
-}
-
-void cluster_client::learn_of(const std::string& node_id) {
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    for (auto& n : directory_)
-      if (n.id == node_id)
-        return;
-  }
-  nodes(); // it may have joined since the last look
-}
-
-std::string cluster_client::pick_node(const placement& where) {
-  refresh_directory();
-  if (where.kind == placement::node)
-    learn_of(where.node_id);
-  std::lock_guard<std::mutex> guard{mtx_};
-  if (where.kind == placement::node) {
-    for (auto& n : directory_)
-      if (n.id == where.node_id) {
-        if (!n.alive)
-          throw actor_died("node " + n.id +
-                           " is dead; pick a live one from "
-                           "lumen::nodes()");
-        return n.id;
-      }
-    throw usage_error("there is no node '" + where.node_id +
-                      "' in the cluster; lumen::nodes() lists them");
-  }
-  std::vector<const node_info*> live;
-  for (auto& n : directory_)
-    if (n.alive)
-      live.push_back(&n);
-  if (live.empty())
-    throw actor_died("no live node in the cluster");
-  return live[next_spread_++ % live.size()]->id;
+  return directory_.fetch();
 }
 
 cluster_client::node_link cluster_client::link_to(const std::string& node_id) {
-  std::string address, data_address;
   {
     std::lock_guard<std::mutex> guard{mtx_};
     auto i = links_.find(node_id);
     if (i != links_.end() && !i->second.data->closed())
       return i->second;
-    for (auto& n : directory_)
-      if (n.id == node_id) {
-        address = n.address;
-        data_address = n.data_address;
-      }
+  }
+  std::string address, data_address;
+  if (auto entry = directory_.find(node_id)) {
+    address = entry->address;
+    data_address = entry->data_address;
   }
   node_link link;
   if (node_id == "head") {
@@ -238,10 +170,7 @@ cluster_client::drop_link(const std::string& node_id,
   if (i == links_.end() ||
       (failed != nullptr && i->second.data.get() != failed))
     return nullptr; // an old connection's news: the node has a new one
-  dead_.insert(node_id);
-  for (auto& n : directory_)
-    if (n.id == node_id)
-      n.alive = false;
+  directory_.mark_dead(node_id);
   auto data = i->second.data;
   retired_.push_back(data);
   links_.erase(i);
@@ -279,7 +208,7 @@ void cluster_client::rescue_actors(const std::string& node_id,
     }
     try {
       // Its own placement cannot be honoured any more: any live node will do.
-      auto node = pick_node({placement::spread, {}});
+      auto node = directory_.pick({placement::spread, {}});
       caf::actor handle;
       // The head may not have seen the old instance die yet, and then
       // refuses its name for a moment; no other refusal passes with time.
@@ -353,7 +282,7 @@ void cluster_client::send_task(std::shared_ptr<task_spec> t, int retries_left) {
   }
   for (;;) {
     try {
-      node = pick_node(t->where);
+      node = directory_.pick(t->where);
       link = link_to(node);
       break;
     } catch (...) {
@@ -391,7 +320,7 @@ std::shared_ptr<actor_ref>
 cluster_client::spawn_actor(const actor_class_entry& cls,
                             std::unique_ptr<actor_factory> f,
                             const actor_options& opts) {
-  auto node = pick_node(opts.where);
+  auto node = directory_.pick(opts.where);
   auto core = std::make_shared<actor_core>(cls, std::move(f), opts);
   place(core, node, spawn_on(node, *core));
   return rt_.adopt_remote_actor(core);
@@ -408,7 +337,7 @@ void cluster_client::place(const std::shared_ptr<actor_core>& core,
 }
 
 caf::actor cluster_client::manager_of(const std::string& node_id) {
-  return link_to(pick_node({placement::node, node_id})).manager;
+  return link_to(directory_.pick({placement::node, node_id})).manager;
 }
 
 std::shared_ptr<actor_core> cluster_client::lookup(const std::string& name) {
@@ -439,7 +368,7 @@ std::shared_ptr<actor_core> cluster_client::lookup(const std::string& name) {
   opts.name = name;
   auto core = std::make_shared<actor_core>(*cls, nullptr, opts);
   core->borrowed = true;
-  learn_of(node);
+  directory_.learn_of(node);
   place(core, node, std::move(handle));
   return core;
 }

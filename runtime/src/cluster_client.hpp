@@ -23,6 +23,7 @@
 #include "actor_host.hpp"
 #include "address.hpp"
 #include "data_plane.hpp"
+#include "directory_cache.hpp"
 #include "head_link.hpp"
 #include "process_services.hpp"
 
@@ -87,8 +88,6 @@ private:
     std::shared_ptr<data_client> data;
   };
 
-  /// Resolves a placement to a live node id; throws `usage_error`.
-  std::string pick_node(const placement& where);
   /// The link to `node_id`, connecting and saying hello if needed.
   node_link link_to(const std::string& node_id);
   /// Takes `node_id` for dead and retires its link, if its connection is
@@ -113,9 +112,6 @@ private:
              caf::actor handle);
   /// Starts an actor on `node`; returns its handle. Throws on refusal.
   caf::actor spawn_on(const std::string& node, const actor_core& core);
-  void refresh_directory();
-  /// Refreshes the directory unless it already lists `node_id`.
-  void learn_of(const std::string& node_id);
   void send_task(std::shared_ptr<task_spec> t, int retries_left);
   void pump(const std::shared_ptr<actor_core>& core);
   void send_call(const std::shared_ptr<actor_core>& core,
@@ -125,6 +121,7 @@ private:
   caf::actor_system& sys_;
   std::string token_;
   head_link head_;
+  directory_cache directory_;
   std::mutex mtx_;
   std::unordered_map<std::string, node_link> links_;
   // Links of dead nodes. Kept, not destroyed, since the last reference
@@ -143,13 +140,6 @@ private:
   std::condition_variable funeral_cv_;
   std::deque<funeral> funerals_;
   std::thread undertaker_; // started last: it uses the members above
-  std::vector<node_info> directory_;
-  // Nodes this process saw die before the head did; a node never comes
-  // back under the same id (a head restarted at its address does, and
-  // answering proves it alive), so the head's view cannot revive them.
-  std::set<std::string> dead_;
-  std::chrono::steady_clock::time_point directory_at_;
-  size_t next_spread_ = 0;
 };
 
 } // namespace lumen::detail

@@ -1,0 +1,105 @@
+#include "directory_cache.hpp"
+
+#include <caf/all.hpp>
+
+#include "lumen/errors.hpp"
+
+#include "protocol.hpp"
+
+namespace lumen::detail {
+
+namespace {
+
+// The head answers directory queries at once; one that takes longer is as
+// good as gone for a caller that must fail within 2 s.
+constexpr auto head_timeout = std::chrono::seconds(2);
+
+constexpr auto fresh_for = std::chrono::seconds(1);
+
+} // namespace
+
+directory_cache::directory_cache(caf::actor_system& sys, head_link& head)
+  : sys_(sys)
+  , head_(head) {}
+
+std::vector<node_info> directory_cache::fetch() {
+  auto h = head_.get();
+  caf::scoped_actor self{sys_};
+  std::vector<node_info> out;
+  self->request(h, head_timeout, nodes_atom::value)
+    .receive(
+      [&](bytes& b) { out = std::get<0>(decode<std::vector<node_info>>(b)); },
+      [&](caf::error& err) { throw head_.unreachable(sys_.render(err)); });
+  std::lock_guard<std::mutex> guard{mtx_};
+  dead_.erase("head"); // it just answered
+  for (auto& n : out)
+    if (dead_.count(n.id) > 0)
+      n.alive = false;
+  nodes_ = out;
+  fetched_at_ = std::chrono::steady_clock::now();
+  return out;
+}
+
+void directory_cache::refresh() {
+  bool stale;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    // Without the head, the last directory still places work on live
+    // nodes; a node that died since is known dead from its own link.
+    if (!nodes_.empty() && head_.lost())
+      return;
+    stale = nodes_.empty() ||
+            std::chrono::steady_clock::now() - fetched_at_ > fresh_for;
+  }
+  if (stale)
+    fetch();
+}
+
+void directory_cache::learn_of(const std::string& node_id) {
+  if (!find(node_id))
+    fetch(); // it may have joined since the last look
+}
+
+std::optional<node_info> directory_cache::find(const std::string& node_id) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  for (auto& n : nodes_)
+    if (n.id == node_id)
+      return n;
+  return std::nullopt;
+}
+
+void directory_cache::mark_dead(const std::string& node_id) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  dead_.insert(node_id);
+  for (auto& n : nodes_)
+    if (n.id == node_id)
+      n.alive = false;
+}
+
+std::string directory_cache::pick(const placement& where) {
+  refresh();
+  if (where.kind == placement::node)
+    learn_of(where.node_id);
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (where.kind == placement::node) {
+    for (auto& n : nodes_)
+      if (n.id == where.node_id) {
+        if (!n.alive)
+          throw actor_died("node " + n.id +
+                           " is dead; pick a live one from "
+                           "lumen::nodes()");
+        return n.id;
+      }
+    throw usage_error("there is no node '" + where.node_id +
+                      "' in the cluster; lumen::nodes() lists them");
+  }
+  std::vector<const node_info*> live;
+  for (auto& n : nodes_)
+    if (n.alive)
+      live.push_back(&n);
+  if (live.empty())
+    throw actor_died("no live node in the cluster");
+  return live[next_spread_++ % live.size()]->id;
+}
+
+} // namespace lumen::detail
