@@ -4,12 +4,18 @@
 
 #include "control_link.hpp"
 #include "log.hpp"
+#include "protocol.hpp"
 
 namespace lumen::detail {
 
 namespace {
 
 constexpr auto rejoin_interval = std::chrono::milliseconds(500);
+
+// The head answers a probe at once; CAF's monitors alone missed a node that
+// was given up for dead while paused, and a head that went silent.
+constexpr auto probe_interval = std::chrono::milliseconds(500);
+constexpr auto probe_timeout = std::chrono::milliseconds(1500);
 
 } // namespace
 
@@ -79,10 +85,40 @@ void head_link::stop() {
     rejoiner_.join();
 }
 
+std::string head_link::probe(const caf::actor& head) {
+  // A node asks about its own id; a driver only whether the head answers.
+  auto id = on_back_ ? this_node() : std::string{};
+  std::string lost;
+  caf::scoped_actor self{rt_.system()};
+  self->request(head, probe_timeout, alive_atom::value, id)
+    .receive(
+      [&](bool alive) {
+        if (!alive)
+          lost = "it gave this node up for dead";
+      },
+      [&](caf::error& err) {
+        lost = "it did not answer (" + rt_.system().render(err) + ")";
+      });
+  return lost;
+}
+
 void head_link::rejoin_loop() {
   std::unique_lock<std::mutex> guard{mtx_};
   for (;;) {
-    cv_.wait(guard, [this] { return stopping_ || lost_; });
+    if (!cv_.wait_for(guard, probe_interval,
+                      [this] { return stopping_ || lost_; })) {
+      auto head = head_;
+      guard.unlock();
+      auto why = probe(head);
+      guard.lock();
+      if (!why.empty() && !lost_ && !stopping_ && head_ == head) {
+        lost_ = true;
+        log_line("lost the head at " + where_.to_string() + ": " + why +
+                 "; work on live nodes goes on, and this process rejoins a "
+                 "head at that address");
+      }
+      continue;
+    }
     if (stopping_)
       return;
     guard.unlock();

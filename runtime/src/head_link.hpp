@@ -17,10 +17,11 @@
 
 namespace lumen::detail {
 
-/// This process's link to the head: its control handle and, once the head
-/// is lost, attempts every 500 ms to reach a head at the same address
-/// again. What needs the head asks for it here, and fails at once with
-/// `errc::head_unreachable` while it is lost.
+/// This process's link to the head: its control handle, a probe every
+/// 500 ms (does the head answer, and does it count this node alive?), and,
+/// once the head is lost, attempts every 500 ms to reach a head at the
+/// same address again. What needs the head asks for it here, and fails at once
+/// with `errc::head_unreachable` while it is lost.
 class head_link {
 public:
   /// Connects to the head at `where` and says hello as `role`; throws
@@ -58,6 +59,9 @@ public:
 
 private:
   void rejoin_loop();
+  /// Asks the head whether it counts this process alive; the reason it is
+  /// lost, or empty.
+  std::string probe(const caf::actor& head);
   /// One attempt to reach a head at the address again; null if none.
   caf::actor try_rejoin();
 

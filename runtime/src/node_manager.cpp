@@ -249,6 +249,11 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
         return {st.id.empty() ? std::string{"node"} : st.id, st.epoch};
       if (role == "driver")
         return {"driver-" + std::to_string(st.next_driver++), st.epoch};
+      if (previous_epoch == st.epoch)
+        for (auto& n : st.nodes)
+          if (n.info.id == previous_id && n.info.alive &&
+              n.manager == sender->address())
+            return {previous_id, st.epoch}; // still alive: nothing changes
       auto id = pick_node_id(st, previous_id, previous_epoch);
       auto address = host + ":" + std::to_string(port);
       node_info info{
@@ -276,16 +281,15 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
     [=](join_atom, const caf::actor& head) {
       // Says hello to the head from this actor, so that the head monitors
       // the manager itself and sees this node die with it. Only this
-      // process may ask, and only while it has no head: a peer that could
-      // would make this node serve another cluster.
+      // process may ask: a peer that could would make this node serve
+      // another cluster.
       auto sender = self->current_sender();
       bool local = sender && sender->node() == self->node();
       auto rp = self->make_response_promise();
       auto& st = self->state;
-      if (!local || st.head) {
+      if (!local) {
         rp.deliver(make_control_error(errc::usage,
-                                      "join is for the node's own process, "
-                                      "while it has no head"));
+                                      "join is for the node's own process"));
         return rp;
       }
       std::map<std::string, std::string> resources;
@@ -299,17 +303,28 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
           [=](std::string& id, uint64_t epoch) mutable {
             auto& st = self->state;
             bool rejoined = st.epoch != 0;
-            bool given_up = rejoined && epoch == st.epoch;
+            bool given_up = rejoined && epoch == st.epoch && id != st.id;
+            bool same = rejoined && epoch == st.epoch && id == st.id;
             st.id = id;
             st.epoch = epoch;
             st.head = head;
             self->monitor(head);
-            if (rejoined)
+            if (rejoined && !same)
               after_rejoin(self, given_up);
             rp.deliver(std::move(id));
           },
           [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
       return rp;
+    },
+    [=](alive_atom, const std::string& id) {
+      // A node asks whether the head still counts it alive; anyone else
+      // (empty id) only whether the head answers.
+      if (id.empty())
+        return true;
+      for (auto& n : self->state.nodes)
+        if (n.info.id == id)
+          return n.info.alive;
+      return false;
     },
     [=](nodes_atom) -> caf::result<bytes> { return encode(directory(self)); },
     [=](spawn_atom, const std::string& cls_name, const std::string& key,

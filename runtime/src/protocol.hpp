@@ -14,6 +14,7 @@
 //   to the head only:
 //     (name, name, class, node id, actor) -> (true, or false if taken)
 //     (lookup, name)          -> (found, class, node id, actor)
+//     (alive, node id)        -> (whether the head counts it alive)
 //     (actors, count)         a node reports how many actors it hosts
 //
 // Only peers that passed the gate with the cluster token get this far
@@ -37,6 +38,7 @@ using join_atom = caf::atom_constant<caf::atom("lmjoin")>;
 using name_atom = caf::atom_constant<caf::atom("lmname")>;
 using spawn_typed_atom = caf::atom_constant<caf::atom("lmspawnt")>;
 using lookup_atom = caf::atom_constant<caf::atom("lmlookup")>;
+using alive_atom = caf::atom_constant<caf::atom("lmalive")>;
 using actors_atom = caf::atom_constant<caf::atom("lmactors")>;
 
 /// A control-plane refusal: a Lumen error code and a sentence saying what
