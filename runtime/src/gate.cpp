@@ -1,16 +1,8 @@
 #include "gate.hpp"
 
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
-#include <cerrno>
-#include <cstring>
 #include <list>
 #include <thread>
 
@@ -22,8 +14,8 @@
 
 #include "lumen/errors.hpp"
 
+#include "gate_wire.hpp"
 #include "log.hpp"
-#include "socket_io.hpp"
 #include "token.hpp"
 
 namespace lumen::detail {
@@ -34,24 +26,6 @@ using boost::system::error_code;
 
 namespace {
 
-constexpr std::array<char, 8> gate_magic{'L', 'M', 'N', 'G',
-                                         'A', 'T', 'E', '1'};
-constexpr size_t greeting_size = gate_magic.size() + 2;
-constexpr size_t max_reason = 256;
-constexpr uint8_t verdict_admitted = 0;
-constexpr uint8_t verdict_refused = 1;
-const std::string wrong_token_reason = "wrong cluster token";
-
-void put_u16(char* out, size_t x) {
-  out[0] = static_cast<char>(x & 0xff);
-  out[1] = static_cast<char>((x >> 8) & 0xff);
-}
-
-size_t get_u16(const char* in) {
-  return static_cast<size_t>(static_cast<unsigned char>(in[0])) |
-         static_cast<size_t>(static_cast<unsigned char>(in[1])) << 8;
-}
-
 /// Compares every byte whatever the first difference, so that the time an
 /// answer takes does not tell how much of a guess was right.
 bool same_token(const std::string& shown, const std::string& token) {
@@ -61,15 +35,6 @@ bool same_token(const std::string& shown, const std::string& token) {
   for (size_t i = 0; i < shown.size(); ++i)
     diff |= static_cast<unsigned>(shown[i] ^ token[i % token.size()]);
   return diff == 0;
-}
-
-void set_blocking(int fd) {
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-}
-
-void set_no_delay(int fd) {
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
 /// At most a few log lines a second, however many peers misbehave: a flood
@@ -338,87 +303,6 @@ void gate::open(admit_fn admit) {
       }
     }
   }};
-}
-
-int pass_gate(const address& where, const std::string& token,
-              const std::string& what, std::chrono::milliseconds timeout) {
-  auto unreachable = [&](const std::string& why) {
-    return error("cannot reach " + what + " at " + where.to_string() + " (" +
-                   why + "); is it running? `lumen status` lists the cluster",
-                 errc::unreachable);
-  };
-  if (token.empty() || token.size() > max_token_size)
-    throw usage_error("the cluster token must have 1 to " +
-                        std::to_string(max_token_size) + " characters",
-                      errc::bad_token_file);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (int rc = ::getaddrinfo(
-        where.host.c_str(), std::to_string(where.port).c_str(), &hints, &found);
-      rc != 0)
-    throw unreachable(std::string{"the host does not resolve: "} +
-                      ::gai_strerror(rc));
-  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard{found, ::freeaddrinfo};
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  auto left_ms = [&] {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - std::chrono::steady_clock::now());
-    return std::max<long>(1, static_cast<long>(left.count()));
-  };
-  int fd =
-    ::socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    throw unreachable(std::strerror(errno));
-  auto fail = [&](const std::string& why) {
-    ::close(fd);
-    return unreachable(why);
-  };
-  if (::connect(fd, found->ai_addr, found->ai_addrlen) != 0) {
-    if (errno != EINPROGRESS)
-      throw fail(std::strerror(errno));
-    pollfd p{fd, POLLOUT, 0};
-    if (::poll(&p, 1, static_cast<int>(left_ms())) != 1)
-      throw fail("no answer within " + std::to_string(timeout.count()) + " ms");
-    int err = 0;
-    socklen_t len = sizeof(err);
-    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0)
-      throw fail(std::strerror(err));
-  }
-  set_blocking(fd);
-  set_no_delay(fd);
-  auto bound = [&](long ms) {
-    timeval tv{static_cast<time_t>(ms / 1000),
-               static_cast<suseconds_t>((ms % 1000) * 1000)};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  };
-  bound(left_ms());
-  std::string hello(gate_magic.begin(), gate_magic.end());
-  hello.resize(greeting_size);
-  put_u16(hello.data() + gate_magic.size(), token.size());
-  hello += token;
-  std::array<char, 3> verdict{};
-  if (!write_all(fd, hello.data(), hello.size()) ||
-      !read_all(fd, verdict.data(), verdict.size()))
-    throw fail("it ended the handshake: not a Lumen port, too busy, or too "
-               "slow");
-  std::string reason(std::min(get_u16(verdict.data() + 1), max_reason), '\0');
-  if (!read_all(fd, reason.data(), reason.size()))
-    throw fail("it ended the handshake");
-  if (static_cast<uint8_t>(verdict[0]) != verdict_admitted) {
-    ::close(fd);
-    throw error(
-      what + " at " + where.to_string() + " refused this process: " + reason +
-        "; use the token file the head wrote (`lumen start "
-        "--head` prints its path) with --token-file or "
-        "LUMEN_TOKEN_FILE",
-      reason == wrong_token_reason ? errc::wrong_token : errc::unreachable);
-  }
-  bound(0);
-  return fd;
 }
 
 } // namespace lumen::detail
