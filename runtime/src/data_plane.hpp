@@ -15,7 +15,6 @@
 // Payload bytes come from lumen's codec; arguments are never copied out of
 // the received frame.
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
