@@ -134,6 +134,7 @@ int cli_main(int argc, char** argv) {
                  "~/.lumen/cluster-token)")
     ->type_name("F")
     ->check(non_empty());
+  add_tls_flags(*status_cmd, status.tls);
   app.add_subcommand("stop",
                      "stop the heads and nodes `lumen start` started in the "
                      "background here (SIGTERM, then SIGKILL after 10 s)");

@@ -46,11 +46,11 @@ data_client::on_reply publish_reply(std::shared_ptr<T> x) {
 } // namespace
 
 cluster_client::cluster_client(process_services& rt, const address& head,
-                               std::string token, const std::string& role)
+                               credentials creds, const std::string& role)
   : rt_(rt)
   , sys_(rt.system())
-  , token_(token)
-  , head_(rt, head, std::move(token), role)
+  , creds_(creds)
+  , head_(rt, head, std::move(creds), role)
   , directory_(sys_, head_) {
   undertaker_ = std::thread{[this] { run_funerals(); }};
 }
@@ -81,11 +81,11 @@ cluster_client::node_link cluster_client::link_to(const std::string& node_id) {
     link.manager = head_.get();
   } else {
     auto where = parse_address(address);
-    link.manager = connect_control(sys_, where, token_, "node " + node_id);
+    link.manager = connect_control(sys_, where, creds_, "node " + node_id);
     say_hello(sys_, link.manager, "driver", "node " + node_id);
   }
   link.data =
-    std::make_shared<data_client>(data_address, token_, "node " + node_id);
+    std::make_shared<data_client>(data_address, creds_, "node " + node_id);
   link.data->start();
   {
     std::lock_guard<std::mutex> guard{mtx_};

@@ -35,7 +35,7 @@ class cluster_client {
 public:
   /// Connects to the head and says hello with the token; throws `error`
   /// with what went wrong and what to do.
-  cluster_client(process_services& rt, const address& head, std::string token,
+  cluster_client(process_services& rt, const address& head, credentials creds,
                  const std::string& role);
 
   /// The id the head gave this process ("driver-N").
@@ -117,7 +117,7 @@ private:
 
   process_services& rt_;
   caf::actor_system& sys_;
-  std::string token_;
+  credentials creds_;
   head_link head_;
   directory_cache directory_;
   std::mutex mtx_;

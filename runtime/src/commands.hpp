@@ -28,6 +28,7 @@ struct start_options {
 struct status_options {
   std::string address; // empty: $LUMEN_ADDRESS, else 127.0.0.1:6380
   std::string token_file;
+  tls_options tls;
 };
 
 int run_start(const start_options& o);

@@ -57,9 +57,9 @@ void serve_control(caf::actor_system& sys, caf::actor published, gate& g) {
 }
 
 caf::actor connect_control(caf::actor_system& sys, const address& where,
-                           const std::string& token, const std::string& what) {
+                           const credentials& creds, const std::string& what) {
   int fd = pass_gate(
-    where, token, what,
+    where, creds, what,
     std::chrono::duration_cast<std::chrono::milliseconds>(handshake_timeout));
   caf::actor peer;
   std::string failure;

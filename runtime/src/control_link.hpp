@@ -12,6 +12,7 @@
 #include <caf/actor_system.hpp>
 
 #include "address.hpp"
+#include "credentials.hpp"
 #include "gate.hpp"
 
 namespace lumen::detail {
@@ -20,14 +21,14 @@ namespace lumen::detail {
 /// `middleman::publish` would on the gate's port.
 void serve_control(caf::actor_system& sys, caf::actor published, gate& g);
 
-/// Passes the gate at `host`:`port` with `token` and returns the actor
-/// served there; throws `error` (see `pass_gate`) naming `what`.
 /// Says hello to the node manager `peer` as `role` ("driver", "client");
 /// returns the id it gives this process. Throws `error` naming `what`.
 std::string say_hello(caf::actor_system& sys, const caf::actor& peer,
                       const std::string& role, const std::string& what);
 
+/// Passes the gate at `where` with `creds` and returns the actor served
+/// there; throws `error` (see `pass_gate`) naming `what`.
 caf::actor connect_control(caf::actor_system& sys, const address& where,
-                           const std::string& token, const std::string& what);
+                           const credentials& creds, const std::string& what);
 
 } // namespace lumen::detail

@@ -176,14 +176,14 @@ void data_connection::close() {
 // -- data_server --------------------------------------------------------------
 
 data_server::data_server(process_services& rt, const std::string& host,
-                         const std::string& token)
+                         const credentials& creds)
   : rt_(rt)
-  , gate_(std::make_unique<gate>(host, 0, token, "data")) {
+  , gate_(std::make_unique<gate>(host, 0, creds, "data")) {
   gate_->open([this](int fd, const std::string&) { admit(fd); });
 }
 
 data_server::~data_server() {
-  gate_.reset(); // no more connections
+  gate_->close(); // no more connections
   std::vector<std::thread> readers;
   {
     std::lock_guard<std::mutex> guard{mtx_};
@@ -300,11 +300,11 @@ void data_server::run_call(const std::shared_ptr<data_connection>& c,
 
 // -- data_client --------------------------------------------------------------
 
-data_client::data_client(const std::string& address, const std::string& token,
+data_client::data_client(const std::string& address, const credentials& creds,
                          std::string peer)
   : peer_(std::move(peer)) {
   conn_ = std::make_unique<data_connection>(
-    pass_gate(parse_address(address), token, peer_, handshake_timeout));
+    pass_gate(parse_address(address), creds, peer_, handshake_timeout));
 }
 
 void data_client::start() {

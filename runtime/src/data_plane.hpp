@@ -83,7 +83,7 @@ class data_server {
 public:
   /// Listens on `host`, any free port; throws `error` if it cannot.
   data_server(process_services& rt, const std::string& host,
-              const std::string& token);
+              const credentials& creds);
   ~data_server();
 
   uint16_t port() const noexcept;
@@ -114,8 +114,8 @@ public:
   using on_reply = std::function<void(bool ok, const bytes& payload)>;
   using on_fail = std::function<void(const std::string& why)>;
 
-  /// Connects and presents the token; throws `error` saying what failed.
-  data_client(const std::string& address, const std::string& token,
+  /// Connects and presents the credentials; throws `error` saying what failed.
+  data_client(const std::string& address, const credentials& creds,
               std::string peer);
   ~data_client();
 

@@ -8,11 +8,11 @@ driver_runtime::driver_runtime(const init_options& opts)
   : local_runtime(opts, true) {}
 
 driver_runtime::driver_runtime(const init_options& opts, const address& head,
-                               const std::string& token,
+                               const credentials& creds,
                                const std::string& hello_role)
   : driver_runtime(opts) {
   try {
-    connect(head, token, hello_role, false, nullptr);
+    connect(head, creds, hello_role, false, nullptr);
   } catch (...) {
     stop();
     throw;
@@ -24,9 +24,9 @@ driver_runtime::~driver_runtime() {
 }
 
 void driver_runtime::connect(
-  const address& head, const std::string& token, const std::string& hello_role,
+  const address& head, const credentials& creds, const std::string& hello_role,
   bool is_head, std::function<void(const caf::actor&)> on_head_back) {
-  client_ = std::make_unique<cluster_client>(*this, head, token, hello_role);
+  client_ = std::make_unique<cluster_client>(*this, head, creds, hello_role);
   if (hello_role == "driver")
     set_this_node(client_->id()); // a node or a query has its own name
 

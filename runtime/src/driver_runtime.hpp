@@ -17,7 +17,7 @@ public:
   /// Joins the cluster whose head is at `head` as `hello_role` ("driver",
   /// or "client" for a one-off query); throws `error` saying what failed.
   driver_runtime(const init_options& opts, const address& head,
-                 const std::string& token, const std::string& hello_role);
+                 const credentials& creds, const std::string& hello_role);
 
   ~driver_runtime() override;
 
@@ -37,7 +37,7 @@ protected:
   /// Connects the cluster client. Unless this process is the head, the
   /// client then watches the head, running `on_head_back` when a lost head
   /// is back (see cluster_client).
-  void connect(const address& head, const std::string& token,
+  void connect(const address& head, const credentials& creds,
                const std::string& hello_role, bool is_head,
                std::function<void(const caf::actor&)> on_head_back);
 

@@ -28,6 +28,8 @@ const char* to_string(errc code) noexcept {
       return "wrong_token";
     case errc::bad_token_file:
       return "bad_token_file";
+    case errc::tls_mismatch:
+      return "tls_mismatch";
     case errc::no_such_node:
       return "no_such_node";
     case errc::node_dead:

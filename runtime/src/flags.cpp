@@ -58,6 +58,30 @@ void add_init_flags(CLI::App& app, init_options& opts) {
                 "~/.lumen/cluster-token)")
     ->type_name("F")
     ->check(non_empty());
+  add_tls_flags(app, opts.tls);
+}
+
+void add_tls_flags(CLI::App& app, tls_options& tls) {
+  app.add_flag("--tls", tls.enabled,
+               "encrypt links to the cluster with TLS 1.3, keyed by the "
+               "token unless certificates are given (default: $LUMEN_TLS=1)");
+  app
+    .add_option("--tls-cert", tls.cert_file,
+                "PEM certificate this process shows (implies --tls; "
+                "default: $LUMEN_TLS_CERT)")
+    ->type_name("F")
+    ->check(CLI::ExistingFile);
+  app
+    .add_option("--tls-key", tls.key_file,
+                "PEM private key of --tls-cert (default: $LUMEN_TLS_KEY)")
+    ->type_name("F")
+    ->check(CLI::ExistingFile);
+  app
+    .add_option("--tls-ca", tls.ca_file,
+                "PEM certificates a peer's must be signed by (default: "
+                "$LUMEN_TLS_CA, else --tls-cert itself)")
+    ->type_name("F")
+    ->check(CLI::ExistingFile);
 }
 
 init_options parse_init_flags(int argc, char** argv, bool& help) {

@@ -12,9 +12,12 @@
 
 namespace lumen::detail {
 
-/// Adds `--num-cpus`, `--address` and `--token-file` to `app`, writing
-/// into `opts`.
+/// Adds `--num-cpus`, `--address`, `--token-file` and the TLS flags to
+/// `app`, writing into `opts`.
 void add_init_flags(CLI::App& app, init_options& opts);
+
+/// Adds `--tls`, `--tls-cert`, `--tls-key` and `--tls-ca`.
+void add_tls_flags(CLI::App& app, tls_options& tls);
 
 /// Refuses an empty value: `--host ""` is a mistake, not a default.
 CLI::Validator non_empty();

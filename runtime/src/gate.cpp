@@ -3,12 +3,16 @@
 #include <unistd.h>
 
 #include <array>
+#include <future>
 #include <list>
+#include <optional>
 #include <thread>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 
@@ -79,8 +83,9 @@ struct gate::impl {
   asio::io_context io;
   tcp::acceptor acceptor{io};
   asio::steady_timer backoff{io};
-  std::string token;
+  credentials creds;
   std::string what;
+  uint16_t port = 0; // kept: the acceptor forgets it once closed
   gate_limits limits;
   admit_fn admit;
   log_budget log;
@@ -90,6 +95,7 @@ struct gate::impl {
   std::thread loop;
 
   void accept();
+  void stop_accepting();
 };
 
 /// One peer's way through the gate; owned by the handlers waiting for it.
@@ -111,54 +117,84 @@ public:
                    "no token within " +
                      std::to_string(self->g_.limits.deadline.count()) + " ms");
     });
-    asio::async_read(sock_, asio::buffer(greeting_),
-                     [self = shared_from_this()](error_code ec, size_t) {
-                       if (ec)
-                         return self->lost(ec);
-                       self->on_greeting();
-                     });
+    if (!g_.creds.tls)
+      return read(asio::buffer(greeting_), &handshake::on_greeting);
+    // Peek, so that a TLS session starts from the very first byte.
+    sock_.async_receive(asio::buffer(first_), tcp::socket::message_peek,
+                        [self = shared_from_this()](error_code ec, size_t) {
+                          if (ec)
+                            return self->lost(ec);
+                          self->on_first_byte();
+                        });
   }
 
 private:
+  void on_first_byte() {
+    if (first_[0] != tls_handshake_byte) {
+      // A plain peer: it hears why it is refused, in its own protocol.
+      plain_peer_ = true;
+      return read(asio::buffer(greeting_), &handshake::on_greeting);
+    }
+    tls_.emplace(std::move(sock_), g_.creds.tls->server());
+    tls_->async_handshake(
+      asio::ssl::stream_base::server,
+      [self = shared_from_this()](error_code ec) {
+        if (ec == asio::error::operation_aborted)
+          return;
+        if (ec)
+          return self->drop("refused", "TLS handshake failed: " + ec.message());
+        self->read(asio::buffer(self->greeting_), &handshake::on_greeting);
+      });
+  }
+
   void on_greeting() {
     if (!std::equal(gate_magic.begin(), gate_magic.end(), greeting_.begin()))
-      return drop("dropped", "not a Lumen peer (no gate greeting)");
+      return drop("dropped",
+                  static_cast<unsigned char>(greeting_[0]) == tls_handshake_byte
+                    ? "it speaks TLS, and this cluster runs without --tls"
+                    : "not a Lumen peer (no gate greeting)");
     auto len = get_u16(greeting_.data() + gate_magic.size());
     if (len == 0 || len > max_token_size)
       return drop("dropped", "a token of " + std::to_string(len) + " bytes");
     shown_.resize(len);
-    asio::async_read(sock_, asio::buffer(shown_),
-                     [self = shared_from_this()](error_code ec, size_t) {
-                       if (ec)
-                         return self->lost(ec);
-                       self->on_token();
-                     });
+    read(asio::buffer(shown_), &handshake::on_token);
   }
 
   void on_token() {
-    bool ok = same_token(shown_, g_.token);
-    verified_ = ok;
-    const std::string& reason = ok ? std::string{} : wrong_token_reason;
+    verified_ = same_token(shown_, g_.creds.token) && !plain_peer_;
+    const std::string& reason = verified_     ? std::string{}
+                                : plain_peer_ ? tls_required_reason
+                                              : wrong_token_reason;
     reply_.assign(3, '\0');
-    reply_[0] = static_cast<char>(ok ? verdict_admitted : verdict_refused);
+    reply_[0] =
+      static_cast<char>(verified_ ? verdict_admitted : verdict_refused);
     put_u16(reply_.data() + 1, reason.size());
     reply_ += reason;
-    asio::async_write(sock_, asio::buffer(reply_),
-                      [self = shared_from_this(), ok](error_code ec, size_t) {
-                        if (ec)
-                          return self->lost(ec);
-                        if (!ok)
-                          return self->drop("refused", wrong_token_reason);
-                        self->pass();
-                      });
+    write(asio::buffer(reply_), &handshake::on_replied);
+  }
+
+  void on_replied() {
+    if (!verified_)
+      return drop("refused", plain_peer_ ? "it does not use TLS, this "
+                                           "cluster does"
+                                         : wrong_token_reason);
+    pass();
   }
 
   void pass() {
     finish();
+    int fd = -1;
     error_code ec;
-    sock_.set_option(tcp::no_delay(true), ec);
-    int fd = sock_.release(ec);
-    if (ec) {
+    // Small control messages go out at once, with or without TLS.
+    lowest().set_option(tcp::no_delay(true), ec);
+    if (tls_) {
+      fd = relay(std::move(*tls_));
+      if (fd < 0)
+        ec = asio::error::no_descriptors;
+    } else {
+      fd = sock_.release(ec);
+    }
+    if (fd < 0) {
       log_line("lost a " + g_.what + " connection from " + peer_ + ": " +
                ec.message());
       return;
@@ -172,6 +208,38 @@ private:
       log_line("could not serve a " + g_.what + " connection from " + peer_ +
                ": " + e.what());
     }
+  }
+
+  /// Reads all of `into` from the peer, then runs `then`.
+  template <class Buffer>
+  void read(Buffer into, void (handshake::*then)()) {
+    auto next = [self = shared_from_this(), then](error_code ec, size_t) {
+      if (ec)
+        return self->lost(ec);
+      ((*self).*then)();
+    };
+    if (tls_)
+      asio::async_read(*tls_, into, std::move(next));
+    else
+      asio::async_read(sock_, into, std::move(next));
+  }
+
+  /// Writes all of `what` to the peer, then runs `then`.
+  template <class Buffer>
+  void write(Buffer what, void (handshake::*then)()) {
+    auto next = [self = shared_from_this(), then](error_code ec, size_t) {
+      if (ec)
+        return self->lost(ec);
+      ((*self).*then)();
+    };
+    if (tls_)
+      asio::async_write(*tls_, what, std::move(next));
+    else
+      asio::async_write(sock_, what, std::move(next));
+  }
+
+  tcp::socket& lowest() {
+    return tls_ ? tls_->next_layer() : sock_;
   }
 
   void lost(const error_code& ec) {
@@ -194,7 +262,7 @@ public:
     g_.log.say(std::string{verb} + " a " + g_.what + " connection from " +
                peer_ + ": " + why);
     error_code ec;
-    sock_.close(ec);
+    lowest().close(ec);
   }
 
 private:
@@ -206,13 +274,16 @@ private:
 
   gate::impl& g_;
   tcp::socket sock_;
+  std::optional<tls_stream> tls_; // the session, once the peer began one
   asio::steady_timer timer_;
   std::string peer_;
+  std::array<unsigned char, 1> first_{};
   std::array<char, greeting_size> greeting_{};
   std::string shown_;
   std::string reply_;
   std::list<std::weak_ptr<handshake>>::iterator place_;
   bool verified_ = false;
+  bool plain_peer_ = false; // a peer without TLS at a gate with it
   bool done_ = false;
 };
 
@@ -245,10 +316,10 @@ void gate::impl::accept() {
   });
 }
 
-gate::gate(const std::string& host, uint16_t port, std::string token,
+gate::gate(const std::string& host, uint16_t port, credentials creds,
            std::string what, gate_limits limits)
   : impl_(std::make_unique<impl>()) {
-  impl_->token = std::move(token);
+  impl_->creds = std::move(creds);
   impl_->what = std::move(what);
   impl_->limits = limits;
   auto where = host + ":" + std::to_string(port);
@@ -275,6 +346,7 @@ gate::gate(const std::string& host, uint16_t port, std::string token,
   if (ec)
     throw usage_error("cannot listen on " + where + " (" + ec.message() +
                       "); pick another --port, or 0 for any free one");
+  impl_->port = acc.local_endpoint(ec).port();
 }
 
 gate::~gate() {
@@ -284,9 +356,33 @@ gate::~gate() {
   }
 }
 
-uint16_t gate::port() const noexcept {
+void gate::impl::stop_accepting() {
   error_code ec;
-  return impl_->acceptor.local_endpoint(ec).port();
+  acceptor.close(ec);
+  backoff.cancel();
+  while (!waiting.empty()) {
+    auto next = waiting.front().lock();
+    if (!next) {
+      waiting.pop_front();
+      continue;
+    }
+    next->drop("dropped", "the " + what + " gate closed");
+  }
+}
+
+void gate::close() {
+  if (!impl_->loop.joinable())
+    return impl_->stop_accepting();
+  std::promise<void> done;
+  asio::post(impl_->io, [&] {
+    impl_->stop_accepting();
+    done.set_value();
+  });
+  done.get_future().wait();
+}
+
+uint16_t gate::port() const noexcept {
+  return impl_->port;
 }
 
 void gate::open(admit_fn admit) {

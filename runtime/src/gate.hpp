@@ -16,6 +16,11 @@
 // so that dawdlers cannot keep a prompt peer out. All handshakes of a gate run
 // on its one event-loop thread; an admitted socket is handed on, in blocking
 // mode, to the protocol of its port.
+//
+// With TLS (tls.hpp) the same handshake runs inside a TLS session, and what
+// is handed on is the plaintext end of the session's relay. A gate tells a
+// TLS peer from a plain one by the first byte, so that either learns in a
+// sentence that the cluster and it disagree.
 
 #include <chrono>
 #include <cstdint>
@@ -24,6 +29,7 @@
 #include <string>
 
 #include "address.hpp"
+#include "credentials.hpp"
 
 namespace lumen::detail {
 
@@ -43,10 +49,10 @@ public:
   /// Listens on `host`:`port` (0: the OS picks); throws `error` naming the
   /// address and what to do. `what` names the port in the log ("control",
   /// "data").
-  gate(const std::string& host, uint16_t port, std::string token,
+  gate(const std::string& host, uint16_t port, credentials creds,
        std::string what, gate_limits limits = {});
 
-  /// Stops accepting, drops the handshakes under way and joins the thread.
+  /// Closes the gate and the TLS links it relays, and joins its thread.
   ~gate();
 
   gate(const gate&) = delete;
@@ -57,16 +63,22 @@ public:
   /// Starts admitting peers; call once.
   void open(admit_fn admit);
 
+  /// Stops accepting and drops the handshakes under way; links admitted
+  /// already go on (with TLS, until the gate is destroyed).
+  void close();
+
 private:
   struct impl;
   std::unique_ptr<impl> impl_;
 };
 
-/// Connects to the gate at `where` and shows `token`; returns the
-/// admitted socket in blocking mode. Throws `error` with code
-/// `errc::unreachable` (nothing listens, or no answer within `timeout`) or
-/// `errc::wrong_token`; its message names `what` and the address.
-int pass_gate(const address& where, const std::string& token,
+/// Connects to the gate at `where` and shows the token, over TLS if
+/// `creds` say so; returns the admitted socket (with TLS, the plaintext end
+/// of its relay) in blocking mode. Throws `error` with code
+/// `errc::unreachable` (nothing listens, or no answer within `timeout`),
+/// `errc::wrong_token` or `errc::tls_mismatch`; its message names `what`
+/// and the address. A TLS link lasts as long as `creds.tls` is kept.
+int pass_gate(const address& where, const credentials& creds,
               const std::string& what, std::chrono::milliseconds timeout);
 
 } // namespace lumen::detail

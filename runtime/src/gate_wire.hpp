@@ -22,6 +22,9 @@ inline constexpr size_t max_reason = 256;
 inline constexpr uint8_t verdict_admitted = 0;
 inline constexpr uint8_t verdict_refused = 1;
 inline const std::string wrong_token_reason = "wrong cluster token";
+inline const std::string tls_required_reason =
+  "this cluster's links use TLS: pass --tls (and the cluster's --tls-cert, "
+  "--tls-key and --tls-ca if it uses certificates), or set LUMEN_TLS=1";
 
 inline void put_u16(char* out, size_t x) {
   out[0] = static_cast<char>(x & 0xff);

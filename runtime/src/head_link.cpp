@@ -20,12 +20,12 @@ constexpr auto probe_timeout = std::chrono::milliseconds(1500);
 } // namespace
 
 head_link::head_link(process_services& rt, const address& where,
-                     std::string token, std::string role)
+                     credentials creds, std::string role)
   : rt_(rt)
   , where_(where)
-  , token_(std::move(token))
+  , creds_(std::move(creds))
   , role_(std::move(role)) {
-  head_ = connect_control(rt_.system(), where_, token_, "the head");
+  head_ = connect_control(rt_.system(), where_, creds_, "the head");
   id_ = say_hello(rt_.system(), head_, role_, "the head");
 }
 
@@ -139,7 +139,7 @@ void head_link::rejoin_loop() {
 
 caf::actor head_link::try_rejoin() {
   try {
-    auto h = connect_control(rt_.system(), where_, token_, "the head");
+    auto h = connect_control(rt_.system(), where_, creds_, "the head");
     if (on_back_)
       on_back_(h);
     say_hello(rt_.system(), h, role_, "the head");

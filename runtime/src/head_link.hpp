@@ -13,6 +13,7 @@
 #include "lumen/errors.hpp"
 
 #include "address.hpp"
+#include "credentials.hpp"
 #include "process_services.hpp"
 
 namespace lumen::detail {
@@ -26,7 +27,7 @@ class head_link {
 public:
   /// Connects to the head at `where` and says hello as `role`; throws
   /// `error` saying what failed.
-  head_link(process_services& rt, const address& where, std::string token,
+  head_link(process_services& rt, const address& where, credentials creds,
             std::string role);
 
   /// Stops watching.
@@ -67,7 +68,7 @@ private:
 
   process_services& rt_;
   address where_;
-  std::string token_;
+  credentials creds_;
   std::string role_;
   std::string id_;
   std::mutex mtx_;

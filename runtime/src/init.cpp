@@ -13,6 +13,7 @@
 
 #include "lumen/cluster.hpp"
 
+#include "credentials.hpp"
 #include "driver_runtime.hpp"
 #include "local_runtime.hpp"
 #include "node_runtime.hpp"
@@ -40,17 +41,21 @@ struct shutdown_at_exit {
 std::unique_ptr<detail::local_runtime> make_runtime(const init_options& opts,
                                                     detail::cluster_role role) {
   using detail::cluster_role;
+  auto creds =
+    role.kind == cluster_role::embedded
+      ? detail::credentials{}
+      : detail::make_credentials(role.token, detail::resolve_tls(opts.tls));
   switch (role.kind) {
     case cluster_role::embedded:
       return std::make_unique<detail::local_runtime>(opts, false);
     case cluster_role::driver:
-      return std::make_unique<detail::driver_runtime>(
-        opts, role.head_address, role.token, role.hello_role);
+      return std::make_unique<detail::driver_runtime>(opts, role.head_address,
+                                                      creds, role.hello_role);
     case cluster_role::head:
     case cluster_role::node:
       role.serve.is_head = role.kind == cluster_role::head;
-      return std::make_unique<detail::node_runtime>(
-        opts, role.serve, role.head_address, role.token);
+      return std::make_unique<detail::node_runtime>(opts, role.serve,
+                                                    role.head_address, creds);
   }
   throw usage_error("unknown cluster role");
 }

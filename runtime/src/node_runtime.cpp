@@ -30,12 +30,12 @@ std::string join_head(caf::actor_system& sys, const caf::actor& manager,
 } // namespace
 
 node_runtime::node_runtime(const init_options& opts, node_settings serve,
-                           const address& head, const std::string& token)
+                           const address& head, const credentials& creds)
   : driver_runtime(opts) {
   try {
     control_gate_ =
-      std::make_unique<gate>(serve.host, serve.port, token, "control");
-    data_ = std::make_unique<data_server>(*this, serve.host, token);
+      std::make_unique<gate>(serve.host, serve.port, creds, "control");
+    data_ = std::make_unique<data_server>(*this, serve.host, creds);
     serve.port = control_gate_->port();
     serve.data_port = data_->port();
     manager_ = spawn_node_manager(system(), *this, *data_, serve);
@@ -49,13 +49,13 @@ node_runtime::node_runtime(const init_options& opts, node_settings serve,
     } else {
       set_this_node(
         join_head(system(), manager_,
-                  connect_control(system(), head, token, "the head")));
+                  connect_control(system(), head, creds, "the head")));
       rejoin = [this](const caf::actor& back) {
         set_this_node(join_head(system(), manager_, back));
       };
     }
     // Tasks and actors running here may send work to other nodes too.
-    connect(serve.is_head ? address{serve.host, serve.port} : head, token,
+    connect(serve.is_head ? address{serve.host, serve.port} : head, creds,
             "client", serve.is_head, std::move(rejoin));
   } catch (...) {
     stop_serving();
@@ -69,7 +69,8 @@ node_runtime::~node_runtime() {
 }
 
 void node_runtime::stop_serving() {
-  control_gate_.reset(); // no new peers
+  if (control_gate_)
+    control_gate_->close(); // no new peers
   // The manager goes first (no more spawns, which use the data plane);
   // then the data plane closes.
   if (manager_) {
@@ -79,6 +80,7 @@ void node_runtime::stop_serving() {
     manager_ = nullptr;
   }
   data_.reset();
+  control_gate_.reset(); // and the TLS links it relays
 }
 
 } // namespace lumen::detail

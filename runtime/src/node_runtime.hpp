@@ -22,7 +22,7 @@ public:
   /// Serves as `serve` says (`serve.is_head` for the head), a node joining
   /// the head at `head`; throws `error` saying what failed.
   node_runtime(const init_options& opts, node_settings serve,
-               const address& head, const std::string& token);
+               const address& head, const credentials& creds);
 
   ~node_runtime() override;
 

@@ -16,8 +16,9 @@
 
 namespace lumen::detail {
 
-int pass_gate(const address& where, const std::string& token,
+int pass_gate(const address& where, const credentials& creds,
               const std::string& what, std::chrono::milliseconds timeout) {
+  const auto& token = creds.token;
   auto unreachable = [&](const std::string& why) {
     return error("cannot reach " + what + " at " + where.to_string() + " (" +
                    why + "); is it running? `lumen status` lists the cluster",
@@ -65,6 +66,28 @@ int pass_gate(const address& where, const std::string& token,
   }
   set_blocking(fd);
   set_no_delay(fd);
+  if (creds.tls) {
+    auto secured = creds.tls->connect(fd, deadline);
+    if (secured.fd < 0) {
+      if (secured.refused)
+        throw error(what + " at " + where.to_string() +
+                      " and this process could not agree on TLS keys (" +
+                      secured.why + "): " +
+                      (creds.tls->uses_certificates()
+                         ? "one's certificate is not signed by the other's "
+                           "CA; use the cluster's --tls-cert, --tls-key "
+                           "and --tls-ca"
+                         : "this process's key comes from another token; "
+                           "use the token file the head wrote with "
+                           "--token-file or LUMEN_TOKEN_FILE"),
+                    creds.tls->uses_certificates() ? errc::tls_mismatch
+                                                   : errc::wrong_token);
+      throw error("cannot reach " + what + " at " + where.to_string() + " (" +
+                    secured.why + ")",
+                  errc::unreachable);
+    }
+    fd = secured.fd; // the TCP socket belongs to the relay now
+  }
   auto bound = [&](long ms) {
     timeval tv{static_cast<time_t>(ms / 1000),
                static_cast<suseconds_t>((ms % 1000) * 1000)};
@@ -86,12 +109,16 @@ int pass_gate(const address& where, const std::string& token,
     throw fail("it ended the handshake");
   if (static_cast<uint8_t>(verdict[0]) != verdict_admitted) {
     ::close(fd);
-    throw error(
-      what + " at " + where.to_string() + " refused this process: " + reason +
-        "; use the token file the head wrote (`lumen start "
-        "--head` prints its path) with --token-file or "
-        "LUMEN_TOKEN_FILE",
-      reason == wrong_token_reason ? errc::wrong_token : errc::unreachable);
+    bool tls = reason == tls_required_reason;
+    throw error(what + " at " + where.to_string() +
+                  " refused this process: " + reason +
+                  (tls ? std::string{}
+                       : "; use the token file the head wrote (`lumen start "
+                         "--head` prints its path) with --token-file or "
+                         "LUMEN_TOKEN_FILE"),
+                tls                            ? errc::tls_mismatch
+                : reason == wrong_token_reason ? errc::wrong_token
+                                               : errc::unreachable);
   }
   bound(0);
   return fd;

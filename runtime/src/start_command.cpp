@@ -18,6 +18,7 @@
 #include "lumen/errors.hpp"
 
 #include "commands.hpp"
+#include "credentials.hpp"
 #include "local_runtime.hpp"
 #include "log.hpp"
 #include "node_setup.hpp"
@@ -94,12 +95,20 @@ void print_started(const start_options& o, const std::string& id,
   if (!log.empty())
     std::cout << ", logging to " << log;
   std::cout << "\n";
-  if (o.head)
-    std::cout << "Token file: " << o.init.token_file << "\n"
-              << "Join with:  lumen start --address " << address
-              << " --token-file " << o.init.token_file << "\n"
-              << "Scripts:    lumen::init with --address=" << address
-              << " (or LUMEN_ADDRESS=" << address << ")\n";
+  if (!o.head)
+    return;
+  // Every process of the cluster needs the same TLS flags to get in.
+  std::string tls;
+  if (auto t = resolve_tls(o.init.tls); !t.cert_file.empty())
+    tls = " --tls-cert " + t.cert_file + " --tls-key " + t.key_file +
+          " --tls-ca " + t.ca_file;
+  else if (t.enabled)
+    tls = " --tls";
+  std::cout << "Token file: " << o.init.token_file << "\n"
+            << "Join with:  lumen start --address " << address
+            << " --token-file " << o.init.token_file << tls << "\n"
+            << "Scripts:    lumen::init with --address=" << address << tls
+            << " (or LUMEN_ADDRESS=" << address << ")\n";
 }
 
 /// The child's side of a background start: starts the node, reports

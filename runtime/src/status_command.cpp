@@ -37,6 +37,7 @@ int run_status(const status_options& o) {
     read_token(o.token_file.empty() ? default_token_file() : o.token_file);
   init_options opts;
   opts.num_cpus = 1;
+  opts.tls = o.tls;
   init_node(opts, role);
   auto all = nodes();
   shutdown();

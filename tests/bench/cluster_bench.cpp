@@ -1,5 +1,6 @@
 // cluster_bench: Lumen across processes on loopback, next to raw TCP in the
-// same run. This program also serves as the cluster's nodes: started with
+// same run, plain and over TLS (`--tls`, each next to its plain twin). This
+// program also serves as the cluster's nodes: started with
 // --serve it runs `lumen::cli_main`, the way a user's program can.
 //
 //   ./build/tests/bench/cluster_bench [--json] [--reps=N] [--smoke]
@@ -127,57 +128,95 @@ int main(int argc, char** argv) {
 
   char tmpl[] = "/tmp/lumen-bench-XXXXXX";
   std::string token_file = std::string{::mkdtemp(tmpl)} + "/token";
-  auto head = serve({"--head", "--port", "0", "--token-file", token_file});
-  auto node = serve({"--address", head.address, "--token-file", token_file});
-  lumen::init_options init;
-  init.address = head.address;
-  init.token_file = token_file;
-  lumen::init(init);
-  auto echo = lumen::actor<Echo>().on_node("node-1").remote();
-  verify(lumen::get(echo.call(&Echo::ping, 7)) == 7, "ping");
+  // The same cluster twice, plain and over TLS keyed by the token: each TLS
+  // figure is compared with its plain twin, which prints TLS's cost.
+  std::vector<figure> plain;
+  for (bool tls : {false, true}) {
+    std::vector<std::string> secure;
+    if (tls)
+      secure.push_back("--tls");
+    auto flags = [&](std::vector<std::string> args) {
+      args.insert(args.end(), secure.begin(), secure.end());
+      return args;
+    };
+    auto head =
+      serve(flags({"--head", "--port", "0", "--token-file", token_file}));
+    auto node =
+      serve(flags({"--address", head.address, "--token-file", token_file}));
+    lumen::init_options init;
+    init.address = head.address;
+    init.token_file = token_file;
+    init.tls.enabled = tls;
+    lumen::init(init);
+    auto echo = lumen::actor<Echo>().on_node("node-1").remote();
+    verify(lumen::get(echo.call(&Echo::ping, 7)) == 7, "ping");
+    std::vector<figure> mine;
+    auto suffix = tls ? std::string{"_tls"} : std::string{};
+    auto add = [&](figure f, const figure& baseline) {
+      f.name += suffix;
+      mine.push_back(std::move(f));
+      lumen::bench::compare(mine.back(),
+                            tls ? plain.at(mine.size() - 1) : baseline);
+    };
 
-  figs.push_back({"remote_actor_calls_sync", "ops/s",
-                  rate(opts.reps, calls,
-                       [&] {
-                         long sum = 0;
-                         for (int i = 0; i < calls; ++i)
-                           sum += lumen::get(echo.call(&Echo::ping, i));
-                         verify(sum == calls * (calls - 1) / 2, "sync sum");
-                       }),
-                  calls});
-  lumen::bench::compare(figs.back(), figs[0]);
-  figs.push_back({"remote_actor_calls_async", "ops/s",
-                  rate(opts.reps, calls,
-                       [&] {
-                         std::vector<lumen::ObjectRef<int>> refs;
-                         refs.reserve(calls);
-                         for (int i = 0; i < calls; ++i)
-                           refs.push_back(echo.call(&Echo::ping, i));
-                         long sum = 0;
-                         for (int v : lumen::get(refs))
-                           sum += v;
-                         verify(sum == calls * (calls - 1) / 2, "async sum");
-                       }),
-                  calls});
-  lumen::bench::compare(figs.back(), figs[0]);
-  for (size_t t = 0; t < tensors.size(); ++t) {
-    auto& [label, bytes] = tensors[t];
-    std::vector<float> payload(bytes / sizeof(float), 1.5f);
-    auto ref = lumen::put(payload);
-    int n = opts.smoke ? 2 : (bytes > (8u << 20) ? 3 : 20);
-    auto rts = rate(opts.reps, n, [&] {
-      for (int i = 0; i < n; ++i)
-        verify(lumen::get(echo.call(&Echo::echo, ref)).size() == payload.size(),
-               "tensor echo");
-    });
-    for (auto& r : rts)
-      r = mb_per_s(r, bytes);
-    figs.push_back({"tensor_roundtrip_" + label, "MB/s", rts, n, long(bytes)});
-    lumen::bench::compare(figs.back(), tcp_bulk[t]);
+    add({"remote_actor_calls_sync", "ops/s",
+         rate(opts.reps, calls,
+              [&] {
+                long sum = 0;
+                for (int i = 0; i < calls; ++i)
+                  sum += lumen::get(echo.call(&Echo::ping, i));
+                verify(sum == calls * (calls - 1) / 2, "sync sum");
+              }),
+         calls},
+        figs[0]);
+    add({"remote_actor_calls_async", "ops/s",
+         rate(opts.reps, calls,
+              [&] {
+                std::vector<lumen::ObjectRef<int>> refs;
+                refs.reserve(calls);
+                for (int i = 0; i < calls; ++i)
+                  refs.push_back(echo.call(&Echo::ping, i));
+                long sum = 0;
+                for (int v : lumen::get(refs))
+                  sum += v;
+                verify(sum == calls * (calls - 1) / 2, "async sum");
+              }),
+         calls},
+        figs[0]);
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      auto& [label, bytes] = tensors[t];
+      std::vector<float> payload(bytes / sizeof(float), 1.5f);
+      auto ref = lumen::put(payload);
+      int n = opts.smoke ? 2 : (bytes > (8u << 20) ? 3 : 20);
+      auto rts = rate(opts.reps, n, [&] {
+        for (int i = 0; i < n; ++i)
+          verify(lumen::get(echo.call(&Echo::echo, ref)).size() ==
+                   payload.size(),
+                 "tensor echo");
+      });
+      for (auto& r : rts)
+        r = mb_per_s(r, bytes);
+      add({"tensor_roundtrip_" + label, "MB/s", rts, n, long(bytes)},
+          tcp_bulk[t]);
+    }
+    // The control plane (CAF's middleman, relayed through TLS when on): the
+    // head's directory, asked for again and again.
+    long queries = opts.smoke ? 20 : 2000;
+    add({"directory_queries", "ops/s",
+         rate(opts.reps, queries,
+              [&] {
+                for (long i = 0; i < queries; ++i)
+                  verify(lumen::nodes().size() == 2, "directory");
+              }),
+         queries},
+        figs[0]);
+    lumen::shutdown();
+    node.proc->kill(SIGTERM);
+    head.proc->kill(SIGTERM);
+    if (!tls)
+      plain = mine;
+    figs.insert(figs.end(), mine.begin(), mine.end());
   }
-  lumen::shutdown();
-  node.proc->kill(SIGTERM);
-  head.proc->kill(SIGTERM);
   for (auto& f : tcp_bulk)
     figs.push_back(f);
   lumen::bench::print("cluster_bench", figs, opts.json);

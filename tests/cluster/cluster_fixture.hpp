@@ -44,6 +44,7 @@ inline std::string make_temp_dir() {
 struct cluster {
   std::string home = make_temp_dir();
   std::string token_file = home + "/token";
+  lumen::tls_options tls; // every process of the cluster uses the same
   started_node head;
   std::vector<started_node> nodes;
 
@@ -51,11 +52,23 @@ struct cluster {
     return {"HOME=" + home};
   }
 
+  /// The flags that give a `lumen` process this cluster's TLS setup.
+  std::vector<std::string> tls_flags() const {
+    if (!tls.cert_file.empty())
+      return {"--tls-cert", tls.cert_file, "--tls-key",
+              tls.key_file, "--tls-ca",    tls.ca_file};
+    if (tls.enabled)
+      return {"--tls"};
+    return {};
+  }
+
   started_node start(std::vector<std::string> extra) {
     std::vector<std::string> argv{LUMEN_CLI,      "start",      "--block",
                                   "--token-file", token_file,   "--code-path",
                                   CLUSTER_JOB,    "--num-cpus", "2"};
     argv.insert(argv.end(), extra.begin(), extra.end());
+    auto secure = tls_flags();
+    argv.insert(argv.end(), secure.begin(), secure.end());
     auto p = std::make_unique<process>(argv, env());
     auto out = p->await_output("(pid", seconds(30));
     BOOST_REQUIRE_MESSAGE(out, "node did not start: " << p->output());
@@ -64,13 +77,15 @@ struct cluster {
     return {std::move(p), s->id, s->address};
   }
 
-  cluster() {
+  explicit cluster(lumen::tls_options secure = {})
+    : tls(std::move(secure)) {
     head = start({"--head", "--port", "0"});
     nodes.push_back(start({"--address", head.address}));
     nodes.push_back(start({"--address", head.address}));
     lumen::init_options opts;
     opts.address = head.address;
     opts.token_file = token_file;
+    opts.tls = tls;
     lumen::init(opts);
   }
 
@@ -83,17 +98,19 @@ struct cluster {
 
   /// `lumen status` against this cluster: exit code and output.
   std::pair<int, std::string> status() const {
-    return run({LUMEN_CLI, "status", "--address", head.address, "--token-file",
-                token_file},
-               env());
+    std::vector<std::string> argv{LUMEN_CLI,    "status",       "--address",
+                                  head.address, "--token-file", token_file};
+    auto secure = tls_flags();
+    argv.insert(argv.end(), secure.begin(), secure.end());
+    return run(argv, env());
   }
 };
 
 inline cluster* the_cluster = nullptr;
 
 struct cluster_fixture {
-  cluster_fixture()
-    : c(std::make_unique<cluster>()) {
+  explicit cluster_fixture(lumen::tls_options tls = {})
+    : c(std::make_unique<cluster>(std::move(tls))) {
     the_cluster = c.get();
   }
   ~cluster_fixture() {

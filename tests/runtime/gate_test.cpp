@@ -13,26 +13,40 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <boost/asio/ssl.hpp>
+
 #include <lumen/errors.hpp>
 
+#include "certificates.hpp"
 #include "gate.hpp"
+#include "wiretap.hpp"
 
 namespace {
 
 using namespace std::chrono;
 using lumen::detail::address;
+using lumen::detail::credentials;
 using lumen::detail::gate;
 using lumen::detail::pass_gate;
+using lumen::test::self_signed;
+using lumen::test::wiretap;
+
+credentials plain(const std::string& token) {
+  return {token, nullptr};
+}
 
 /// A gate whose admitted sockets queue up for the test to take.
 struct gate_fixture {
-  explicit gate_fixture(lumen::detail::gate_limits limits = {})
-    : g("127.0.0.1", 0, "s3cret", "test", limits) {
+  explicit gate_fixture(lumen::detail::gate_limits limits = {},
+                        credentials creds = plain("s3cret"))
+    : g("127.0.0.1", 0, std::move(creds), "test", limits) {
     g.open([this](int fd, const std::string&) {
       std::lock_guard<std::mutex> guard{mtx};
       admitted.push_back(fd);
@@ -92,13 +106,43 @@ double seconds_until_closed(int fd) {
   }
 }
 
+credentials tls(const std::string& token, lumen::tls_options opts = {}) {
+  opts.enabled = true;
+  return lumen::detail::make_credentials(token,
+                                         lumen::detail::resolve_tls(opts));
+}
+
+/// Sends `msg` one way through an admitted pair and checks it arrives whole.
+void check_carries(int from, int to, const std::string& msg) {
+  auto sent = ::send(from, msg.data(), msg.size(), MSG_NOSIGNAL);
+  BOOST_REQUIRE_MESSAGE(sent == static_cast<ssize_t>(msg.size()),
+                        "sent " << sent << ": " << std::strerror(errno));
+  std::string got(msg.size(), '\0');
+  BOOST_TEST(::recv(to, got.data(), got.size(), MSG_WAITALL) ==
+             static_cast<ssize_t>(msg.size()));
+  BOOST_TEST(got == msg);
+}
+
+lumen::errc code_of_failure(const std::function<void()>& fn,
+                            std::string& what) {
+  try {
+    fn();
+  } catch (const lumen::error& e) {
+    what = e.what();
+    return e.code();
+  }
+  what = "no error";
+  return lumen::errc::unspecified;
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_SUITE(gate_suite)
 
 BOOST_AUTO_TEST_CASE(a_peer_with_the_token_is_admitted_and_keeps_its_bytes) {
   gate_fixture f;
-  int client = pass_gate(f.where(), "s3cret", "the test gate", seconds(2));
+  int client =
+    pass_gate(f.where(), plain("s3cret"), "the test gate", seconds(2));
   int served = f.next_admitted();
   BOOST_REQUIRE(served >= 0);
   // What the peer sends next reaches the protocol behind the gate whole.
@@ -115,7 +159,7 @@ BOOST_AUTO_TEST_CASE(a_peer_with_the_token_is_admitted_and_keeps_its_bytes) {
 BOOST_AUTO_TEST_CASE(a_wrong_token_is_refused_with_a_code_and_the_reason) {
   gate_fixture f;
   try {
-    pass_gate(f.where(), "guess", "the test gate", seconds(2));
+    pass_gate(f.where(), plain("guess"), "the test gate", seconds(2));
     BOOST_FAIL("a wrong token passed the gate");
   } catch (const lumen::error& e) {
     BOOST_TEST(static_cast<int>(e.code()) ==
@@ -162,7 +206,8 @@ BOOST_AUTO_TEST_CASE(past_the_bound_the_oldest_handshake_makes_room) {
     silent.push_back(raw_connect(f.g.port()));
   // A prompt peer gets in although four dawdlers wait; the first of them,
   // the oldest, is dropped for it, long before the 30 s deadline.
-  int client = pass_gate(f.where(), "s3cret", "the test gate", seconds(2));
+  int client =
+    pass_gate(f.where(), plain("s3cret"), "the test gate", seconds(2));
   BOOST_TEST(f.next_admitted() >= 0);
   auto closed_after = seconds_until_closed(silent[0]);
   BOOST_TEST(closed_after >= 0);
@@ -186,8 +231,8 @@ BOOST_AUTO_TEST_CASE(nothing_listening_is_unreachable_with_the_address) {
     port = f.g.port();
   }
   try {
-    pass_gate({"127.0.0.1", static_cast<uint16_t>(port)}, "s3cret", "the head",
-              seconds(2));
+    pass_gate({"127.0.0.1", static_cast<uint16_t>(port)}, plain("s3cret"),
+              "the head", seconds(2));
     BOOST_FAIL("connected to a closed port");
   } catch (const lumen::error& e) {
     BOOST_TEST(static_cast<int>(e.code()) ==
@@ -201,13 +246,188 @@ BOOST_AUTO_TEST_CASE(nothing_listening_is_unreachable_with_the_address) {
 BOOST_AUTO_TEST_CASE(a_taken_port_is_a_clear_error) {
   gate_fixture f;
   try {
-    gate second{"127.0.0.1", f.g.port(), "s3cret", "test"};
+    gate second{"127.0.0.1", f.g.port(), plain("s3cret"), "test"};
     BOOST_FAIL("two gates on one port");
   } catch (const lumen::usage_error& e) {
     BOOST_TEST(std::string{e.what()}.find("pick another --port") !=
                  std::string::npos,
                e.what());
   }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(tls_suite)
+
+BOOST_AUTO_TEST_CASE(a_token_keyed_link_hides_the_token_and_the_bytes) {
+  gate_fixture f{{}, tls("s3cret-token-on-the-wire")};
+  wiretap tap{f.g.port()};
+  auto mine = tls("s3cret-token-on-the-wire"); // relays the link while kept
+  int client = pass_gate(address{"127.0.0.1", tap.port()}, mine,
+                         "the test gate", seconds(2));
+  int served = f.next_admitted();
+  BOOST_REQUIRE(served >= 0);
+  std::string up = "plaintext going up, 0123456789";
+  std::string down = "plaintext coming down, 9876543210";
+  check_carries(client, served, up);
+  check_carries(served, client, down);
+  // Big enough for many TLS records and relay reads.
+  check_carries(client, served, std::string(3 << 20, 'z'));
+  auto seen = tap.seen();
+  BOOST_TEST(seen.size() > up.size() + down.size());
+  BOOST_TEST(static_cast<unsigned char>(seen[0]) == 0x16); // a TLS record
+  BOOST_TEST(seen.find("s3cret-token-on-the-wire") == std::string::npos);
+  BOOST_TEST(seen.find("LMNGATE1") == std::string::npos);
+  BOOST_TEST(seen.find(up) == std::string::npos);
+  BOOST_TEST(seen.find(down) == std::string::npos);
+  BOOST_TEST(seen.find(std::string(64, 'z')) == std::string::npos);
+  ::close(client);
+  ::close(served);
+}
+
+BOOST_AUTO_TEST_CASE(without_tls_the_same_tap_sees_everything) {
+  // The check above could pass with a tap that sees nothing: here it must.
+  gate_fixture f;
+  wiretap tap{f.g.port()};
+  int client = pass_gate(address{"127.0.0.1", tap.port()}, plain("s3cret"),
+                         "the gate", seconds(2));
+  int served = f.next_admitted();
+  BOOST_REQUIRE(served >= 0);
+  check_carries(client, served, "plaintext going up");
+  BOOST_TEST(tap.seen().find("s3cret") != std::string::npos);
+  BOOST_TEST(tap.seen().find("plaintext going up") != std::string::npos);
+  ::close(client);
+  ::close(served);
+}
+
+BOOST_AUTO_TEST_CASE(another_token_cannot_finish_the_tls_handshake) {
+  gate_fixture f{{}, tls("s3cret")};
+  std::string what;
+  auto code = code_of_failure(
+    [&] { pass_gate(f.where(), tls("guess"), "the test gate", seconds(2)); },
+    what);
+  BOOST_TEST(
+    static_cast<int>(code) == static_cast<int>(lumen::errc::wrong_token), what);
+  BOOST_TEST(what.find("another token") != std::string::npos, what);
+  BOOST_TEST(f.next_admitted() == -1);
+}
+
+BOOST_AUTO_TEST_CASE(a_plain_peer_at_a_tls_gate_hears_to_use_tls) {
+  gate_fixture f{{}, tls("s3cret")};
+  std::string what;
+  auto code = code_of_failure(
+    [&] { pass_gate(f.where(), plain("s3cret"), "the head", seconds(2)); },
+    what);
+  BOOST_TEST(static_cast<int>(code) ==
+               static_cast<int>(lumen::errc::tls_mismatch),
+             what);
+  BOOST_TEST(what.find("pass --tls") != std::string::npos, what);
+  BOOST_TEST(f.next_admitted() == -1);
+}
+
+BOOST_AUTO_TEST_CASE(a_tls_peer_at_a_plain_gate_hears_it_may_not_use_tls) {
+  gate_fixture f;
+  std::string what;
+  auto code = code_of_failure(
+    [&] { pass_gate(f.where(), tls("s3cret"), "the head", seconds(2)); }, what);
+  BOOST_TEST(
+    static_cast<int>(code) == static_cast<int>(lumen::errc::unreachable), what);
+  BOOST_TEST(what.find("without --tls") != std::string::npos, what);
+  BOOST_TEST(f.next_admitted() == -1);
+}
+
+BOOST_AUTO_TEST_CASE(a_token_keyed_client_tells_an_impostor_nothing) {
+  // A server that does not know the token but has a certificate, and takes
+  // any client: the client must not finish the handshake, or it would send
+  // the token to it.
+  namespace asio = boost::asio;
+  auto cert = self_signed("impostor");
+  asio::io_context io;
+  asio::ssl::context ctx{asio::ssl::context::tls_server};
+  ctx.use_certificate_chain_file(cert.cert_file);
+  ctx.use_private_key_file(cert.key_file, asio::ssl::context::pem);
+  asio::ip::tcp::acceptor acc{io, {asio::ip::make_address("127.0.0.1"), 0}};
+  std::string heard;
+  std::thread impostor{[&] {
+    lumen::detail::tls_stream s{io, ctx};
+    boost::system::error_code ec;
+    acc.accept(s.next_layer(), ec);
+    s.handshake(asio::ssl::stream_base::server, ec);
+    if (ec)
+      return;
+    char buf[512];
+    auto n = s.read_some(asio::buffer(buf), ec);
+    heard.assign(buf, n);
+  }};
+  std::string what;
+  auto code = code_of_failure(
+    [&] {
+      pass_gate({"127.0.0.1", acc.local_endpoint().port()}, tls("s3cret"),
+                "the head", seconds(2));
+    },
+    what);
+  impostor.join();
+  BOOST_TEST(
+    static_cast<int>(code) != static_cast<int>(lumen::errc::unspecified), what);
+  BOOST_TEST(heard.find("s3cret") == std::string::npos);
+  BOOST_TEST(heard.empty(), heard);
+}
+
+BOOST_AUTO_TEST_CASE(a_stalled_tls_handshake_is_dropped_at_the_deadline) {
+  gate_fixture f{{milliseconds(300), 64}, tls("s3cret")};
+  int fd = raw_connect(f.g.port());
+  // The first bytes of a TLS record, then nothing.
+  const char start[] = {0x16, 0x03, 0x01, 0x02, 0x00};
+  ::send(fd, start, sizeof(start), MSG_NOSIGNAL);
+  auto closed_after = seconds_until_closed(fd);
+  BOOST_TEST(closed_after >= 0);
+  BOOST_TEST(closed_after < 5.0);
+  ::close(fd);
+  BOOST_TEST(f.next_admitted() == -1);
+}
+
+BOOST_AUTO_TEST_CASE(certificates_of_the_cluster_ca_get_in_others_do_not) {
+  auto cluster = self_signed("cluster");
+  gate_fixture f{{}, tls("s3cret", cluster)};
+  wiretap tap{f.g.port()};
+  auto mine = tls("s3cret", cluster);
+  int client =
+    pass_gate(address{"127.0.0.1", tap.port()}, mine, "the gate", seconds(2));
+  int served = f.next_admitted();
+  BOOST_REQUIRE(served >= 0);
+  check_carries(client, served, "with certificates");
+  BOOST_TEST(tap.seen().find("with certificates") == std::string::npos);
+  BOOST_TEST(tap.seen().find("s3cret") == std::string::npos);
+  ::close(client);
+  ::close(served);
+  // A certificate the cluster's CA did not sign: refused, whatever the token.
+  auto stranger = self_signed("stranger");
+  std::string what;
+  auto code = code_of_failure(
+    [&] {
+      pass_gate(f.where(), tls("s3cret", stranger), "the gate", seconds(2));
+    },
+    what);
+  BOOST_TEST(static_cast<int>(code) ==
+               static_cast<int>(lumen::errc::tls_mismatch),
+             what);
+  BOOST_TEST(what.find("--tls-ca") != std::string::npos, what);
+  BOOST_TEST(f.next_admitted() == -1);
+}
+
+BOOST_AUTO_TEST_CASE(unusable_tls_files_are_usage_errors_naming_them) {
+  auto cluster = self_signed("cluster");
+  auto swapped = cluster;
+  std::swap(swapped.cert_file, swapped.key_file);
+  BOOST_CHECK_EXCEPTION(tls("s3cret", swapped), lumen::usage_error,
+                        [&](const lumen::usage_error& e) {
+                          return std::string{e.what()}.find(
+                                   swapped.cert_file) != std::string::npos &&
+                                 e.code() == lumen::errc::tls_mismatch;
+                        });
+  auto half = cluster;
+  half.key_file.clear();
+  BOOST_CHECK_THROW(tls("s3cret", half), lumen::usage_error);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

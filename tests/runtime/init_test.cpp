@@ -145,28 +145,28 @@ BOOST_AUTO_TEST_CASE(flags_take_a_value_either_way_and_refuse_empty_ones) {
 
 BOOST_AUTO_TEST_CASE(a_token_file_others_can_read_is_refused_like_an_ssh_key) {
   auto path = write_token(temp_dir(), "s3cret\n", 0644);
-  auto [code, what] = init_failure({0, "127.0.0.1:1", path});
+  auto [code, what] = init_failure({0, "127.0.0.1:1", path, {}});
   BOOST_TEST((code == lumen::errc::bad_token_file));
   BOOST_TEST(what.find("chmod 600 " + path) != std::string::npos, what);
 }
 
 BOOST_AUTO_TEST_CASE(a_missing_empty_or_directory_token_file_says_so) {
   auto dir = temp_dir();
-  auto missing = init_failure({0, "127.0.0.1:1", dir + "/nope"});
+  auto missing = init_failure({0, "127.0.0.1:1", dir + "/nope", {}});
   BOOST_TEST((missing.first == lumen::errc::bad_token_file));
   BOOST_TEST(missing.second.find("no cluster token") != std::string::npos);
-  auto folder = init_failure({0, "127.0.0.1:1", dir});
+  auto folder = init_failure({0, "127.0.0.1:1", dir, {}});
   BOOST_TEST((folder.first == lumen::errc::bad_token_file));
   BOOST_TEST(folder.second.find("is a directory") != std::string::npos,
              folder.second);
-  auto empty = init_failure({0, "127.0.0.1:1", write_token(dir, "", 0600)});
+  auto empty = init_failure({0, "127.0.0.1:1", write_token(dir, "", 0600), {}});
   BOOST_TEST((empty.first == lumen::errc::bad_token_file));
   BOOST_TEST(empty.second.find("is empty") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(an_unreachable_head_is_a_catchable_error_with_a_code) {
   auto path = write_token(temp_dir(), "s3cret\n", 0600);
-  auto [code, what] = init_failure({0, "127.0.0.1:1", path});
+  auto [code, what] = init_failure({0, "127.0.0.1:1", path, {}});
   BOOST_TEST((code == lumen::errc::unreachable));
   BOOST_TEST(what.find("the head at 127.0.0.1:1") != std::string::npos, what);
   BOOST_TEST(what.find("system_error") == std::string::npos, what);
@@ -174,7 +174,7 @@ BOOST_AUTO_TEST_CASE(an_unreachable_head_is_a_catchable_error_with_a_code) {
 }
 
 BOOST_AUTO_TEST_CASE(a_bad_address_is_a_usage_error) {
-  auto [code, what] = init_failure({0, "garbage", ""});
+  auto [code, what] = init_failure({0, "garbage", "", {}});
   BOOST_TEST((code == lumen::errc::usage));
   BOOST_TEST(what.find("HOST:PORT") != std::string::npos, what);
 }

@@ -35,6 +35,9 @@ enum class errc : uint8_t {
   not_registered,
   /// The actor name is taken in the cluster.
   name_taken,
+  /// This process and the peer disagree on TLS (one uses it, one does
+  /// not), or a TLS certificate or key file cannot be used.
+  tls_mismatch,
 };
 
 /// The code's name, e.g. "wrong_token".

@@ -4,6 +4,24 @@
 
 namespace lumen {
 
+/// How links between this process and the cluster's other processes are
+/// secured. Off, they are plain TCP behind the token handshake. On, both the
+/// control and the data plane run over TLS 1.3: with certificate files,
+/// every process shows its certificate and checks the peer's against the
+/// CA; without, the keys come from the cluster token (a pre-shared key), so
+/// the token never crosses the wire. Every process of a cluster must agree.
+struct tls_options {
+  /// Defaults to on when $LUMEN_TLS is 1, or when a certificate is given.
+  bool enabled = false;
+  /// PEM certificate (chain) this process shows; $LUMEN_TLS_CERT.
+  std::string cert_file;
+  /// PEM private key of `cert_file`; $LUMEN_TLS_KEY.
+  std::string key_file;
+  /// PEM certificates a peer's must chain to; $LUMEN_TLS_CA, else
+  /// `cert_file` itself (one self-signed certificate for the cluster).
+  std::string ca_file;
+};
+
 /// How `lumen::init` sets up this process.
 struct init_options {
   /// Threads that run tasks; 0 means one per hardware thread.
@@ -14,11 +32,14 @@ struct init_options {
   /// The cluster token file; defaults to $LUMEN_TOKEN_FILE, else the file
   /// `lumen start --head` writes (~/.lumen/cluster-token).
   std::string token_file;
+  /// Whether links to the cluster use TLS, and with which certificates.
+  tls_options tls;
 };
 
 /// Starts an embedded local cluster in this process, or joins the cluster
 /// at `--address`. Flags understood: `--num-cpus N`, `--address HOST:PORT`,
-/// `--token-file F` (also as `--flag=value`) and `--help` (prints them and
+/// `--token-file F`, `--tls`, `--tls-cert F`, `--tls-key F`, `--tls-ca F`
+/// (also as `--flag=value`) and `--help` (prints them and
 /// exits 0). As command-line tools do, it prints what is wrong and exits
 /// when it cannot start: 2 for misuse (any other flag starting with `--`,
 /// a bad value, a bad token file, a second init), 1 for a failure (the
