@@ -30,6 +30,7 @@
 #include "actor_host.hpp"
 #include "gate.hpp"
 #include "process_services.hpp"
+#include "protocol.hpp"
 #include "thread_set.hpp"
 
 namespace lumen::detail {
@@ -163,5 +164,22 @@ private:
   std::unordered_map<uint64_t, pending> pending_;
   std::thread reader_;
 };
+
+/// A reply callback that publishes into the result of `x` (a task or a
+/// call): the value, the remote error, or the error of decoding it.
+template <class T>
+data_client::on_reply publish_reply(std::shared_ptr<T> x) {
+  return [x](bool ok, const bytes& out) {
+    if (!ok) {
+      x->result()->set_error(decode_error(out));
+      return;
+    }
+    try {
+      x->accept_result(out);
+    } catch (...) {
+      x->result()->set_error(std::current_exception());
+    }
+  };
+}
 
 } // namespace lumen::detail

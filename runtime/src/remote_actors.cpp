@@ -1,0 +1,227 @@
+#include "remote_actors.hpp"
+
+#include <chrono>
+#include <thread>
+
+#include <caf/all.hpp>
+
+#include "lumen/detail/arguments.hpp"
+#include "lumen/errors.hpp"
+
+#include "protocol.hpp"
+
+namespace lumen::detail {
+
+namespace {
+
+constexpr auto control_timeout = std::chrono::seconds(10);
+
+/// Whether an actor this process created may be rebuilt once more.
+bool restartable(const actor_core& core) {
+  return core.factory && core.restarts.load() < core.opts.max_restarts;
+}
+
+} // namespace
+
+remote_actors::remote_actors(process_services& rt, node_links& links,
+                             directory_cache& directory,
+                             const std::atomic<bool>& stopping)
+  : rt_(rt)
+  , links_(links)
+  , directory_(directory)
+  , stopping_(stopping) {}
+
+void remote_actors::rescue(const std::string& node_id, const std::string& why) {
+  std::vector<std::weak_ptr<actor_core>> cores;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto i = hosted_.find(node_id);
+    if (i == hosted_.end())
+      return;
+    cores.swap(i->second);
+    hosted_.erase(i);
+  }
+  for (auto& weak : cores) {
+    auto core = weak.lock();
+    if (!core || core->dead)
+      continue;
+    auto reason = "its node " + node_id + " went down (" + why + ")";
+    if (!restartable(*core) || stopping_) {
+      core->set_death_reason(reason);
+      core->dead = true;
+      std::deque<std::shared_ptr<actor_call>> doomed; // fail outside the lock
+      std::lock_guard<std::mutex> guard{core->outbox_mtx};
+      doomed.swap(core->outbox);
+      core->relocating = false;
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> guard{core->outbox_mtx};
+      core->relocating = true;
+    }
+    try {
+      // Its own placement cannot be honoured any more: any live node will do.
+      auto node = directory_.pick({placement::spread, {}});
+      caf::actor handle;
+      // The head may not have seen the old instance die yet, and then
+      // refuses its name for a moment; no other refusal passes with time.
+      for (int attempt = 0;; ++attempt) {
+        try {
+          handle = spawn_on(node, *core);
+          break;
+        } catch (const error& e) {
+          if (e.code() != errc::name_taken || attempt == 5 || stopping_)
+            throw;
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        }
+      }
+      core->set_death_reason(reason + "; restarted on " + node);
+      {
+        std::lock_guard<std::mutex> guard{core->outbox_mtx};
+        core->handle = handle;
+        core->node_id = node;
+        core->remote_id = handle.id();
+        core->restarts.fetch_add(1);
+        core->relocating = false;
+      }
+      std::lock_guard<std::mutex> guard{mtx_};
+      hosted_[node].push_back(core);
+    } catch (const std::exception& e) {
+      core->set_death_reason(reason + "; no restart: " + e.what());
+      core->dead = true;
+      std::deque<std::shared_ptr<actor_call>> doomed; // fail outside the lock
+      std::lock_guard<std::mutex> guard{core->outbox_mtx};
+      doomed.swap(core->outbox);
+      core->relocating = false;
+    }
+    pump(core);
+  }
+}
+
+std::shared_ptr<actor_ref>
+remote_actors::spawn(const actor_class_entry& cls,
+                     std::unique_ptr<actor_factory> f,
+                     const actor_options& opts) {
+  auto node = directory_.pick(opts.where);
+  auto core = std::make_shared<actor_core>(cls, std::move(f), opts);
+  place(core, node, spawn_on(node, *core));
+  return rt_.adopt_remote_actor(core);
+}
+
+void remote_actors::place(const std::shared_ptr<actor_core>& core,
+                          const std::string& node, caf::actor handle) {
+  core->remote = true;
+  core->node_id = node;
+  core->remote_id = handle.id();
+  core->handle = std::move(handle);
+  std::lock_guard<std::mutex> guard{mtx_};
+  hosted_[node].push_back(core);
+}
+
+caf::actor remote_actors::spawn_on(const std::string& node,
+                                   const actor_core& core) {
+  auto mgr = links_.get(node).manager;
+  caf::actor handle;
+  caf::scoped_actor self{rt_.system()};
+  self
+    ->request(mgr, control_timeout, spawn_atom::value, core.cls.name,
+              core.factory->constructor_key(), core.factory->encode_args(),
+              core.opts.name, static_cast<int32_t>(core.opts.max_restarts))
+    .receive([&](caf::actor& h) { handle = std::move(h); },
+             [&](caf::error& err) {
+               throw_control_error(rt_.system(), err,
+                                   "cannot start " + core.cls.name +
+                                     " on node " + node,
+                                   errc::unreachable);
+             });
+  return handle;
+}
+
+void remote_actors::submit_call(const std::shared_ptr<actor_core>& core,
+                                std::shared_ptr<actor_call> c) {
+  {
+    std::lock_guard<std::mutex> guard{core->outbox_mtx};
+    core->outbox.push_back(std::move(c));
+  }
+  pump(core);
+}
+
+void remote_actors::pump(const std::shared_ptr<actor_core>& core) {
+  std::shared_ptr<actor_call> blocker;
+  std::deque<std::shared_ptr<actor_call>> doomed; // failed outside the lock
+  {
+    // Sending under the lock keeps concurrent pumps from reordering calls.
+    std::lock_guard<std::mutex> guard{core->outbox_mtx};
+    if (core->dead) {
+      doomed.swap(core->outbox);
+    } else {
+      while (!core->outbox_blocked && !core->relocating &&
+             !core->outbox.empty()) {
+        auto& head = core->outbox.front();
+        bool ready = true;
+        for (auto& d : head->deps)
+          ready = ready && d->ready();
+        if (!ready) {
+          core->outbox_blocked = true;
+          blocker = head;
+          break;
+        }
+        send_call(core, std::move(head));
+        core->outbox.pop_front();
+      }
+    }
+  }
+  if (blocker)
+    when_all_ready(blocker->deps, [this, core] {
+      {
+        std::lock_guard<std::mutex> guard{core->outbox_mtx};
+        core->outbox_blocked = false;
+      }
+      pump(core);
+    });
+}
+
+void remote_actors::send_call(const std::shared_ptr<actor_core>& core,
+                              std::shared_ptr<actor_call> c) {
+  if (auto err = first_error(c->deps)) {
+    c->result()->set_error(err);
+    return;
+  }
+  bytes args;
+  node_links::link link;
+  try {
+    link = links_.get(core->node_id);
+    args = c->encode_args();
+  } catch (...) {
+    c->result()->set_error(std::current_exception());
+    return;
+  }
+  auto node = core->node_id; // the actor may move before the reply
+  auto lost = [this, node, core, c,
+               client = link.data.get()](const std::string& why) {
+    {
+      // Decided before the caller hears of the failure: its next call must
+      // wait for the rebuilt actor, not chase the dead node.
+      std::lock_guard<std::mutex> guard{core->outbox_mtx};
+      if (core->node_id == node && !core->relocating) {
+        if (restartable(*core) && !stopping_) {
+          core->relocating = true;
+        } else {
+          core->set_death_reason(why);
+          core->dead = true;
+        }
+      }
+    }
+    links_.lose(node, client, why);
+    c->result()->set_error(core->lost_call_error(c->method(), node, why));
+  };
+  if (!link.data->call(core->remote_id, c->method().name, args,
+                       publish_reply(c), lost)) {
+    // We hold the outbox lock (see pump): fail this call here, and leave the
+    // node's funeral to the requester's thread.
+    c->result()->set_error(core->dropped_call_error(c->method()));
+    links_.lose(node, link.data.get(), "its connection closed");
+  }
+}
+
+} // namespace lumen::detail
