@@ -18,7 +18,7 @@
 
 #include "actor_host.hpp"
 #include "address.hpp"
-#include "data_plane.hpp"
+#include "data_client.hpp"
 #include "directory_cache.hpp"
 #include "head_link.hpp"
 #include "node_links.hpp"

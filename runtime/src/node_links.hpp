@@ -10,7 +10,7 @@
 #include <caf/actor.hpp>
 
 #include "credentials.hpp"
-#include "data_plane.hpp"
+#include "data_client.hpp"
 #include "directory_cache.hpp"
 #include "head_link.hpp"
 #include "process_services.hpp"

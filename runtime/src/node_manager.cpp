@@ -17,7 +17,7 @@
 #include "lumen/errors.hpp"
 
 #include "actor_host.hpp"
-#include "data_plane.hpp"
+#include "data_server.hpp"
 #include "log.hpp"
 #include "process_services.hpp"
 #include "protocol.hpp"

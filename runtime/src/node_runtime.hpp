@@ -6,7 +6,7 @@
 #include <caf/actor.hpp>
 
 #include "address.hpp"
-#include "data_plane.hpp"
+#include "data_server.hpp"
 #include "driver_runtime.hpp"
 #include "gate.hpp"
 #include "node_manager.hpp"

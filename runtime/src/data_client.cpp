@@ -1,0 +1,123 @@
+#include "data_client.hpp"
+
+#include <chrono>
+
+#include "address.hpp"
+#include "gate.hpp"
+
+namespace lumen::detail {
+
+namespace {
+
+// How long a node may take to let this process in.
+constexpr auto handshake_timeout = std::chrono::milliseconds(5000);
+
+} // namespace
+
+data_client::data_client(const std::string& address, const credentials& creds,
+                         std::string peer)
+  : peer_(std::move(peer)) {
+  conn_ = std::make_unique<data_connection>(
+    pass_gate(parse_address(address), creds, peer_, handshake_timeout));
+}
+
+void data_client::start() {
+  reader_ = std::thread{[self = shared_from_this()] { self->read_loop(); }};
+}
+
+data_client::~data_client() {
+  fail_all("the runtime shut down");
+  // The reader holds a reference until it ends, so this runs either after
+  // it ended or on it, as its last step.
+  if (reader_.joinable()) {
+    if (reader_.get_id() == std::this_thread::get_id())
+      reader_.detach();
+    else
+      reader_.join();
+  }
+}
+
+void data_client::stop(const std::string& why) {
+  fail_all(why);
+  if (reader_.joinable() && reader_.get_id() != std::this_thread::get_id())
+    reader_.join();
+}
+
+bool data_client::task(const std::string& function, const bytes& args,
+                       on_reply done, on_fail fail) {
+  auto len = static_cast<uint32_t>(function.size());
+  return send(frame_kind::task,
+              {{reinterpret_cast<const char*>(&len), sizeof(len)},
+               {function.data(), function.size()},
+               span_of(args)},
+              std::move(done), std::move(fail));
+}
+
+bool data_client::call(uint64_t actor, const std::string& method,
+                       const bytes& args, on_reply done, on_fail fail) {
+  auto len = static_cast<uint32_t>(method.size());
+  return send(frame_kind::call,
+              {{reinterpret_cast<const char*>(&actor), sizeof(actor)},
+               {reinterpret_cast<const char*>(&len), sizeof(len)},
+               {method.data(), method.size()},
+               span_of(args)},
+              std::move(done), std::move(fail));
+}
+
+bool data_client::send(frame_kind kind, std::vector<byte_span> parts,
+                       on_reply done, on_fail fail) {
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (closed_)
+      return false;
+    id = next_id_++;
+    // Registered before sending: the reply may beat send() back.
+    pending_.emplace(id, pending{std::move(done), std::move(fail)});
+  }
+  // A failed write closes the connection; the reader then fails everything
+  // pending on its own thread, never inside a caller that holds locks.
+  if (!conn_->send(kind, true, id, std::move(parts)))
+    conn_->close();
+  return true;
+}
+
+void data_client::read_loop() {
+  frame_header h{};
+  std::shared_ptr<bytes> payload;
+  while (conn_->receive(h, payload, max_payload)) {
+    pending p;
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      auto i = pending_.find(h.id);
+      if (i == pending_.end())
+        continue; // failed already
+      p = std::move(i->second);
+      pending_.erase(i);
+    }
+    p.done(h.ok != 0, *payload);
+  }
+  fail_all("the connection to " + peer_ + " closed");
+}
+
+bool data_client::closed() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return closed_;
+}
+
+void data_client::fail_all(const std::string& why) {
+  std::unordered_map<uint64_t, pending> doomed;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (!closed_) {
+      closed_ = true;
+      closed_why_ = why;
+    }
+    doomed.swap(pending_);
+  }
+  conn_->close();
+  for (auto& [id, p] : doomed)
+    p.fail(why);
+}
+
+} // namespace lumen::detail

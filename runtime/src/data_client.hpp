@@ -1,0 +1,92 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "credentials.hpp"
+#include "data_plane.hpp"
+#include "protocol.hpp"
+
+namespace lumen::detail {
+
+/// A driver's connection to one node. Its reader thread keeps it alive
+/// until the connection ends; `stop` ends both.
+class data_client : public std::enable_shared_from_this<data_client> {
+public:
+  using on_reply = std::function<void(bool ok, const bytes& payload)>;
+  using on_fail = std::function<void(const std::string& why)>;
+
+  /// Connects and presents the credentials; throws `error` saying what failed.
+  data_client(const std::string& address, const credentials& creds,
+              std::string peer);
+  ~data_client();
+
+  data_client(const data_client&) = delete;
+  data_client& operator=(const data_client&) = delete;
+
+  /// Sends a task; exactly one of the callbacks runs later, on the reader
+  /// thread. Returns false, running neither, if the connection is gone.
+  bool task(const std::string& function, const bytes& args, on_reply done,
+            on_fail fail);
+
+  /// Sends a call to actor `actor` on the peer; as `task` otherwise.
+  bool call(uint64_t actor, const std::string& method, const bytes& args,
+            on_reply done, on_fail fail);
+
+  /// Starts the reader thread; call once, right after construction.
+  void start();
+
+  /// Fails everything pending with `why` and closes the connection.
+  void fail_all(const std::string& why);
+
+  /// Fails everything pending and waits for the reader thread to end, so
+  /// that no callback runs afterwards (unless called on that thread).
+  void stop(const std::string& why);
+
+  /// True once the connection is gone; everything sent then fails.
+  bool closed();
+
+private:
+  struct pending {
+    on_reply done;
+    on_fail fail;
+  };
+
+  bool send(frame_kind kind, std::vector<byte_span> parts, on_reply done,
+            on_fail fail);
+  void read_loop();
+
+  std::string peer_;
+  std::unique_ptr<data_connection> conn_;
+  std::mutex mtx_;
+  bool closed_ = false;
+  std::string closed_why_;
+  uint64_t next_id_ = 1;
+  std::unordered_map<uint64_t, pending> pending_;
+  std::thread reader_;
+};
+
+/// A reply callback that publishes into the result of `x` (a task or a
+/// call): the value, the remote error, or the error of decoding it.
+template <class T>
+data_client::on_reply publish_reply(std::shared_ptr<T> x) {
+  return [x](bool ok, const bytes& out) {
+    if (!ok) {
+      x->result()->set_error(decode_error(out));
+      return;
+    }
+    try {
+      x->accept_result(out);
+    } catch (...) {
+      x->result()->set_error(std::current_exception());
+    }
+  };
+}
+
+} // namespace lumen::detail

@@ -1,0 +1,243 @@
+#include "data_server.hpp"
+
+#include <cstring>
+
+#include "lumen/detail/arguments.hpp"
+#include "lumen/errors.hpp"
+
+#include "log.hpp"
+#include "protocol.hpp"
+
+namespace lumen::detail {
+
+namespace {
+
+/// Reads a length-prefixed name at `pos` of `payload`, advancing `pos`.
+bool take_name(const bytes& payload, size_t& pos, std::string& name) {
+  uint32_t len = 0;
+  if (payload.size() - pos < sizeof(len))
+    return false;
+  std::memcpy(&len, payload.data() + pos, sizeof(len));
+  pos += sizeof(len);
+  if (payload.size() - pos < len)
+    return false;
+  name.assign(payload.data() + pos, len);
+  pos += len;
+  return true;
+}
+
+/// A task sent by name: runs the registered invoker on the arguments inside
+/// the received frame. Retries are the sender's business.
+class named_task final : public task_spec {
+public:
+  named_task(std::shared_ptr<value_state<bytes>> st, const function_entry& e,
+             std::shared_ptr<bytes> frame, byte_span args)
+    : task_spec(st, e, 0, false)
+    , st_(std::move(st))
+    , frame_(std::move(frame))
+    , args_(args) {}
+
+  bytes encode_args() override {
+    return bytes(args_.data, args_.data + args_.size);
+  }
+
+  void accept_result(const bytes& out) override {
+    st_->set_value(out);
+  }
+
+protected:
+  void attempt() override {
+    st_->set_value(function().invoke(function().fn, args_));
+  }
+
+private:
+  std::shared_ptr<value_state<bytes>> st_;
+  std::shared_ptr<bytes> frame_; // owns args_
+  byte_span args_;
+};
+
+/// A call sent by name: runs the registered method invoker on the host.
+class named_call final : public actor_call {
+public:
+  named_call(std::shared_ptr<value_state<bytes>> st, const method_entry& m,
+             std::shared_ptr<bytes> frame, byte_span args)
+    : actor_call(st, m)
+    , st_(std::move(st))
+    , frame_(std::move(frame))
+    , args_(args) {}
+
+  void invoke(void* instance) override {
+    try {
+      st_->set_value(method().invoke(instance, method().key, args_));
+    } catch (const actor_exit_request&) {
+      throw;
+    } catch (const actor_fatal_error&) {
+      throw;
+    } catch (...) {
+      st_->set_error(capture_task_error(method().name));
+    }
+  }
+
+  bytes encode_args() override {
+    return bytes(args_.data, args_.data + args_.size);
+  }
+
+  void accept_result(const bytes& out) override {
+    st_->set_value(out);
+  }
+
+private:
+  std::shared_ptr<value_state<bytes>> st_;
+  std::shared_ptr<bytes> frame_; // owns args_
+  byte_span args_;
+};
+
+/// Sends `result` back as the reply to request `id` once it is ready.
+void reply_when_ready(const std::shared_ptr<data_connection>& c, uint64_t id,
+                      const std::shared_ptr<value_state<bytes>>& result) {
+  std::weak_ptr<value_state<bytes>> weak = result;
+  result->on_ready([c, id, weak] {
+    auto st = weak.lock();
+    if (!st)
+      return;
+    if (st->failed()) {
+      auto err = encode_error(st->error());
+      c->send(frame_kind::reply, false, id, {span_of(err)});
+    } else {
+      c->send(frame_kind::reply, true, id, {span_of(st->value())});
+    }
+  });
+}
+
+void reply_error(const std::shared_ptr<data_connection>& c, uint64_t id,
+                 std::exception_ptr err) {
+  auto payload = encode_error(err);
+  c->send(frame_kind::reply, false, id, {span_of(payload)});
+}
+
+} // namespace
+
+data_server::data_server(process_services& rt, const std::string& host,
+                         const credentials& creds)
+  : rt_(rt)
+  , gate_(std::make_unique<gate>(host, 0, creds, "data")) {
+  gate_->open([this](int fd, const std::string&) { admit(fd); });
+}
+
+data_server::~data_server() {
+  gate_->close(); // no more connections
+  std::vector<std::thread> readers;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    for (auto& c : conns_)
+      c->close();
+    readers = readers_.take();
+  }
+  join_all(readers);
+}
+
+uint16_t data_server::port() const noexcept {
+  return gate_->port();
+}
+
+void data_server::expose(uint64_t id, std::weak_ptr<actor_core> core) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  actors_[id] = std::move(core);
+}
+
+void data_server::admit(int fd) {
+  auto c = std::make_shared<data_connection>(fd);
+  std::lock_guard<std::mutex> guard{mtx_};
+  try {
+    readers_.start([this, c] { serve(c); });
+    conns_.push_back(c);
+  } catch (const std::system_error&) {
+    c->close(); // no thread to serve it: refuse the connection
+  }
+}
+
+void data_server::serve(std::shared_ptr<data_connection> c) {
+  try {
+    frame_header h{};
+    std::shared_ptr<bytes> payload;
+    while (c->receive(h, payload, max_payload)) {
+      if (h.kind == static_cast<uint8_t>(frame_kind::task))
+        run_task(c, h.id, std::move(payload));
+      else if (h.kind == static_cast<uint8_t>(frame_kind::call))
+        run_call(c, h.id, std::move(payload));
+      else
+        break; // not a request: the peer is confused, drop it
+    }
+  } catch (const std::exception& e) {
+    log_line(std::string{"dropped a data connection: "} + e.what());
+  }
+  c->close();
+  std::lock_guard<std::mutex> guard{mtx_};
+  conns_.erase(std::remove(conns_.begin(), conns_.end(), c), conns_.end());
+  readers_.done();
+}
+
+void data_server::run_task(const std::shared_ptr<data_connection>& c,
+                           uint64_t id, std::shared_ptr<bytes> payload) {
+  size_t pos = 0;
+  std::string name;
+  if (!take_name(*payload, pos, name))
+    return reply_error(
+      c, id, std::make_exception_ptr(codec_error("malformed task frame")));
+  auto entry = find_function(name);
+  if (entry == nullptr)
+    return reply_error(c, id,
+                       std::make_exception_ptr(
+                         usage_error("node " + this_node() +
+                                     " has no remote "
+                                     "function '" +
+                                     name +
+                                     "': start it with "
+                                     "--code-path to a library that registers "
+                                     "it with LUMEN_REMOTE")));
+  auto result = std::make_shared<value_state<bytes>>();
+  reply_when_ready(c, id, result);
+  byte_span args{payload->data() + pos, payload->size() - pos};
+  rt_.run_local(
+    std::make_shared<named_task>(result, *entry, std::move(payload), args));
+}
+
+void data_server::run_call(const std::shared_ptr<data_connection>& c,
+                           uint64_t id, std::shared_ptr<bytes> payload) {
+  uint64_t actor = 0;
+  size_t pos = sizeof(actor);
+  std::string method;
+  if (payload->size() < pos || !take_name(*payload, pos, method))
+    return reply_error(
+      c, id, std::make_exception_ptr(codec_error("malformed call frame")));
+  std::memcpy(&actor, payload->data(), sizeof(actor));
+  std::shared_ptr<actor_core> core;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto i = actors_.find(actor);
+    if (i != actors_.end())
+      core = i->second.lock();
+  }
+  if (!core)
+    return reply_error(c, id,
+                       std::make_exception_ptr(actor_died(
+                         "the actor is gone from node " + this_node())));
+  auto entry = core->cls.find(method);
+  if (entry == nullptr)
+    return reply_error(c, id,
+                       std::make_exception_ptr(usage_error(
+                         method + " is not registered for " + core->cls.name +
+                         " on node " + this_node())));
+  auto result = std::make_shared<value_state<bytes>>();
+  reply_when_ready(c, id, result);
+  byte_span args{payload->data() + pos, payload->size() - pos};
+  auto call =
+    std::make_shared<named_call>(result, *entry, std::move(payload), args);
+  call->core = core;
+  if (core->dead)
+    return; // dropping the call replies actor_died
+  call->generation = core->generation.load();
+  send_call(*core, std::move(call));
+}
+
+} // namespace lumen::detail

@@ -1,0 +1,50 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "actor_host.hpp"
+#include "credentials.hpp"
+#include "data_plane.hpp"
+#include "gate.hpp"
+#include "process_services.hpp"
+#include "thread_set.hpp"
+
+namespace lumen::detail {
+
+/// The serving side, in every head and node: serves the connections its
+/// gate admits, one reader thread each, running tasks on the pool and
+/// handing calls to actor hosts.
+class data_server {
+public:
+  /// Listens on `host`, any free port; throws `error` if it cannot.
+  data_server(process_services& rt, const std::string& host,
+              const credentials& creds);
+  ~data_server();
+
+  uint16_t port() const noexcept;
+
+  /// Makes an actor hosted here callable under `id`.
+  void expose(uint64_t id, std::weak_ptr<actor_core> core);
+
+private:
+  void admit(int fd);
+  void serve(std::shared_ptr<data_connection> c);
+  void run_task(const std::shared_ptr<data_connection>& c, uint64_t id,
+                std::shared_ptr<bytes> payload);
+  void run_call(const std::shared_ptr<data_connection>& c, uint64_t id,
+                std::shared_ptr<bytes> payload);
+
+  process_services& rt_;
+  std::unique_ptr<gate> gate_;
+  std::mutex mtx_;
+  std::vector<std::shared_ptr<data_connection>> conns_;
+  thread_set readers_; // one per connection, joined once it ended
+  std::unordered_map<uint64_t, std::weak_ptr<actor_core>> actors_;
+};
+
+} // namespace lumen::detail
