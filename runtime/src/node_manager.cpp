@@ -3,9 +3,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <random>
-
 #include <chrono>
 #include <set>
 #include <unordered_map>
@@ -18,6 +15,7 @@
 
 #include "actor_host.hpp"
 #include "data_server.hpp"
+#include "head_directory.hpp"
 #include "log.hpp"
 #include "process_services.hpp"
 #include "protocol.hpp"
@@ -50,34 +48,17 @@ private:
   bytes args_;
 };
 
-struct node_entry {
-  node_info info;
-  caf::actor_addr manager;
-};
-
-/// A named actor in the cluster-wide directory (head only).
-struct named_entry {
-  std::string cls;
-  std::string node;
-  caf::actor handle;
-};
-
 struct manager_state {
   process_services* rt = nullptr;
   data_server* data = nullptr;
   node_settings settings;
   std::string id;
-  // The directory (head only).
-  std::vector<node_entry> nodes;
-  int next_node = 1;
-  int next_driver = 1;
-  // Tells this head from an earlier one at the same address (head only),
-  // and, on a node, which head it joined.
+  // The cluster's nodes and names (head only).
+  head_directory directory;
+  // This head's epoch (head), or that of the head this node joined.
   uint64_t epoch = 0;
   // Actors hosted here for other processes, kept alive until they end.
   std::unordered_map<caf::actor_addr, std::shared_ptr<actor_ref>> hosted;
-  // Named actors of the whole cluster (head only).
-  std::map<std::string, named_entry> names;
   // The head (nodes only), told about names and actor counts.
   caf::actor head;
 };
@@ -92,8 +73,8 @@ std::vector<node_info> directory(manager_actor* self) {
                  true, st.settings.resources,
                  st.settings.host + ":" + std::to_string(st.settings.data_port),
                  static_cast<int>(st.hosted.size())});
-  for (auto& n : st.nodes)
-    out.push_back(n.info);
+  auto& others = st.directory.nodes();
+  out.insert(out.end(), others.begin(), others.end());
   return out;
 }
 
@@ -103,40 +84,6 @@ void report_actors(manager_actor* self) {
   if (st.head)
     self->send(st.head, actors_atom::value,
                static_cast<int32_t>(st.hosted.size()));
-}
-
-/// The number in "node-N", or 0.
-int node_number(const std::string& id) {
-  if (id.rfind("node-", 0) != 0)
-    return 0;
-  try {
-    return std::stoi(id.substr(5));
-  } catch (const std::exception&) {
-    return 0;
-  }
-}
-
-bool id_taken(const manager_state& st, const std::string& id) {
-  for (auto& n : st.nodes)
-    if (n.info.id == id)
-      return true;
-  return false;
-}
-
-/// The id of a node saying hello to the head: a node that joined an
-/// earlier head at this address keeps its id (drivers' handles name it),
-/// unless it is taken; any other node gets a new one.
-std::string pick_node_id(manager_state& st, const std::string& previous_id,
-                         uint64_t previous_epoch) {
-  st.next_node = std::max(st.next_node, node_number(previous_id) + 1);
-  if (!previous_id.empty() && previous_epoch != st.epoch &&
-      !id_taken(st, previous_id))
-    return previous_id;
-  std::string id;
-  do
-    id = "node-" + std::to_string(st.next_node++);
-  while (id_taken(st, id));
-  return id;
 }
 
 /// After rejoining: a head that restarted learns this node's named actors
@@ -185,21 +132,10 @@ void after_rejoin(manager_actor* self, bool given_up) {
 /// Registers `name` in the head's directory; false if it is taken.
 bool bind_name(manager_actor* self, const std::string& name,
                named_entry entry) {
-  auto& st = self->state;
-  auto& names = st.names;
-  if (auto i = names.find(name); i != names.end()) {
-    // A name whose actor's node is dead is free again: a rebuilt actor
-    // takes it back even if the old one's down message is still on its way.
-    bool on_dead_node = false;
-    for (auto& n : st.nodes)
-      on_dead_node =
-        on_dead_node || (n.info.id == i->second.node && !n.info.alive);
-    if (!on_dead_node)
-      return false;
-    names.erase(i);
-  }
-  self->monitor(entry.handle);
-  names.emplace(name, std::move(entry));
+  auto handle = entry.handle;
+  if (!self->state.directory.bind(name, std::move(entry)))
+    return false;
+  self->monitor(handle); // its death frees the name
   return true;
 }
 
@@ -211,7 +147,7 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
   st.settings = std::move(settings);
   st.id = st.settings.is_head ? "head" : "";
   if (st.settings.is_head)
-    st.epoch = std::random_device{}() | uint64_t{std::random_device{}()} << 32;
+    st.epoch = st.directory.epoch();
   self->set_down_handler([=](caf::down_msg& msg) {
     auto& st = self->state;
     if (st.head && msg.source == st.head.address()) {
@@ -224,15 +160,7 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
     }
     if (st.hosted.erase(msg.source) > 0)
       report_actors(self);
-    for (auto i = st.names.begin(); i != st.names.end();)
-      i = i->second.handle.address() == msg.source ? st.names.erase(i)
-                                                   : std::next(i);
-    for (auto& n : st.nodes)
-      if (n.manager == msg.source && n.info.alive) {
-        n.info.alive = false;
-        log_line("node " + n.info.id + " at " + n.info.address +
-                 " is dead: " + caf::to_string(msg.reason));
-      }
+    st.directory.on_down(msg.source, caf::to_string(msg.reason));
   });
   return {
     [=](hello_atom, const std::string& role, const std::string& host,
@@ -248,34 +176,12 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
       if (!st.settings.is_head || role == "client")
         return {st.id.empty() ? std::string{"node"} : st.id, st.epoch};
       if (role == "driver")
-        return {"driver-" + std::to_string(st.next_driver++), st.epoch};
-      if (previous_epoch == st.epoch)
-        for (auto& n : st.nodes)
-          if (n.info.id == previous_id && n.info.alive &&
-              n.manager == sender->address())
-            return {previous_id, st.epoch}; // still alive: nothing changes
-      auto id = pick_node_id(st, previous_id, previous_epoch);
-      auto address = host + ":" + std::to_string(port);
-      node_info info{
-        id, address, true, {}, host + ":" + std::to_string(data_port)};
-      for (auto& [k, v] : resources) {
-        try {
-          info.resources[k] = std::stod(v);
-        } catch (const std::exception&) {
-          log_line("node " + id + " sent a bad resource amount: " + k + "=" +
-                   v);
-        }
-      }
-      st.nodes.push_back({std::move(info), sender->address()});
-      self->monitor(caf::actor_cast<caf::actor>(sender));
-      if (previous_id.empty())
-        log_line("node " + id + " joined from " + address);
-      else if (previous_epoch == st.epoch)
-        log_line("node " + previous_id + " at " + address +
-                 ", given up for dead before, rejoined as " + id);
-      else
-        log_line("node " + previous_id + " of an earlier head rejoined from " +
-                 address + " as " + id);
+        return {st.directory.next_driver(), st.epoch};
+      auto [id, fresh] =
+        st.directory.admit(host, port, data_port, resources, previous_id,
+                           previous_epoch, sender->address());
+      if (fresh)
+        self->monitor(caf::actor_cast<caf::actor>(sender));
       return {id, st.epoch};
     },
     [=](join_atom, const caf::actor& head) {
@@ -319,12 +225,7 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
     [=](alive_atom, const std::string& id) {
       // A node asks whether the head still counts it alive; anyone else
       // (empty id) only whether the head answers.
-      if (id.empty())
-        return true;
-      for (auto& n : self->state.nodes)
-        if (n.info.id == id)
-          return n.info.alive;
-      return false;
+      return id.empty() || self->state.directory.alive(id);
     },
     [=](nodes_atom) -> caf::result<bytes> { return encode(directory(self)); },
     [=](spawn_atom, const std::string& cls_name, const std::string& key,
@@ -420,19 +321,16 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
     },
     [=](lookup_atom, const std::string& name)
       -> caf::result<bool, std::string, std::string, caf::actor> {
-      auto& names = self->state.names;
-      auto i = names.find(name);
-      if (i == names.end())
+      auto found = self->state.directory.lookup(name);
+      if (!found)
         return {false, std::string{}, std::string{}, caf::actor{}};
-      return {true, i->second.cls, i->second.node, i->second.handle};
+      return {true, found->cls, found->node, found->handle};
     },
     [=](actors_atom, int32_t count) {
       auto sender = self->current_sender();
       if (!sender)
         return;
-      for (auto& n : self->state.nodes)
-        if (n.manager == sender->address())
-          n.info.actors = count;
+      self->state.directory.count_actors(sender->address(), count);
     },
   };
 }

@@ -1,0 +1,83 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/actor_addr.hpp>
+
+#include "lumen/cluster.hpp"
+
+namespace lumen::detail {
+
+/// A named actor in the cluster-wide directory.
+struct named_entry {
+  std::string cls;
+  std::string node;
+  caf::actor handle;
+};
+
+/// The head's view of the cluster, kept by its node manager: the nodes that
+/// joined (alive or dead), the names of actors, and the epoch that tells
+/// this head from an earlier one at the same address. Plain state: the
+/// manager does the messaging and the monitoring.
+class head_directory {
+public:
+  /// A fresh directory under a random epoch.
+  head_directory();
+
+  uint64_t epoch() const noexcept {
+    return epoch_;
+  }
+
+  /// A node says hello from `manager`. It keeps an id it had under an
+  /// earlier head at this address (drivers' handles name it) unless that
+  /// is taken, and a live node saying hello again keeps its entry; any
+  /// other node gets a new id. Returns the id and whether this is a new
+  /// entry (for the manager to monitor).
+  std::pair<std::string, bool>
+  admit(const std::string& host, uint16_t port, uint16_t data_port,
+        const std::map<std::string, std::string>& resources,
+        const std::string& previous_id, uint64_t previous_epoch,
+        const caf::actor_addr& manager);
+
+  /// A new driver's id, "driver-N".
+  std::string next_driver();
+
+  /// Whether node `id` is counted alive.
+  bool alive(const std::string& id) const;
+
+  /// Every node that joined, alive or dead.
+  const std::vector<node_info>& nodes() const noexcept {
+    return nodes_;
+  }
+
+  /// The actor count node `manager` reported.
+  void count_actors(const caf::actor_addr& manager, int count);
+
+  /// Gives `name` to `entry`; false if a live actor has it. A name whose
+  /// actor's node is dead is free again: a rebuilt actor takes it back even
+  /// if the old one's down message is still on its way.
+  bool bind(const std::string& name, named_entry entry);
+
+  std::optional<named_entry> lookup(const std::string& name) const;
+
+  /// Something monitored went down: a named actor (its name is freed) or a
+  /// node's manager (the node is dead; logged with `reason`).
+  void on_down(const caf::actor_addr& source, const std::string& reason);
+
+private:
+  bool id_taken(const std::string& id) const;
+
+  uint64_t epoch_;
+  std::vector<node_info> nodes_;
+  std::vector<caf::actor_addr> managers_; // of nodes_, index for index
+  int next_node_ = 1;
+  int next_driver_ = 1;
+  std::map<std::string, named_entry> names_;
+};
+
+} // namespace lumen::detail
