@@ -41,34 +41,6 @@ bool same_token(const std::string& shown, const std::string& token) {
   return diff == 0;
 }
 
-/// At most a few log lines a second, however many peers misbehave: a flood
-/// of strangers must not fill the disk. The rest are counted and reported.
-class log_budget {
-public:
-  void say(const std::string& line) {
-    auto now = std::chrono::steady_clock::now();
-    if (now - window_ >= std::chrono::seconds(1)) {
-      if (quiet_ > 0)
-        log_line("... and " + std::to_string(quiet_) +
-                 " more such connections in the second before");
-      window_ = now;
-      said_ = 0;
-      quiet_ = 0;
-    }
-    if (said_ < 5) {
-      ++said_;
-      log_line(line);
-    } else {
-      ++quiet_;
-    }
-  }
-
-private:
-  std::chrono::steady_clock::time_point window_;
-  int said_ = 0;
-  int quiet_ = 0;
-};
-
 std::string describe(const tcp::socket& s) {
   error_code ec;
   auto ep = s.remote_endpoint(ec);

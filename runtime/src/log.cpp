@@ -19,4 +19,22 @@ void log_line(const std::string& text) {
   std::cerr << stamp << " lumen: " << text << std::endl;
 }
 
+void log_budget::say(const std::string& line) {
+  auto now = std::chrono::steady_clock::now();
+  if (now - window_ >= std::chrono::seconds(1)) {
+    if (quiet_ > 0)
+      log_line("... and " + std::to_string(quiet_) +
+               " more such lines in the second before");
+    window_ = now;
+    said_ = 0;
+    quiet_ = 0;
+  }
+  if (said_ < 5) {
+    ++said_;
+    log_line(line);
+  } else {
+    ++quiet_;
+  }
+}
+
 } // namespace lumen::detail
