@@ -17,6 +17,22 @@
 
 namespace lumen::detail {
 
+/// What only an actor hosted by another process has: the node hosting it
+/// and the calls on their way there. `mtx` guards these and the core's
+/// `handle`, which change when the actor is rebuilt on another node.
+struct remote_proxy {
+  std::mutex mtx;
+  std::string node_id;
+  /// The actor's id on that node's data plane.
+  uint64_t remote_id = 0;
+  /// Calls wait here, in submission order, until their arguments are
+  /// ready (see remote_actors::pump).
+  std::deque<std::shared_ptr<actor_call>> outbox;
+  bool outbox_blocked = false;
+  /// Its node died and it is being rebuilt elsewhere: calls wait.
+  bool relocating = false;
+};
+
 /// Everything about one actor that outlives a single instance of it: what to
 /// rebuild it from, how often it restarted, why it died. Shared by its
 /// handles, its queued calls and its host.
@@ -42,24 +58,13 @@ public:
   /// Called on the host's thread when the actor is dead for good.
   std::function<void(actor_core&)> on_dead;
 
-  /// Hosted by another process (set at creation, never changes).
-  bool remote = false;
-  /// The node hosting a remote actor; changes when it is rebuilt elsewhere
-  /// (read and written under outbox_mtx then).
-  std::string node_id;
-  /// The actor's id on that node's data plane.
-  uint64_t remote_id = 0;
+  /// For an actor hosted by another process, where it is and what waits
+  /// to reach it; null for one hosted here. Set before anyone else sees
+  /// the core, never reset.
+  std::unique_ptr<remote_proxy> remote;
   /// Found by name, created by another process: never stopped or killed on
   /// this process's behalf except by lumen::kill, and never rebuilt here.
   bool borrowed = false;
-
-  /// Calls to a remote actor wait here, in submission order, until their
-  /// arguments are ready (see cluster_client::pump).
-  std::mutex outbox_mtx;
-  std::deque<std::shared_ptr<actor_call>> outbox;
-  bool outbox_blocked = false;
-  /// Its node died and it is being rebuilt elsewhere: calls wait.
-  bool relocating = false;
 
   void set_death_reason(std::string reason);
 

@@ -244,10 +244,10 @@ void local_runtime::kill_actor(const actor_ref& a) {
   if (core.dead.exchange(true))
     return;
   forget_name(core);
-  caf::actor handle;
-  {
+  caf::actor handle = core.handle;
+  if (core.remote) {
     // A remote actor's handle changes when it is rebuilt elsewhere.
-    std::lock_guard<std::mutex> guard{a.core->outbox_mtx};
+    std::lock_guard<std::mutex> guard{core.remote->mtx};
     handle = core.handle;
   }
   caf::anon_send_exit(handle, caf::exit_reason::kill);

@@ -50,14 +50,14 @@ void remote_actors::rescue(const std::string& node_id, const std::string& why) {
       core->set_death_reason(reason);
       core->dead = true;
       std::deque<std::shared_ptr<actor_call>> doomed; // fail outside the lock
-      std::lock_guard<std::mutex> guard{core->outbox_mtx};
-      doomed.swap(core->outbox);
-      core->relocating = false;
+      std::lock_guard<std::mutex> guard{core->remote->mtx};
+      doomed.swap(core->remote->outbox);
+      core->remote->relocating = false;
       continue;
     }
     {
-      std::lock_guard<std::mutex> guard{core->outbox_mtx};
-      core->relocating = true;
+      std::lock_guard<std::mutex> guard{core->remote->mtx};
+      core->remote->relocating = true;
     }
     try {
       // Its own placement cannot be honoured any more: any live node will do.
@@ -77,12 +77,12 @@ void remote_actors::rescue(const std::string& node_id, const std::string& why) {
       }
       core->set_death_reason(reason + "; restarted on " + node);
       {
-        std::lock_guard<std::mutex> guard{core->outbox_mtx};
+        std::lock_guard<std::mutex> guard{core->remote->mtx};
         core->handle = handle;
-        core->node_id = node;
-        core->remote_id = handle.id();
+        core->remote->node_id = node;
+        core->remote->remote_id = handle.id();
         core->restarts.fetch_add(1);
-        core->relocating = false;
+        core->remote->relocating = false;
       }
       std::lock_guard<std::mutex> guard{mtx_};
       hosted_[node].push_back(core);
@@ -90,9 +90,9 @@ void remote_actors::rescue(const std::string& node_id, const std::string& why) {
       core->set_death_reason(reason + "; no restart: " + e.what());
       core->dead = true;
       std::deque<std::shared_ptr<actor_call>> doomed; // fail outside the lock
-      std::lock_guard<std::mutex> guard{core->outbox_mtx};
-      doomed.swap(core->outbox);
-      core->relocating = false;
+      std::lock_guard<std::mutex> guard{core->remote->mtx};
+      doomed.swap(core->remote->outbox);
+      core->remote->relocating = false;
     }
     pump(core);
   }
@@ -110,9 +110,9 @@ remote_actors::spawn(const actor_class_entry& cls,
 
 void remote_actors::place(const std::shared_ptr<actor_core>& core,
                           const std::string& node, caf::actor handle) {
-  core->remote = true;
-  core->node_id = node;
-  core->remote_id = handle.id();
+  core->remote = std::make_unique<remote_proxy>();
+  core->remote->node_id = node;
+  core->remote->remote_id = handle.id();
   core->handle = std::move(handle);
   std::lock_guard<std::mutex> guard{mtx_};
   hosted_[node].push_back(core);
@@ -140,8 +140,8 @@ caf::actor remote_actors::spawn_on(const std::string& node,
 void remote_actors::submit_call(const std::shared_ptr<actor_core>& core,
                                 std::shared_ptr<actor_call> c) {
   {
-    std::lock_guard<std::mutex> guard{core->outbox_mtx};
-    core->outbox.push_back(std::move(c));
+    std::lock_guard<std::mutex> guard{core->remote->mtx};
+    core->remote->outbox.push_back(std::move(c));
   }
   pump(core);
 }
@@ -151,31 +151,31 @@ void remote_actors::pump(const std::shared_ptr<actor_core>& core) {
   std::deque<std::shared_ptr<actor_call>> doomed; // failed outside the lock
   {
     // Sending under the lock keeps concurrent pumps from reordering calls.
-    std::lock_guard<std::mutex> guard{core->outbox_mtx};
+    std::lock_guard<std::mutex> guard{core->remote->mtx};
     if (core->dead) {
-      doomed.swap(core->outbox);
+      doomed.swap(core->remote->outbox);
     } else {
-      while (!core->outbox_blocked && !core->relocating &&
-             !core->outbox.empty()) {
-        auto& head = core->outbox.front();
+      while (!core->remote->outbox_blocked && !core->remote->relocating &&
+             !core->remote->outbox.empty()) {
+        auto& head = core->remote->outbox.front();
         bool ready = true;
         for (auto& d : head->deps)
           ready = ready && d->ready();
         if (!ready) {
-          core->outbox_blocked = true;
+          core->remote->outbox_blocked = true;
           blocker = head;
           break;
         }
         send_call(core, std::move(head));
-        core->outbox.pop_front();
+        core->remote->outbox.pop_front();
       }
     }
   }
   if (blocker)
     when_all_ready(blocker->deps, [this, core] {
       {
-        std::lock_guard<std::mutex> guard{core->outbox_mtx};
-        core->outbox_blocked = false;
+        std::lock_guard<std::mutex> guard{core->remote->mtx};
+        core->remote->outbox_blocked = false;
       }
       pump(core);
     });
@@ -190,22 +190,22 @@ void remote_actors::send_call(const std::shared_ptr<actor_core>& core,
   bytes args;
   node_links::link link;
   try {
-    link = links_.get(core->node_id);
+    link = links_.get(core->remote->node_id);
     args = c->encode_args();
   } catch (...) {
     c->result()->set_error(std::current_exception());
     return;
   }
-  auto node = core->node_id; // the actor may move before the reply
+  auto node = core->remote->node_id; // the actor may move before the reply
   auto lost = [this, node, core, c,
                client = link.data.get()](const std::string& why) {
     {
       // Decided before the caller hears of the failure: its next call must
       // wait for the rebuilt actor, not chase the dead node.
-      std::lock_guard<std::mutex> guard{core->outbox_mtx};
-      if (core->node_id == node && !core->relocating) {
+      std::lock_guard<std::mutex> guard{core->remote->mtx};
+      if (core->remote->node_id == node && !core->remote->relocating) {
         if (restartable(*core) && !stopping_) {
-          core->relocating = true;
+          core->remote->relocating = true;
         } else {
           core->set_death_reason(why);
           core->dead = true;
@@ -215,7 +215,7 @@ void remote_actors::send_call(const std::shared_ptr<actor_core>& core,
     links_.lose(node, client, why);
     c->result()->set_error(core->lost_call_error(c->method(), node, why));
   };
-  if (!link.data->call(core->remote_id, c->method().name, args,
+  if (!link.data->call(core->remote->remote_id, c->method().name, args,
                        publish_reply(c), lost)) {
     // We hold the outbox lock (see pump): fail this call here, and leave the
     // node's funeral to the requester's thread.
