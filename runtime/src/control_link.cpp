@@ -57,15 +57,14 @@ void serve_control(caf::actor_system& sys, caf::actor published, gate& g) {
 }
 
 caf::actor connect_control(caf::actor_system& sys, const address& where,
-                           const credentials& creds, const std::string& what) {
-  int fd = pass_gate(
-    where, creds, what,
-    std::chrono::duration_cast<std::chrono::milliseconds>(handshake_timeout));
+                           const credentials& creds, const std::string& what,
+                           std::chrono::milliseconds timeout) {
+  int fd = pass_gate(where, creds, what, timeout);
   caf::actor peer;
   std::string failure;
   caf::scoped_actor self{sys};
   self
-    ->request(basp_broker(sys), handshake_timeout, caf::connect_atom::value,
+    ->request(basp_broker(sys), timeout, caf::connect_atom::value,
               sys.middleman().backend().new_scribe(fd), where.port)
     .receive(
       [&](caf::node_id&, caf::strong_actor_ptr& whom, std::set<std::string>&) {

@@ -5,6 +5,7 @@
 // gate first (gate.hpp) and are then handed to CAF's BASP broker, which
 // speaks BASP on them as on a connection it had made.
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -27,8 +28,11 @@ std::string say_hello(caf::actor_system& sys, const caf::actor& peer,
                       const std::string& role, const std::string& what);
 
 /// Passes the gate at `where` with `creds` and returns the actor served
-/// there; throws `error` (see `pass_gate`) naming `what`.
-caf::actor connect_control(caf::actor_system& sys, const address& where,
-                           const credentials& creds, const std::string& what);
+/// there, each of the two handshakes (the gate's, CAF's) within `timeout`;
+/// throws `error` (see `pass_gate`) naming `what`.
+caf::actor
+connect_control(caf::actor_system& sys, const address& where,
+                const credentials& creds, const std::string& what,
+                std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
 } // namespace lumen::detail

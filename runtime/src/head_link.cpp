@@ -139,7 +139,10 @@ void head_link::rejoin_loop() {
 
 caf::actor head_link::try_rejoin() {
   try {
-    auto h = connect_control(rt_.system(), where_, creds_, "the head");
+    // A head back at its address answers at once; a silent host must not
+    // hold up this process's shutdown for long.
+    auto h = connect_control(rt_.system(), where_, creds_, "the head",
+                             std::chrono::seconds(2));
     if (on_back_)
       on_back_(h);
     say_hello(rt_.system(), h, role_, "the head");

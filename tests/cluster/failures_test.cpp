@@ -6,6 +6,7 @@
 // a node paused past the heartbeat timeout and resumed.
 
 #include <functional>
+#include <thread>
 
 #include <lumen/caf_interop.hpp>
 
@@ -22,13 +23,17 @@ std::string port_of(const std::string& address) {
   return address.substr(address.rfind(':') + 1);
 }
 
-/// Waits up to `limit` for `done`; true if it happened.
+/// Waits up to `limit` seconds for the state `done` checks (the head's
+/// view, this driver's), asking every 50 ms; true if it came. The limit is
+/// the figure under test, not a guess at when something happened.
 template <class F>
 bool within(double limit, F done) {
   auto start = steady_clock::now();
-  while (seconds_since(start) < limit)
+  while (seconds_since(start) < limit) {
     if (done())
       return true;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
   return false;
 }
 
