@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include <caf/error.hpp>
 #include <caf/meta/annotation.hpp>
 #include <caf/meta/load_callback.hpp>
 #include <caf/meta/save_callback.hpp>
@@ -219,8 +220,11 @@ private:
   template <class T>
   void get(T& x) {
     if constexpr (std::is_base_of<caf::meta::annotation, T>::value) {
+      // A type's own check of what it just read (CAF's load_callback).
       if constexpr (caf::meta::is_load_callback<T>::value)
-        x.fun();
+        if (auto err = x.fun())
+          throw codec_error("a value failed its own check after decoding: " +
+                            caf::to_string(err));
     } else if constexpr (std::is_same<T, bool>::value) {
       char b = 0;
       raw(&b, 1);
