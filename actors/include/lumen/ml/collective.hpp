@@ -1,0 +1,82 @@
+#pragma once
+
+// Collectives, like ray.util.collective: each member of a group (a Lumen
+// actor, a task, a thread) calls them on its own buffer, in place.
+//
+//   lumen::collective::init_group(4, rank, "grads");
+//   lumen::collective::allreduce(grad, "grads", reduce_op::average);
+//
+// Membership belongs to the calling thread, which is what a Lumen actor
+// runs on: one process may hold several members of a group. Members in
+// one process read each other's buffers directly (no copies, no bytes on
+// a wire): each reduces its own slice of the buffer over all members'
+// memory, then copies the others' slices. Every member gets bit-identical
+// results, whatever the reduction's rounding.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <lumen/errors.hpp>
+
+#include "lumen/ml/ring.hpp"
+#include "lumen/ml/tensor.hpp"
+
+namespace lumen::collective {
+
+/// A collective could not run: an unknown or destroyed group, a rank out
+/// of range or claimed twice, buffers that differ across ranks, a member
+/// that did not come in time. The message names the group and the ranks.
+class collective_error : public error {
+public:
+  using error::error;
+};
+
+/// How long a member waits for the others at each step before the whole
+/// operation fails with `collective_error` (default 30 s).
+void set_timeout(const std::string& group, std::chrono::milliseconds timeout);
+
+/// Makes the calling thread rank `rank` of the group `group` of
+/// `world_size` members. Throws `collective_error` if the rank is out of
+/// range or taken, or the group exists with another size.
+void init_group(int world_size, int rank, const std::string& group);
+
+/// Leaves the group; once every member left it, the name is free for a
+/// new group. Members still inside an operation fail.
+void destroy_group(const std::string& group);
+
+bool is_group_initialized(const std::string& group);
+int get_rank(const std::string& group);
+int get_world_size(const std::string& group);
+
+/// Reduces every member's `buf` with `op`; every member ends with the
+/// result. Buffers must agree in dtype and length on all ranks.
+void allreduce(ml::tensor& buf, const std::string& group,
+               reduce_op op = reduce_op::sum);
+void allreduce(std::vector<float>& buf, const std::string& group,
+               reduce_op op = reduce_op::sum);
+
+/// As allreduce, but only rank `dst_rank` gets the result; the others'
+/// buffers stay as they were.
+void reduce(ml::tensor& buf, int dst_rank, const std::string& group,
+            reduce_op op = reduce_op::sum);
+
+/// Every member's `buf` becomes rank `src_rank`'s.
+void broadcast(ml::tensor& buf, int src_rank, const std::string& group);
+void broadcast(std::vector<float>& buf, int src_rank, const std::string& group);
+
+/// `out` becomes every rank's `in`, in rank order (same dtype and shape on
+/// all ranks).
+void allgather(std::vector<ml::tensor>& out, const ml::tensor& in,
+               const std::string& group);
+
+/// `in` holds one tensor per rank; rank r's `out` becomes the reduction of
+/// every member's `in[r]`.
+void reducescatter(ml::tensor& out, const std::vector<ml::tensor>& in,
+                   const std::string& group, reduce_op op = reduce_op::sum);
+
+/// Returns once every member called it.
+void barrier(const std::string& group);
+
+} // namespace lumen::collective

@@ -1,0 +1,179 @@
+#pragma once
+
+// lumen::ml::tensor: a shaped block of numbers, as PyTorch users know it.
+// Copies of a tensor share its storage (as `b = a` does in PyTorch);
+// `clone()` copies the numbers. It crosses processes as one block of raw
+// bytes, and Eigen maps it in place.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include <caf/error.hpp>
+#include <caf/meta/load_callback.hpp>
+#include <caf/meta/type_name.hpp>
+
+#include <lumen/errors.hpp>
+
+namespace lumen::ml {
+
+enum class dtype : uint8_t { float32, float64, int32, int64 };
+
+/// "float32", ...
+const char* to_string(dtype t) noexcept;
+
+/// Bytes per element.
+size_t size_of(dtype t) noexcept;
+
+/// The dtype of element type `T` (float, double, int32_t, int64_t).
+template <class T>
+constexpr dtype dtype_of() {
+  if constexpr (std::is_same<T, float>::value)
+    return dtype::float32;
+  else if constexpr (std::is_same<T, double>::value)
+    return dtype::float64;
+  else if constexpr (std::is_same<T, int32_t>::value)
+    return dtype::int32;
+  else {
+    static_assert(std::is_same<T, int64_t>::value,
+                  "lumen::ml::tensor holds float, double, int32_t or "
+                  "int64_t");
+    return dtype::int64;
+  }
+}
+
+class tensor {
+public:
+  /// An empty float32 tensor of shape [0].
+  tensor();
+
+  /// Zeros of `shape` (a dimension may be 0; none may be negative).
+  explicit tensor(std::vector<int64_t> shape, dtype type = dtype::float32);
+
+  /// A 1-D tensor holding `values` (copied once, into shared storage).
+  template <class T>
+  static tensor from(const std::vector<T>& values) {
+    tensor t({static_cast<int64_t>(values.size())}, dtype_of<T>());
+    if (!values.empty())
+      std::memcpy(t.raw(), values.data(), values.size() * sizeof(T));
+    return t;
+  }
+
+  dtype type() const noexcept {
+    return type_;
+  }
+
+  const std::vector<int64_t>& shape() const noexcept {
+    return shape_;
+  }
+
+  /// Number of elements.
+  size_t numel() const noexcept {
+    return numel_;
+  }
+
+  size_t nbytes() const noexcept {
+    return numel_ * size_of(type_);
+  }
+
+  /// The elements as `T`; throws `usage_error` unless `T` is the dtype.
+  template <class T>
+  T* data() {
+    check<T>();
+    return reinterpret_cast<T*>(raw());
+  }
+
+  template <class T>
+  const T* data() const {
+    check<T>();
+    return reinterpret_cast<const T*>(raw());
+  }
+
+  /// The elements as an Eigen column vector, in place.
+  template <class T>
+  Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>> vec() {
+    return {data<T>(), static_cast<Eigen::Index>(numel_)};
+  }
+
+  template <class T>
+  Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>> vec() const {
+    return {data<T>(), static_cast<Eigen::Index>(numel_)};
+  }
+
+  /// A 2-D tensor as a row-major Eigen matrix, in place; throws
+  /// `usage_error` for another rank.
+  template <class T>
+  Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>
+  mat() {
+    require_rank(2);
+    return {data<T>(), static_cast<Eigen::Index>(shape_[0]),
+            static_cast<Eigen::Index>(shape_[1])};
+  }
+
+  /// The elements copied out.
+  template <class T>
+  std::vector<T> to_vector() const {
+    auto p = data<T>();
+    return std::vector<T>(p, p + numel_);
+  }
+
+  /// A tensor with its own copy of the numbers.
+  tensor clone() const;
+
+  /// Raw bytes, `nbytes()` of them.
+  char* raw() noexcept {
+    return storage_->data();
+  }
+  const char* raw() const noexcept {
+    return storage_->data();
+  }
+
+  /// Same dtype, shape and numbers.
+  friend bool operator==(const tensor& a, const tensor& b);
+
+  /// "float32[2, 3]".
+  std::string describe() const;
+
+  template <class Inspector>
+  friend typename Inspector::result_type inspect(Inspector& f, tensor& x) {
+    // The storage is a vector of bytes: CAF and Lumen's codec both write
+    // it as one raw block, never element by element.
+    auto name = caf::meta::type_name("lumen::ml::tensor");
+    if constexpr (Inspector::writes_state) {
+      auto& fresh = x.fresh_storage(); // never into storage others share
+      return f(name, x.type_, x.shape_, fresh,
+               caf::meta::load_callback([&x] { return x.check_loaded(); }));
+    } else {
+      return f(name, x.type_, x.shape_, *x.storage_);
+    }
+  }
+
+private:
+  template <class T>
+  void check() const {
+    if (type_ != dtype_of<T>())
+      throw usage_error("this tensor holds " + std::string{to_string(type_)} +
+                        ", not " + to_string(dtype_of<T>()) + "; use data<" +
+                        cpp_name(type_) + ">()");
+  }
+
+  static const char* cpp_name(dtype t) noexcept;
+  void require_rank(size_t rank) const;
+  /// New, unshared storage for a decoder to fill.
+  std::vector<char>& fresh_storage();
+  /// After decoding: dtype, shape and byte count must agree.
+  caf::error check_loaded();
+
+  dtype type_ = dtype::float32;
+  std::vector<int64_t> shape_;
+  size_t numel_ = 0;
+  std::shared_ptr<std::vector<char>> storage_;
+};
+
+} // namespace lumen::ml

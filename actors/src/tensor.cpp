@@ -1,0 +1,129 @@
+#include "lumen/ml/tensor.hpp"
+
+#include <cstdint>
+
+#include <caf/sec.hpp>
+
+namespace lumen::ml {
+
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+size_t count_elements(const std::vector<int64_t>& shape) {
+  size_t n = 1;
+  for (auto d : shape) {
+    if (d < 0)
+      throw usage_error("a tensor dimension cannot be negative (got " +
+                        std::to_string(d) + ")");
+    auto dim = static_cast<size_t>(d);
+    if (dim != 0 && n > SIZE_MAX / dim)
+      throw usage_error("a tensor of shape " + shape_text(shape) +
+                        " has more elements than memory can hold");
+    n *= dim;
+  }
+  return n;
+}
+
+} // namespace
+
+const char* to_string(dtype t) noexcept {
+  switch (t) {
+    case dtype::float32:
+      return "float32";
+    case dtype::float64:
+      return "float64";
+    case dtype::int32:
+      return "int32";
+    case dtype::int64:
+      return "int64";
+  }
+  return "unknown";
+}
+
+size_t size_of(dtype t) noexcept {
+  switch (t) {
+    case dtype::float32:
+    case dtype::int32:
+      return 4;
+    case dtype::float64:
+    case dtype::int64:
+      return 8;
+  }
+  return 0;
+}
+
+const char* tensor::cpp_name(dtype t) noexcept {
+  switch (t) {
+    case dtype::float32:
+      return "float";
+    case dtype::float64:
+      return "double";
+    case dtype::int32:
+      return "int32_t";
+    case dtype::int64:
+      return "int64_t";
+  }
+  return "?";
+}
+
+tensor::tensor()
+  : tensor(std::vector<int64_t>{0}) {}
+
+tensor::tensor(std::vector<int64_t> shape, dtype type)
+  : type_(type)
+  , shape_(std::move(shape))
+  , numel_(count_elements(shape_))
+  , storage_(std::make_shared<std::vector<char>>(numel_ * size_of(type))) {}
+
+tensor tensor::clone() const {
+  tensor t = *this;
+  t.storage_ = std::make_shared<std::vector<char>>(*storage_);
+  return t;
+}
+
+bool operator==(const tensor& a, const tensor& b) {
+  return a.type_ == b.type_ && a.shape_ == b.shape_ &&
+         *a.storage_ == *b.storage_;
+}
+
+std::string tensor::describe() const {
+  return std::string{to_string(type_)} + shape_text(shape_);
+}
+
+void tensor::require_rank(size_t rank) const {
+  if (shape_.size() != rank)
+    throw usage_error("this needs a tensor of " + std::to_string(rank) +
+                      " dimensions; this one is " + describe());
+}
+
+std::vector<char>& tensor::fresh_storage() {
+  storage_ = std::make_shared<std::vector<char>>();
+  return *storage_;
+}
+
+caf::error tensor::check_loaded() {
+  if (static_cast<uint8_t>(type_) > static_cast<uint8_t>(dtype::int64))
+    return caf::make_error(caf::sec::invalid_argument,
+                           "a tensor with an unknown dtype");
+  size_t n = 0;
+  try {
+    n = count_elements(shape_);
+  } catch (const usage_error& e) {
+    return caf::make_error(caf::sec::invalid_argument, e.what());
+  }
+  if (n * size_of(type_) != storage_->size())
+    return caf::make_error(caf::sec::invalid_argument,
+                           "a " + describe() + " tensor needs " +
+                             std::to_string(n * size_of(type_)) +
+                             " bytes, got " + std::to_string(storage_->size()));
+  numel_ = n;
+  return caf::none;
+}
+
+} // namespace lumen::ml

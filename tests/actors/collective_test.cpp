@@ -1,0 +1,263 @@
+#define BOOST_TEST_MODULE collective
+#include <boost/test/unit_test.hpp>
+
+// Collective groups whose members are threads of one process, as Lumen
+// actors in one process are: every op against closed forms over world
+// sizes and lengths, and the bad-input rules.
+
+#include <atomic>
+#include <functional>
+#include <thread>
+
+#include <lumen/ml.hpp>
+
+using namespace lumen::collective;
+using lumen::ml::dtype;
+using lumen::ml::tensor;
+
+namespace {
+
+std::atomic<int> next_group{0};
+
+std::string fresh_group() {
+  return "g" + std::to_string(next_group++);
+}
+
+/// Runs `body(rank)` on `n` threads, each a member of group `g`; returns
+/// the message of each rank's collective_error ("" if none).
+std::vector<std::string> on_ranks(int n, const std::string& g,
+                                  const std::function<void(int)>& body) {
+  std::vector<std::string> errors(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        init_group(n, r, g);
+        set_timeout(g, std::chrono::milliseconds(3000));
+        body(r);
+      } catch (const collective_error& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+      if (is_group_initialized(g))
+        destroy_group(g);
+    });
+  for (auto& t : threads)
+    t.join();
+  return errors;
+}
+
+float input(int r, size_t i) {
+  return static_cast<float>((r + 1) * static_cast<int>(i % 3 + 1));
+}
+
+float expected(reduce_op op, int n, size_t i) {
+  float acc = input(0, i);
+  for (int r = 1; r < n; ++r) {
+    float x = input(r, i);
+    if (op == reduce_op::sum || op == reduce_op::average)
+      acc += x;
+    else if (op == reduce_op::product)
+      acc *= x;
+    else if (op == reduce_op::min)
+      acc = std::min(acc, x);
+    else
+      acc = std::max(acc, x);
+  }
+  return op == reduce_op::average ? acc / static_cast<float>(n) : acc;
+}
+
+tensor rank_input(int r, size_t length) {
+  tensor t({static_cast<int64_t>(length)});
+  for (size_t i = 0; i < length; ++i)
+    t.data<float>()[i] = input(r, i);
+  return t;
+}
+
+bool matches(const tensor& t, reduce_op op, int n) {
+  for (size_t i = 0; i < t.numel(); ++i)
+    if (t.data<float>()[i] != expected(op, n, i))
+      return false;
+  return true;
+}
+
+const std::vector<reduce_op> all_ops{reduce_op::sum, reduce_op::product,
+                                     reduce_op::min, reduce_op::max,
+                                     reduce_op::average};
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(collective)
+
+BOOST_AUTO_TEST_CASE(allreduce_matches_the_closed_form_everywhere) {
+  for (int n : {1, 2, 3, 4, 7})
+    for (size_t length :
+         {size_t{0}, size_t{1}, size_t(n - 1), size_t{1000}, size_t{1} << 20})
+      for (auto op : all_ops) {
+        if (length == (size_t{1} << 20) && op != reduce_op::sum &&
+            op != reduce_op::average)
+          continue;
+        auto g = fresh_group();
+        std::vector<int> ok(static_cast<size_t>(n), 0);
+        auto errors = on_ranks(n, g, [&](int r) {
+          auto t = rank_input(r, length);
+          allreduce(t, g, op);
+          ok[static_cast<size_t>(r)] = matches(t, op, n);
+        });
+        for (int r = 0; r < n; ++r) {
+          BOOST_TEST(errors[static_cast<size_t>(r)].empty(),
+                     errors[static_cast<size_t>(r)]);
+          BOOST_TEST(ok[static_cast<size_t>(r)] == 1,
+                     "n=" << n << " length=" << length
+                          << " op=" << to_string(op) << " rank=" << r);
+        }
+      }
+}
+
+BOOST_AUTO_TEST_CASE(vectors_and_other_dtypes_reduce_in_place) {
+  auto g = fresh_group();
+  on_ranks(3, g, [&](int r) {
+    std::vector<float> v(10, static_cast<float>(r));
+    allreduce(v, g, reduce_op::max);
+    BOOST_TEST((v == std::vector<float>(10, 2.0f)));
+    tensor i64({5}, dtype::int64);
+    for (auto& x : std::vector<int64_t*>{i64.data<int64_t>()})
+      std::fill(x, x + 5, int64_t{1} << (40 + r));
+    allreduce(i64, g, reduce_op::sum);
+    BOOST_TEST(i64.data<int64_t>()[4] ==
+               (int64_t{1} << 40) + (int64_t{1} << 41) + (int64_t{1} << 42));
+  });
+}
+
+BOOST_AUTO_TEST_CASE(reduce_broadcast_allgather_reducescatter_barrier) {
+  const int n = 4;
+  auto g = fresh_group();
+  std::atomic<int> passed_barrier{0};
+  auto errors = on_ranks(n, g, [&](int r) {
+    auto t = rank_input(r, 1000);
+    reduce(t, 2, g, reduce_op::sum);
+    if (r == 2)
+      BOOST_TEST(matches(t, reduce_op::sum, n));
+    else
+      BOOST_TEST((t == rank_input(r, 1000))); // untouched
+    auto b = rank_input(r, 17);
+    broadcast(b, 3, g);
+    BOOST_TEST((b == rank_input(3, 17)));
+    std::vector<tensor> all;
+    allgather(all, rank_input(r, 5), g);
+    BOOST_REQUIRE(all.size() == size_t{n});
+    for (int q = 0; q < n; ++q)
+      BOOST_TEST((all[static_cast<size_t>(q)] == rank_input(q, 5)));
+    std::vector<tensor> parts;
+    for (int q = 0; q < n; ++q)
+      parts.push_back(rank_input(r, 6));
+    tensor mine;
+    reducescatter(mine, parts, g, reduce_op::max);
+    BOOST_TEST(matches(mine, reduce_op::max, n));
+    passed_barrier++;
+    barrier(g);
+    BOOST_TEST(passed_barrier.load() == n); // nobody left before all came
+  });
+  for (auto& e : errors)
+    BOOST_TEST(e.empty(), e);
+}
+
+BOOST_AUTO_TEST_CASE(mismatched_lengths_fail_on_every_rank_naming_them) {
+  auto g = fresh_group();
+  auto errors = on_ranks(3, g, [&](int r) {
+    auto t = rank_input(r, r == 1 ? 999 : 1000);
+    allreduce(t, g);
+  });
+  for (auto& e : errors) {
+    BOOST_TEST(e.find("group '" + g + "'") != std::string::npos, e);
+    BOOST_TEST(e.find("rank 1 passed 999 float32") != std::string::npos, e);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(mismatched_dtypes_and_roots_fail_on_every_rank) {
+  auto g = fresh_group();
+  auto errors = on_ranks(2, g, [&](int r) {
+    tensor t({8}, r == 0 ? dtype::float32 : dtype::float64);
+    allreduce(t, g);
+  });
+  for (auto& e : errors)
+    BOOST_TEST(e.find("same dtype") != std::string::npos, e);
+  auto h = fresh_group();
+  errors = on_ranks(2, h, [&](int) {
+    tensor t({8});
+    broadcast(t, 5, h);
+  });
+  for (auto& e : errors)
+    BOOST_TEST(e.find("out of range") != std::string::npos, e);
+}
+
+BOOST_AUTO_TEST_CASE(bad_ranks_and_unknown_groups_are_clear_errors) {
+  BOOST_CHECK_EXCEPTION(
+    init_group(4, 4, "x"), collective_error, [](const collective_error& e) {
+      return std::string{e.what()}.find("ranks 0 to 3") != std::string::npos;
+    });
+  BOOST_CHECK_EXCEPTION(
+    [] {
+      tensor t({3});
+      allreduce(t, "never-made");
+    }(),
+    collective_error,
+    [](const collective_error& e) {
+      return std::string{e.what()}.find("init_group") != std::string::npos;
+    });
+  auto g = fresh_group();
+  init_group(2, 0, g);
+  std::string second;
+  std::thread other{[&] {
+    try {
+      init_group(2, 0, g); // the same rank again
+    } catch (const collective_error& e) {
+      second = e.what();
+    }
+  }};
+  other.join();
+  BOOST_TEST(second.find("two members claim it") != std::string::npos, second);
+  std::thread sizes{[&] {
+    try {
+      init_group(3, 1, g);
+    } catch (const collective_error& e) {
+      second = e.what();
+    }
+  }};
+  sizes.join();
+  BOOST_TEST(second.find("same world_size") != std::string::npos, second);
+  destroy_group(g);
+}
+
+BOOST_AUTO_TEST_CASE(a_member_that_never_comes_fails_the_others_in_time) {
+  auto g = fresh_group();
+  auto start = std::chrono::steady_clock::now();
+  auto errors = on_ranks(3, g, [&](int r) {
+    set_timeout(g, std::chrono::milliseconds(300));
+    if (r == 2)
+      return; // leaves without taking part
+    auto t = rank_input(r, 100);
+    allreduce(t, g);
+  });
+  auto took =
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+  BOOST_TEST(took < 5.0);
+  for (int r = 0; r < 2; ++r)
+    BOOST_TEST(errors[static_cast<size_t>(r)].find("rank") != std::string::npos,
+               errors[static_cast<size_t>(r)]);
+}
+
+BOOST_AUTO_TEST_CASE(a_group_is_made_again_under_its_name) {
+  auto g = fresh_group();
+  for (int round = 0; round < 3; ++round) {
+    auto errors = on_ranks(2, g, [&](int r) {
+      auto t = rank_input(r, 10);
+      allreduce(t, g);
+      BOOST_TEST(matches(t, reduce_op::sum, 2));
+    });
+    for (auto& e : errors)
+      BOOST_TEST(e.empty(), e);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,72 @@
+#define BOOST_TEST_MODULE tensor
+#include <boost/test/unit_test.hpp>
+
+#include <lumen/detail/codec.hpp>
+#include <lumen/ml/tensor.hpp>
+
+using lumen::ml::dtype;
+using lumen::ml::tensor;
+
+BOOST_AUTO_TEST_SUITE(tensor_suite)
+
+BOOST_AUTO_TEST_CASE(shape_dtype_and_zeros) {
+  tensor t({2, 3}, dtype::float64);
+  BOOST_TEST(t.numel() == 6u);
+  BOOST_TEST(t.nbytes() == 48u);
+  BOOST_TEST(t.describe() == "float64[2, 3]");
+  for (double v : t.to_vector<double>())
+    BOOST_TEST(v == 0.0);
+  BOOST_TEST(tensor{}.numel() == 0u);
+  BOOST_CHECK_THROW(tensor({2, -1}), lumen::usage_error);
+}
+
+BOOST_AUTO_TEST_CASE(copies_share_storage_and_clone_does_not) {
+  auto a = tensor::from(std::vector<float>{1, 2, 3});
+  auto b = a;
+  b.data<float>()[0] = 10;
+  BOOST_TEST(a.data<float>()[0] == 10.0f); // as `b = a` in PyTorch
+  auto c = a.clone();
+  c.data<float>()[1] = 20;
+  BOOST_TEST(a.data<float>()[1] == 2.0f);
+  BOOST_TEST((a == b));
+  BOOST_TEST(!(a == c));
+}
+
+BOOST_AUTO_TEST_CASE(eigen_maps_in_place) {
+  tensor m({2, 2});
+  m.mat<float>() << 1, 2, 3, 4;
+  BOOST_TEST(m.data<float>()[1] == 2.0f); // row-major
+  m.vec<float>() *= 2.0f;
+  BOOST_TEST((m.to_vector<float>() == std::vector<float>{2, 4, 6, 8}));
+  BOOST_CHECK_THROW(tensor({4}).mat<float>(), lumen::usage_error);
+}
+
+BOOST_AUTO_TEST_CASE(the_wrong_element_type_is_a_usage_error) {
+  tensor t({3}, dtype::int32);
+  BOOST_CHECK_EXCEPTION(
+    t.data<float>(), lumen::usage_error, [](const lumen::usage_error& e) {
+      return std::string{e.what()}.find("data<int32_t>") != std::string::npos;
+    });
+}
+
+BOOST_AUTO_TEST_CASE(crosses_the_codec_as_raw_bytes) {
+  tensor t({1000, 250}, dtype::float32);
+  for (size_t i = 0; i < t.numel(); ++i)
+    t.data<float>()[i] = static_cast<float>(i) * 0.5f;
+  auto bytes = lumen::detail::encode(t);
+  // dtype, shape (count + dims) and the block: no per-element framing.
+  BOOST_TEST(bytes.size() < t.nbytes() + 64);
+  auto back = std::get<0>(lumen::detail::decode<tensor>(bytes));
+  BOOST_TEST((back == t));
+}
+
+BOOST_AUTO_TEST_CASE(bytes_that_lie_about_the_shape_are_refused) {
+  tensor t({4, 4});
+  auto bytes = lumen::detail::encode(t);
+  // The shape's first dimension sits after the dtype byte and the count.
+  int64_t lie = 5;
+  std::memcpy(bytes.data() + 1 + 8, &lie, sizeof(lie));
+  BOOST_CHECK_THROW(lumen::detail::decode<tensor>(bytes), lumen::codec_error);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
