@@ -1,187 +1,16 @@
 #include "lumen/ml/collective.hpp"
 
-#include <condition_variable>
 #include <cstring>
 #include <functional>
-#include <map>
-#include <memory>
-#include <mutex>
+
+#include "groups.hpp"
 
 namespace lumen::collective {
 
 namespace {
 
-using clock = std::chrono::steady_clock;
-
-/// What one member brings to an operation.
-struct slot {
-  const void* in = nullptr; // the member's input (a tensor, a list, ...)
-  char* data = nullptr;     // its buffer, for the in-place collectives
-  ml::dtype type = ml::dtype::float32;
-  size_t numel = 0;
-  std::vector<int64_t> shape;
-  reduce_op op = reduce_op::sum;
-  bool has_root = false;
-  int root = 0;
-  std::string what; // the operation, as the member called it
-};
-
-/// The members of one group in this process, and the operation under way.
-/// An operation goes in rounds: every member posts its slot and waits for
-/// the others (the last one checks that the slots agree), then each stage
-/// of work ends with every member waiting for the others again.
-class local_group {
-public:
-  local_group(std::string name, int world)
-    : name_(std::move(name))
-    , world_(world)
-    , joined_(static_cast<size_t>(world), false)
-    , arrived_(static_cast<size_t>(world), false)
-    , slots_(static_cast<size_t>(world)) {}
-
-  const std::string& name() const noexcept {
-    return name_;
-  }
-
-  int world() const noexcept {
-    return world_;
-  }
-
-  /// Claims `rank`; false if it is taken.
-  bool join(int rank) {
-    std::lock_guard<std::mutex> guard{mtx_};
-    if (joined_[static_cast<size_t>(rank)])
-      return false;
-    joined_[static_cast<size_t>(rank)] = true;
-    ++members_;
-    return true;
-  }
-
-  /// Gives `rank` up; true if it was the last member.
-  bool leave(int rank) {
-    std::lock_guard<std::mutex> guard{mtx_};
-    joined_[static_cast<size_t>(rank)] = false;
-    if (count_ > 0)
-      break_with("rank " + std::to_string(rank) +
-                 " left the group (destroy_group) while the others waited");
-    return --members_ == 0;
-  }
-
-  void set_timeout(std::chrono::milliseconds t) {
-    std::lock_guard<std::mutex> guard{mtx_};
-    timeout_ = t;
-  }
-
-  /// Runs one operation for `rank`: posts `mine`, checks all slots with
-  /// `check` (an empty answer means they agree), then runs each stage,
-  /// all members finishing a stage before any starts the next.
-  void run(
-    int rank, slot mine,
-    const std::function<std::string(const std::vector<slot>&)>& check,
-    const std::vector<std::function<void(const std::vector<slot>&)>>& stages) {
-    {
-      std::unique_lock<std::mutex> lock{mtx_};
-      slots_[static_cast<size_t>(rank)] = std::move(mine);
-      arrive(lock, rank, "start " + slots_[static_cast<size_t>(rank)].what,
-             [&] { return check(slots_); });
-      if (!verdict_.empty())
-        throw collective_error("group '" + name_ + "': " + verdict_);
-    }
-    for (auto& stage : stages) {
-      stage(slots_);
-      std::unique_lock<std::mutex> lock{mtx_};
-      arrive(lock, rank, "finish a step of " + slots_[rank].what, nullptr);
-    }
-  }
-
-private:
-  /// Waits for every member to arrive here; the last runs `last` and wakes
-  /// the rest. Throws once the group is broken.
-  void arrive(std::unique_lock<std::mutex>& lock, int rank,
-              const std::string& where,
-              const std::function<std::string()>& last) {
-    if (!broken_.empty())
-      throw collective_error(broken_);
-    auto generation = generation_;
-    arrived_[static_cast<size_t>(rank)] = true;
-    if (++count_ == world_) {
-      verdict_ = last ? last() : std::string{};
-      count_ = 0;
-      std::fill(arrived_.begin(), arrived_.end(), false);
-      ++generation_;
-      cv_.notify_all();
-      return;
-    }
-    auto deadline = clock::now() + timeout_;
-    bool woke = cv_.wait_until(lock, deadline, [&] {
-      return generation_ != generation || !broken_.empty();
-    });
-    if (!woke) {
-      std::string missing;
-      for (size_t r = 0; r < arrived_.size(); ++r)
-        if (!arrived_[r])
-          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      break_with("rank " + std::to_string(rank) + " waited " +
-                 std::to_string(timeout_.count()) + " ms to " + where +
-                 " for rank(s) " + missing +
-                 ", which did not come; destroy the group and make it again");
-    }
-    if (!broken_.empty())
-      throw collective_error(broken_);
-  }
-
-  void break_with(const std::string& why) {
-    broken_ = "group '" + name_ + "': " + why;
-    cv_.notify_all();
-  }
-
-  std::string name_;
-  int world_;
-  std::mutex mtx_;
-  std::condition_variable cv_;
-  std::vector<bool> joined_;
-  int members_ = 0;
-  std::chrono::milliseconds timeout_{30000};
-  // The round under way.
-  uint64_t generation_ = 0;
-  int count_ = 0;
-  std::vector<bool> arrived_;
-  std::vector<slot> slots_;
-  std::string verdict_;
-  std::string broken_; // set for good once a member failed to come
-};
-
-struct group_registry {
-  std::mutex mtx;
-  std::map<std::string, std::shared_ptr<local_group>> groups;
-};
-
-group_registry& registry() {
-  static group_registry r;
-  return r;
-}
-
-struct membership {
-  std::shared_ptr<local_group> group;
-  int rank;
-};
-
-/// The groups the calling thread is a member of.
-std::map<std::string, membership>& my_groups() {
-  thread_local std::map<std::string, membership> mine;
-  return mine;
-}
-
-membership& member_of(const std::string& group) {
-  auto& mine = my_groups();
-  auto i = mine.find(group);
-  if (i == mine.end())
-    throw collective_error("this thread is not a member of group '" + group +
-                           "'; call lumen::collective::init_group(world_size, "
-                           "rank, \"" +
-                           group + "\") on it first");
-  return i->second;
-}
+using detail::member_of;
+using detail::slot;
 
 /// Dispatches on a dtype to `fn(T{})`.
 template <class F>
@@ -254,75 +83,27 @@ T* elems(const slot& s) {
   return reinterpret_cast<T*>(s.data);
 }
 
+/// Reduces slice `slice` of every member's buffer with `op` into that slice
+/// of member `owner`'s buffer, which holds the owner's own values to start
+/// with. Only the member whose slice it is touches it, in any buffer.
+void reduce_slice_into(const std::vector<slot>& all, size_t slice, size_t owner,
+                       size_t numel, ml::dtype type, reduce_op op) {
+  with_type(type, [&](auto t) {
+    using T = decltype(t);
+    auto c = chunk_of(numel, all.size(), slice);
+    T* acc = elems<T>(all[owner]) + c.begin;
+    for (size_t q = 0; q < all.size(); ++q)
+      if (q != owner)
+        reduce_into(acc, elems<T>(all[q]) + c.begin, c.size(), op);
+    finish(acc, c.size(), op, all.size());
+  });
+}
+
 const ml::tensor& tensor_in(const slot& s) {
   return *static_cast<const ml::tensor*>(s.in);
 }
 
 } // namespace
-
-void set_timeout(const std::string& group, std::chrono::milliseconds timeout) {
-  member_of(group).group->set_timeout(timeout);
-}
-
-void init_group(int world_size, int rank, const std::string& group) {
-  if (world_size < 1)
-    throw collective_error("group '" + group + "' needs at least one member (" +
-                           "world_size " + std::to_string(world_size) + ")");
-  if (rank < 0 || rank >= world_size)
-    throw collective_error(
-      "rank " + std::to_string(rank) + " is out of range for group '" + group +
-      "' of " + std::to_string(world_size) + " members (ranks 0 to " +
-      std::to_string(world_size - 1) + ")");
-  if (my_groups().count(group))
-    throw collective_error("this thread is a member of group '" + group +
-                           "' already (rank " +
-                           std::to_string(my_groups()[group].rank) +
-                           "); destroy_group first to join again");
-  std::shared_ptr<local_group> g;
-  {
-    auto& reg = registry();
-    std::lock_guard<std::mutex> guard{reg.mtx};
-    auto& slot = reg.groups[group];
-    if (!slot)
-      slot = std::make_shared<local_group>(group, world_size);
-    g = slot;
-  }
-  if (g->world() != world_size)
-    throw collective_error(
-      "group '" + group + "' has " + std::to_string(g->world()) +
-      " members, and this one says " + std::to_string(world_size) +
-      "; every member must pass the same world_size");
-  if (!g->join(rank))
-    throw collective_error("rank " + std::to_string(rank) + " of group '" +
-                           group +
-                           "' is taken: two members claim it; give each "
-                           "member its own rank");
-  my_groups()[group] = {g, rank};
-}
-
-void destroy_group(const std::string& group) {
-  auto m = member_of(group);
-  my_groups().erase(group);
-  if (m.group->leave(m.rank)) {
-    auto& reg = registry();
-    std::lock_guard<std::mutex> guard{reg.mtx};
-    auto i = reg.groups.find(group);
-    if (i != reg.groups.end() && i->second == m.group)
-      reg.groups.erase(i);
-  }
-}
-
-bool is_group_initialized(const std::string& group) {
-  return my_groups().count(group) > 0;
-}
-
-int get_rank(const std::string& group) {
-  return member_of(group).rank;
-}
-
-int get_world_size(const std::string& group) {
-  return member_of(group).group->world();
-}
 
 namespace {
 
@@ -337,15 +118,7 @@ void allreduce_in_place(char* data, ml::dtype type, size_t numel,
   // own buffer (nobody else reads that slice of it), then copies the
   // others' finished slices.
   auto reduce_mine = [&](const std::vector<slot>& all) {
-    with_type(type, [&](auto t) {
-      using T = decltype(t);
-      auto c = chunk_of(numel, world, rank);
-      T* acc = elems<T>(all[rank]) + c.begin;
-      for (size_t q = 0; q < world; ++q)
-        if (q != rank)
-          reduce_into(acc, elems<T>(all[q]) + c.begin, c.size(), op);
-      finish(acc, c.size(), op, world);
-    });
+    reduce_slice_into(all, rank, rank, numel, type, op);
   };
   auto gather_others = [&](const std::vector<slot>& all) {
     auto elem = ml::size_of(type);
@@ -370,20 +143,10 @@ void reduce_in_place(char* data, ml::dtype type, size_t numel, int dst_rank,
   s.has_root = true;
   s.root = dst_rank;
   auto rank = static_cast<size_t>(m.rank);
-  auto world = static_cast<size_t>(m.group->world());
-  // Rank r reduces slice r of every buffer and writes it into the
-  // destination's: only rank r touches slice r anywhere.
+  // Rank r reduces slice r of every buffer into the destination's.
   auto reduce_mine = [&](const std::vector<slot>& all) {
-    with_type(type, [&](auto t) {
-      using T = decltype(t);
-      auto c = chunk_of(numel, world, rank);
-      std::vector<T> acc(elems<T>(all[0]) + c.begin, elems<T>(all[0]) + c.end);
-      for (size_t q = 1; q < world; ++q)
-        reduce_into(acc.data(), elems<T>(all[q]) + c.begin, c.size(), op);
-      finish(acc.data(), c.size(), op, world);
-      std::copy(acc.begin(), acc.end(),
-                elems<T>(all[static_cast<size_t>(dst_rank)]) + c.begin);
-    });
+    reduce_slice_into(all, rank, static_cast<size_t>(dst_rank), numel, type,
+                      op);
   };
   m.group->run(
     m.rank, std::move(s),

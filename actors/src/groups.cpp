@@ -1,0 +1,111 @@
+#include "groups.hpp"
+
+#include <map>
+
+namespace lumen::collective {
+
+namespace detail {
+
+namespace {
+
+struct group_registry {
+  std::mutex mtx;
+  std::map<std::string, std::shared_ptr<local_group>> groups;
+};
+
+group_registry& registry() {
+  static group_registry r;
+  return r;
+}
+
+/// The groups the calling thread is a member of.
+std::map<std::string, membership>& my_groups() {
+  thread_local std::map<std::string, membership> mine;
+  return mine;
+}
+
+} // namespace
+
+membership& member_of(const std::string& group) {
+  auto& mine = my_groups();
+  auto i = mine.find(group);
+  if (i == mine.end())
+    throw collective_error("this thread is not a member of group '" + group +
+                           "'; call lumen::collective::init_group(world_size, "
+                           "rank, \"" +
+                           group + "\") on it first");
+  return i->second;
+}
+
+} // namespace detail
+
+using detail::local_group;
+using detail::member_of;
+using detail::my_groups;
+using detail::registry;
+
+void set_timeout(const std::string& group, std::chrono::milliseconds timeout) {
+  member_of(group).group->set_timeout(timeout);
+}
+
+void init_group(int world_size, int rank, const std::string& group) {
+  if (world_size < 1)
+    throw collective_error("group '" + group + "' needs at least one member (" +
+                           "world_size " + std::to_string(world_size) + ")");
+  if (rank < 0 || rank >= world_size)
+    throw collective_error(
+      "rank " + std::to_string(rank) + " is out of range for group '" + group +
+      "' of " + std::to_string(world_size) + " members (ranks 0 to " +
+      std::to_string(world_size - 1) + ")");
+  if (my_groups().count(group))
+    throw collective_error("this thread is a member of group '" + group +
+                           "' already (rank " +
+                           std::to_string(my_groups()[group].rank) +
+                           "); destroy_group first to join again");
+  std::shared_ptr<local_group> g;
+  {
+    auto& reg = registry();
+    std::lock_guard<std::mutex> guard{reg.mtx};
+    auto& slot = reg.groups[group];
+    if (!slot)
+      slot = std::make_shared<local_group>(group, world_size);
+    g = slot;
+  }
+  if (g->world() != world_size)
+    throw collective_error(
+      "group '" + group + "' has " + std::to_string(g->world()) +
+      " members, and this one says " + std::to_string(world_size) +
+      "; every member must pass the same world_size");
+  if (!g->join(rank))
+    throw collective_error("rank " + std::to_string(rank) + " of group '" +
+                           group +
+                           "' is taken: two members claim it; give each "
+                           "member its own rank");
+  my_groups()[group] = {g, rank};
+}
+
+void destroy_group(const std::string& group) {
+  auto m = member_of(group);
+  my_groups().erase(group);
+  if (m.group->leave(m.rank)) {
+    auto& reg = registry();
+    std::lock_guard<std::mutex> guard{reg.mtx};
+    auto i = reg.groups.find(group);
+    if (i != reg.groups.end() && i->second == m.group)
+      reg.groups.erase(i);
+  }
+}
+
+bool is_group_initialized(const std::string& group) {
+  return my_groups().count(group) > 0;
+}
+
+int get_rank(const std::string& group) {
+  return member_of(group).rank;
+}
+
+int get_world_size(const std::string& group) {
+  return member_of(group).group->world();
+}
+
+} // namespace lumen::collective

@@ -1,0 +1,169 @@
+#pragma once
+
+// The groups of this process: who is a member of which (per thread), and
+// the rounds in which a group's members meet for each operation. The
+// operations themselves are in collective.cpp.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "lumen/ml/collective.hpp"
+
+namespace lumen::collective::detail {
+
+using clock = std::chrono::steady_clock;
+
+/// What one member brings to an operation.
+struct slot {
+  const void* in = nullptr; // the member's input (a tensor, a list, ...)
+  char* data = nullptr;     // its buffer, for the in-place collectives
+  ml::dtype type = ml::dtype::float32;
+  size_t numel = 0;
+  std::vector<int64_t> shape;
+  reduce_op op = reduce_op::sum;
+  bool has_root = false;
+  int root = 0;
+  std::string what; // the operation, as the member called it
+};
+
+/// The members of one group in this process, and the operation under way.
+/// An operation goes in rounds: every member posts its slot and waits for
+/// the others (the last one checks that the slots agree), then each stage
+/// of work ends with every member waiting for the others again.
+class local_group {
+public:
+  local_group(std::string name, int world)
+    : name_(std::move(name))
+    , world_(world)
+    , joined_(static_cast<size_t>(world), false)
+    , arrived_(static_cast<size_t>(world), false)
+    , slots_(static_cast<size_t>(world)) {}
+
+  const std::string& name() const noexcept {
+    return name_;
+  }
+
+  int world() const noexcept {
+    return world_;
+  }
+
+  /// Claims `rank`; false if it is taken.
+  bool join(int rank) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (joined_[static_cast<size_t>(rank)])
+      return false;
+    joined_[static_cast<size_t>(rank)] = true;
+    ++members_;
+    return true;
+  }
+
+  /// Gives `rank` up; true if it was the last member.
+  bool leave(int rank) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    joined_[static_cast<size_t>(rank)] = false;
+    if (count_ > 0)
+      break_with("rank " + std::to_string(rank) +
+                 " left the group (destroy_group) while the others waited");
+    return --members_ == 0;
+  }
+
+  void set_timeout(std::chrono::milliseconds t) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    timeout_ = t;
+  }
+
+  /// Runs one operation for `rank`: posts `mine`, checks all slots with
+  /// `check` (an empty answer means they agree), then runs each stage,
+  /// all members finishing a stage before any starts the next.
+  void run(
+    int rank, slot mine,
+    const std::function<std::string(const std::vector<slot>&)>& check,
+    const std::vector<std::function<void(const std::vector<slot>&)>>& stages) {
+    {
+      std::unique_lock<std::mutex> lock{mtx_};
+      slots_[static_cast<size_t>(rank)] = std::move(mine);
+      arrive(lock, rank, "start " + slots_[static_cast<size_t>(rank)].what,
+             [&] { return check(slots_); });
+      if (!verdict_.empty())
+        throw collective_error("group '" + name_ + "': " + verdict_);
+    }
+    for (auto& stage : stages) {
+      stage(slots_);
+      std::unique_lock<std::mutex> lock{mtx_};
+      arrive(lock, rank, "finish a step of " + slots_[rank].what, nullptr);
+    }
+  }
+
+private:
+  /// Waits for every member to arrive here; the last runs `last` and wakes
+  /// the rest. Throws once the group is broken.
+  void arrive(std::unique_lock<std::mutex>& lock, int rank,
+              const std::string& where,
+              const std::function<std::string()>& last) {
+    if (!broken_.empty())
+      throw collective_error(broken_);
+    auto generation = generation_;
+    arrived_[static_cast<size_t>(rank)] = true;
+    if (++count_ == world_) {
+      verdict_ = last ? last() : std::string{};
+      count_ = 0;
+      std::fill(arrived_.begin(), arrived_.end(), false);
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    auto deadline = clock::now() + timeout_;
+    bool woke = cv_.wait_until(lock, deadline, [&] {
+      return generation_ != generation || !broken_.empty();
+    });
+    if (!woke) {
+      std::string missing;
+      for (size_t r = 0; r < arrived_.size(); ++r)
+        if (!arrived_[r])
+          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      break_with("rank " + std::to_string(rank) + " waited " +
+                 std::to_string(timeout_.count()) + " ms to " + where +
+                 " for rank(s) " + missing +
+                 ", which did not come; destroy the group and make it again");
+    }
+    if (!broken_.empty())
+      throw collective_error(broken_);
+  }
+
+  void break_with(const std::string& why) {
+    broken_ = "group '" + name_ + "': " + why;
+    cv_.notify_all();
+  }
+
+  std::string name_;
+  int world_;
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  std::vector<bool> joined_;
+  int members_ = 0;
+  std::chrono::milliseconds timeout_{30000};
+  // The round under way.
+  uint64_t generation_ = 0;
+  int count_ = 0;
+  std::vector<bool> arrived_;
+  std::vector<slot> slots_;
+  std::string verdict_;
+  std::string broken_; // set for good once a member failed to come
+};
+
+struct membership {
+  std::shared_ptr<local_group> group;
+  int rank;
+};
+
+/// The calling thread's membership of `group`; throws `collective_error`
+/// if it has none.
+membership& member_of(const std::string& group);
+
+} // namespace lumen::collective::detail
