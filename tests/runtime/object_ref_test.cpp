@@ -1,7 +1,9 @@
 #define BOOST_TEST_MODULE object_ref
 #include <boost/test/unit_test.hpp>
 
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fixture.hpp"
@@ -23,6 +25,11 @@ LUMEN_REMOTE(identity);
 
 void nothing() {}
 LUMEN_REMOTE(nothing);
+
+int twice(int x) {
+  return 2 * x;
+}
+LUMEN_REMOTE(twice);
 
 } // namespace
 
@@ -89,6 +96,44 @@ BOOST_AUTO_TEST_CASE(get_of_a_list_times_out_on_one_pending_ref) {
                     lumen::get_timeout);
   g.open();
   BOOST_TEST(lumen::get(refs, deadline) == (std::vector<int>{1, 2}));
+}
+
+BOOST_AUTO_TEST_CASE(a_promise_fulfils_its_ref_from_any_thread_once) {
+  lumen::promise<int> p;
+  auto r = p.ref();
+  BOOST_TEST(!r.ready());
+  std::thread t{[&] { p.set_value(7); }};
+  BOOST_TEST(lumen::get(r, std::chrono::seconds(10)) == 7);
+  t.join();
+  p.set_value(8); // a second answer changes nothing
+  BOOST_TEST(lumen::get(r) == 7);
+  lumen::promise<void> done;
+  auto d = done.ref();
+  done.set_error(std::make_exception_ptr(std::runtime_error("it broke")));
+  BOOST_CHECK_EXCEPTION(lumen::get(d), std::runtime_error,
+                        [](const std::runtime_error& e) {
+                          return std::string{e.what()} == "it broke";
+                        });
+}
+
+BOOST_AUTO_TEST_CASE(a_promise_dropped_unfulfilled_fails_its_ref) {
+  lumen::ObjectRef<std::string> r;
+  {
+    lumen::promise<std::string> p;
+    r = p.ref();
+    lumen::promise<std::string> moved = std::move(p);
+  }
+  BOOST_CHECK_EXCEPTION(lumen::get(r, std::chrono::seconds(10)), lumen::error,
+                        [](const lumen::error& e) {
+                          return std::string{e.what()}.find(
+                                   "destroyed before it was fulfilled") !=
+                                 std::string::npos;
+                        });
+  // A promise's ref is an argument like any other.
+  lumen::promise<int> p;
+  auto doubled = lumen::task(twice).remote(p.ref());
+  p.set_value(21);
+  BOOST_TEST(lumen::get(doubled, std::chrono::seconds(10)) == 42);
 }
 
 BOOST_AUTO_TEST_CASE(void_results_can_be_awaited) {

@@ -142,4 +142,62 @@ ObjectRef<std::decay_t<T>> put(T&& value) {
   return ObjectRef<std::decay_t<T>>{std::move(st)};
 }
 
+/// An ObjectRef that your own code fulfils, as std::promise is to
+/// std::future: hand out `ref()`, and later call `set_value` or
+/// `set_error` once (later calls change nothing). `get`, `wait` and calls
+/// taking the ref as an argument treat it like any other. A promise
+/// destroyed unfulfilled fails its ref with an `error` saying so, so that
+/// nobody waits for it forever. Not copyable; movable.
+template <class T>
+class promise {
+public:
+  promise()
+    : st_(std::make_shared<detail::value_state<T>>()) {}
+
+  promise(promise&& other) noexcept = default;
+
+  promise& operator=(promise&& other) noexcept {
+    if (this != &other) {
+      abandon();
+      st_ = std::move(other.st_);
+    }
+    return *this;
+  }
+
+  promise(const promise&) = delete;
+  promise& operator=(const promise&) = delete;
+
+  ~promise() {
+    abandon();
+  }
+
+  ObjectRef<T> ref() const {
+    return ObjectRef<T>{st_};
+  }
+
+  template <class U = T, class = std::enable_if_t<!std::is_void<U>::value>>
+  void set_value(U value) {
+    st_->set_value(std::move(value));
+  }
+
+  template <class U = T, class = std::enable_if_t<std::is_void<U>::value>>
+  void set_value() {
+    st_->set_value();
+  }
+
+  void set_error(std::exception_ptr err) {
+    st_->set_error(std::move(err));
+  }
+
+private:
+  void abandon() noexcept {
+    if (st_ && !st_->ready())
+      st_->set_error(std::make_exception_ptr(
+        error("the lumen::promise behind this ObjectRef was destroyed "
+              "before it was fulfilled")));
+  }
+
+  std::shared_ptr<detail::value_state<T>> st_;
+};
+
 } // namespace lumen
