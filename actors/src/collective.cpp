@@ -10,6 +10,7 @@ namespace lumen::collective {
 namespace {
 
 using detail::member_of;
+using detail::membership;
 using detail::slot;
 
 /// Dispatches on a dtype to `fn(T{})`.
@@ -107,9 +108,8 @@ const ml::tensor& tensor_in(const slot& s) {
 
 namespace {
 
-void allreduce_in_place(char* data, ml::dtype type, size_t numel,
-                        const std::string& group, reduce_op op) {
-  auto& m = member_of(group);
+void allreduce_in_place(const membership& m, char* data, ml::dtype type,
+                        size_t numel, reduce_op op) {
   auto s = slot_of(data, type, numel, "allreduce");
   s.op = op;
   auto rank = static_cast<size_t>(m.rank);
@@ -135,9 +135,8 @@ void allreduce_in_place(char* data, ml::dtype type, size_t numel,
     {reduce_mine, gather_others});
 }
 
-void reduce_in_place(char* data, ml::dtype type, size_t numel, int dst_rank,
-                     const std::string& group, reduce_op op) {
-  auto& m = member_of(group);
+void reduce_in_place(const membership& m, char* data, ml::dtype type,
+                     size_t numel, int dst_rank, reduce_op op) {
   auto s = slot_of(data, type, numel, "reduce");
   s.op = op;
   s.has_root = true;
@@ -154,9 +153,8 @@ void reduce_in_place(char* data, ml::dtype type, size_t numel, int dst_rank,
     {reduce_mine});
 }
 
-void broadcast_in_place(char* data, ml::dtype type, size_t numel, int src_rank,
-                        const std::string& group) {
-  auto& m = member_of(group);
+void broadcast_in_place(const membership& m, char* data, ml::dtype type,
+                        size_t numel, int src_rank) {
   auto s = slot_of(data, type, numel, "broadcast");
   s.has_root = true;
   s.root = src_rank;
@@ -171,36 +169,8 @@ void broadcast_in_place(char* data, ml::dtype type, size_t numel, int src_rank,
     {copy});
 }
 
-} // namespace
-
-void allreduce(ml::tensor& buf, const std::string& group, reduce_op op) {
-  allreduce_in_place(buf.raw(), buf.type(), buf.numel(), group, op);
-}
-
-void allreduce(std::vector<float>& buf, const std::string& group,
-               reduce_op op) {
-  allreduce_in_place(reinterpret_cast<char*>(buf.data()), ml::dtype::float32,
-                     buf.size(), group, op);
-}
-
-void reduce(ml::tensor& buf, int dst_rank, const std::string& group,
-            reduce_op op) {
-  reduce_in_place(buf.raw(), buf.type(), buf.numel(), dst_rank, group, op);
-}
-
-void broadcast(ml::tensor& buf, int src_rank, const std::string& group) {
-  broadcast_in_place(buf.raw(), buf.type(), buf.numel(), src_rank, group);
-}
-
-void broadcast(std::vector<float>& buf, int src_rank,
-               const std::string& group) {
-  broadcast_in_place(reinterpret_cast<char*>(buf.data()), ml::dtype::float32,
-                     buf.size(), src_rank, group);
-}
-
-void allgather(std::vector<ml::tensor>& out, const ml::tensor& in,
-               const std::string& group) {
-  auto& m = member_of(group);
+void allgather_with(const membership& m, std::vector<ml::tensor>& out,
+                    const ml::tensor& in) {
   auto s = slot_of(in, "allgather");
   s.in = &in;
   auto gather = [&](const std::vector<slot>& all) {
@@ -221,9 +191,8 @@ void allgather(std::vector<ml::tensor>& out, const ml::tensor& in,
                {gather});
 }
 
-void reducescatter(ml::tensor& out, const std::vector<ml::tensor>& in,
-                   const std::string& group, reduce_op op) {
-  auto& m = member_of(group);
+void reducescatter_with(const membership& m, ml::tensor& out,
+                        const std::vector<ml::tensor>& in, reduce_op op) {
   auto world = static_cast<size_t>(m.group->world());
   auto rank = static_cast<size_t>(m.rank);
   slot s;
@@ -270,13 +239,135 @@ void reducescatter(ml::tensor& out, const std::vector<ml::tensor>& in,
   m.group->run(m.rank, std::move(s), check, {mine});
 }
 
-void barrier(const std::string& group) {
-  auto& m = member_of(group);
+void barrier_with(const membership& m) {
   slot s;
   s.what = "barrier";
   m.group->run(
     m.rank, std::move(s),
     [](const std::vector<slot>& all) { return check_same(all, false); }, {});
+}
+
+/// The calling thread's membership once its _async operations ran: a
+/// blocking call comes after them, in the order they were asked for.
+const membership& settled(const std::string& group) {
+  auto& m = member_of(group);
+  if (m.lane)
+    m.lane->drain();
+  return m;
+}
+
+/// Queues `op` on the member's lane; its ref is ready once `op` ran.
+template <class Op>
+ObjectRef<void> later(const std::string& group, Op op) {
+  auto& m = member_of(group);
+  if (!m.lane)
+    m.lane = std::make_shared<detail::async_lane>();
+  auto done = std::make_shared<promise<void>>();
+  auto ref = done->ref();
+  // Not the lane itself: a closure holding it could end it on its thread.
+  membership who{m.group, m.rank, nullptr};
+  m.lane->post([who, op, done]() mutable {
+    try {
+      op(who);
+      done->set_value();
+    } catch (...) {
+      done->set_error(std::current_exception());
+    }
+  });
+  return ref;
+}
+
+char* bytes_of(std::vector<float>& v) {
+  return reinterpret_cast<char*>(v.data());
+}
+
+} // namespace
+
+void allreduce(ml::tensor& buf, const std::string& group, reduce_op op) {
+  allreduce_in_place(settled(group), buf.raw(), buf.type(), buf.numel(), op);
+}
+
+void allreduce(std::vector<float>& buf, const std::string& group,
+               reduce_op op) {
+  allreduce_in_place(settled(group), bytes_of(buf), ml::dtype::float32,
+                     buf.size(), op);
+}
+
+ObjectRef<void> allreduce_async(ml::tensor& buf, const std::string& group,
+                                reduce_op op) {
+  // A copy of the handle shares the storage, and keeps it alive.
+  return later(group, [b = buf, op](const membership& m) mutable {
+    allreduce_in_place(m, b.raw(), b.type(), b.numel(), op);
+  });
+}
+
+ObjectRef<void> allreduce_async(std::vector<float>& buf,
+                                const std::string& group, reduce_op op) {
+  return later(group, [b = &buf, op](const membership& m) {
+    allreduce_in_place(m, bytes_of(*b), ml::dtype::float32, b->size(), op);
+  });
+}
+
+void reduce(ml::tensor& buf, int dst_rank, const std::string& group,
+            reduce_op op) {
+  reduce_in_place(settled(group), buf.raw(), buf.type(), buf.numel(), dst_rank,
+                  op);
+}
+
+ObjectRef<void> reduce_async(ml::tensor& buf, int dst_rank,
+                             const std::string& group, reduce_op op) {
+  return later(group, [b = buf, dst_rank, op](const membership& m) mutable {
+    reduce_in_place(m, b.raw(), b.type(), b.numel(), dst_rank, op);
+  });
+}
+
+void broadcast(ml::tensor& buf, int src_rank, const std::string& group) {
+  broadcast_in_place(settled(group), buf.raw(), buf.type(), buf.numel(),
+                     src_rank);
+}
+
+void broadcast(std::vector<float>& buf, int src_rank,
+               const std::string& group) {
+  broadcast_in_place(settled(group), bytes_of(buf), ml::dtype::float32,
+                     buf.size(), src_rank);
+}
+
+ObjectRef<void> broadcast_async(ml::tensor& buf, int src_rank,
+                                const std::string& group) {
+  return later(group, [b = buf, src_rank](const membership& m) mutable {
+    broadcast_in_place(m, b.raw(), b.type(), b.numel(), src_rank);
+  });
+}
+
+void allgather(std::vector<ml::tensor>& out, const ml::tensor& in,
+               const std::string& group) {
+  allgather_with(settled(group), out, in);
+}
+
+ObjectRef<void> allgather_async(std::vector<ml::tensor>& out, ml::tensor in,
+                                const std::string& group) {
+  return later(
+    group, [o = &out, in](const membership& m) { allgather_with(m, *o, in); });
+}
+
+void reducescatter(ml::tensor& out, const std::vector<ml::tensor>& in,
+                   const std::string& group, reduce_op op) {
+  reducescatter_with(settled(group), out, in, op);
+}
+
+ObjectRef<void> reducescatter_async(ml::tensor& out, std::vector<ml::tensor> in,
+                                    const std::string& group, reduce_op op) {
+  return later(group, [o = &out, in, op](const membership& m) {
+    reducescatter_with(m, *o, in, op);
+  });
+}
+
+void barrier(const std::string& group) {
+  barrier_with(settled(group));
+}
+
+ObjectRef<void> barrier_async(const std::string& group) {
+  return later(group, [](const membership& m) { barrier_with(m); });
 }
 
 } // namespace lumen::collective

@@ -7,10 +7,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "lumen/ml/collective.hpp"
@@ -157,9 +159,35 @@ private:
   std::string broken_; // set for good once a member failed to come
 };
 
+/// Runs a member's _async operations one after another, in the order they
+/// were asked for, on a thread of its own.
+class async_lane {
+public:
+  async_lane();
+  /// Runs what is queued, then joins the thread.
+  ~async_lane();
+
+  async_lane(const async_lane&) = delete;
+  async_lane& operator=(const async_lane&) = delete;
+
+  void post(std::function<void()> op);
+
+  /// Returns once everything posted so far ran.
+  void drain();
+
+private:
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool running_ = false; // an op is under way
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
 struct membership {
   std::shared_ptr<local_group> group;
-  int rank;
+  int rank = 0;
+  std::shared_ptr<async_lane> lane; // made by the first _async call
 };
 
 /// The calling thread's membership of `group`; throws `collective_error`

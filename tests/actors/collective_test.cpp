@@ -247,6 +247,42 @@ BOOST_AUTO_TEST_CASE(a_member_that_never_comes_fails_the_others_in_time) {
                errors[static_cast<size_t>(r)]);
 }
 
+BOOST_AUTO_TEST_CASE(async_forms_overlap_other_work_and_keep_their_order) {
+  const int n = 3;
+  auto g = fresh_group();
+  auto errors = on_ranks(n, g, [&](int r) {
+    auto a = rank_input(r, 100000);
+    auto b = rank_input(r, 10);
+    auto first = allreduce_async(a, g, reduce_op::sum);
+    auto second = broadcast_async(b, 1, g);
+    // Work of this member's own meanwhile, as a backward pass would be.
+    double busy = 0;
+    for (int i = 0; i < 1000000; ++i)
+      busy += i * 0.5;
+    BOOST_TEST(busy > 0);
+    // A blocking call comes after the queued ones.
+    auto c = rank_input(r, 7);
+    allreduce(c, g, reduce_op::max);
+    BOOST_TEST(first.ready());
+    BOOST_TEST(second.ready());
+    lumen::get(first);
+    lumen::get(second);
+    BOOST_TEST(matches(a, reduce_op::sum, n));
+    BOOST_TEST((b == rank_input(1, 10)));
+    BOOST_TEST(matches(c, reduce_op::max, n));
+    // An async failure arrives through the ref, on every rank.
+    auto bad = rank_input(r, r == 0 ? 5 : 6);
+    BOOST_CHECK_THROW(lumen::get(allreduce_async(bad, g)), collective_error);
+    std::vector<tensor> all;
+    auto gathered = allgather_async(all, rank_input(r, 3), g);
+    lumen::get(barrier_async(g));
+    lumen::get(gathered);
+    BOOST_TEST(all.size() == size_t{n});
+  });
+  for (auto& e : errors)
+    BOOST_TEST(e.empty(), e);
+}
+
 BOOST_AUTO_TEST_CASE(a_group_is_made_again_under_its_name) {
   auto g = fresh_group();
   for (int round = 0; round < 3; ++round) {

@@ -6,6 +6,15 @@
 //   lumen::collective::init_group(4, rank, "grads");
 //   lumen::collective::allreduce(grad, "grads", reduce_op::average);
 //
+// Each operation has an _async form returning an ObjectRef<void> that is
+// ready once the operation is done on this member (a training loop goes on
+// with its backward pass meanwhile). The member's _async operations run in
+// the order they were asked for, on a thread of the member's own, and a
+// blocking call waits for them first. Tensors are held by the operation
+// (a handle shares the storage); a std::vector buffer and the outputs
+// (`out`) must stay alive, and all of them untouched, until the ref is
+// ready.
+//
 // Membership belongs to the calling thread, which is what a Lumen actor
 // runs on: one process may hold several members of a group. Members in
 // one process read each other's buffers directly (no copies, no bytes on
@@ -19,6 +28,8 @@
 #include <vector>
 
 #include <lumen/errors.hpp>
+#include <lumen/object_ref.hpp>
+#include <lumen/object_store.hpp>
 
 #include "lumen/ml/ring.hpp"
 #include "lumen/ml/tensor.hpp"
@@ -56,27 +67,43 @@ void allreduce(ml::tensor& buf, const std::string& group,
                reduce_op op = reduce_op::sum);
 void allreduce(std::vector<float>& buf, const std::string& group,
                reduce_op op = reduce_op::sum);
+ObjectRef<void> allreduce_async(ml::tensor& buf, const std::string& group,
+                                reduce_op op = reduce_op::sum);
+ObjectRef<void> allreduce_async(std::vector<float>& buf,
+                                const std::string& group,
+                                reduce_op op = reduce_op::sum);
 
 /// As allreduce, but only rank `dst_rank` gets the result; the others'
 /// buffers stay as they were.
 void reduce(ml::tensor& buf, int dst_rank, const std::string& group,
             reduce_op op = reduce_op::sum);
+ObjectRef<void> reduce_async(ml::tensor& buf, int dst_rank,
+                             const std::string& group,
+                             reduce_op op = reduce_op::sum);
 
 /// Every member's `buf` becomes rank `src_rank`'s.
 void broadcast(ml::tensor& buf, int src_rank, const std::string& group);
 void broadcast(std::vector<float>& buf, int src_rank, const std::string& group);
+ObjectRef<void> broadcast_async(ml::tensor& buf, int src_rank,
+                                const std::string& group);
 
 /// `out` becomes every rank's `in`, in rank order (same dtype and shape on
 /// all ranks).
 void allgather(std::vector<ml::tensor>& out, const ml::tensor& in,
                const std::string& group);
+ObjectRef<void> allgather_async(std::vector<ml::tensor>& out, ml::tensor in,
+                                const std::string& group);
 
 /// `in` holds one tensor per rank; rank r's `out` becomes the reduction of
 /// every member's `in[r]`.
 void reducescatter(ml::tensor& out, const std::vector<ml::tensor>& in,
                    const std::string& group, reduce_op op = reduce_op::sum);
+ObjectRef<void> reducescatter_async(ml::tensor& out, std::vector<ml::tensor> in,
+                                    const std::string& group,
+                                    reduce_op op = reduce_op::sum);
 
 /// Returns once every member called it.
 void barrier(const std::string& group);
+ObjectRef<void> barrier_async(const std::string& group);
 
 } // namespace lumen::collective
