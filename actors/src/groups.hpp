@@ -4,6 +4,7 @@
 // the rounds in which a group's members meet for each operation. The
 // operations themselves are in collective.cpp.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -90,27 +91,25 @@ public:
     {
       std::unique_lock<std::mutex> lock{mtx_};
       slots_[static_cast<size_t>(rank)] = std::move(mine);
-      arrive(lock, rank, "start " + slots_[static_cast<size_t>(rank)].what,
-             [&] { return check(slots_); });
+      arrive(lock, rank, true, [&] { return check(slots_); });
       if (!verdict_.empty())
         throw collective_error("group '" + name_ + "': " + verdict_);
     }
     for (auto& stage : stages) {
       stage(slots_);
       std::unique_lock<std::mutex> lock{mtx_};
-      arrive(lock, rank, "finish a step of " + slots_[rank].what, nullptr);
+      arrive(lock, rank, false, nullptr);
     }
   }
 
 private:
   /// Waits for every member to arrive here; the last runs `last` and wakes
   /// the rest. Throws once the group is broken.
-  void arrive(std::unique_lock<std::mutex>& lock, int rank,
-              const std::string& where,
+  void arrive(std::unique_lock<std::mutex>& lock, int rank, bool starting,
               const std::function<std::string()>& last) {
     if (!broken_.empty())
       throw collective_error(broken_);
-    auto generation = generation_;
+    auto generation = generation_.load();
     arrived_[static_cast<size_t>(rank)] = true;
     if (++count_ == world_) {
       verdict_ = last ? last() : std::string{};
@@ -120,6 +119,15 @@ private:
       cv_.notify_all();
       return;
     }
+    // Members of one process come close together: a short spin answers
+    // small operations in microseconds, sleeping on the condition variable
+    // costs tens of them.
+    lock.unlock();
+    auto spin_until = clock::now() + std::chrono::microseconds(50);
+    while (generation_.load(std::memory_order_acquire) == generation &&
+           clock::now() < spin_until)
+      std::this_thread::yield();
+    lock.lock();
     auto deadline = clock::now() + timeout_;
     bool woke = cv_.wait_until(lock, deadline, [&] {
       return generation_ != generation || !broken_.empty();
@@ -129,8 +137,10 @@ private:
       for (size_t r = 0; r < arrived_.size(); ++r)
         if (!arrived_[r])
           missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      auto& what = slots_[static_cast<size_t>(rank)].what;
       break_with("rank " + std::to_string(rank) + " waited " +
-                 std::to_string(timeout_.count()) + " ms to " + where +
+                 std::to_string(timeout_.count()) + " ms to " +
+                 (starting ? "start " : "finish a step of ") + what +
                  " for rank(s) " + missing +
                  ", which did not come; destroy the group and make it again");
     }
@@ -151,7 +161,7 @@ private:
   int members_ = 0;
   std::chrono::milliseconds timeout_{30000};
   // The round under way.
-  uint64_t generation_ = 0;
+  std::atomic<uint64_t> generation_{0}; // read unlocked while spinning
   int count_ = 0;
   std::vector<bool> arrived_;
   std::vector<slot> slots_;

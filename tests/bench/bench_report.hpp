@@ -27,12 +27,16 @@ struct figure {
     , bytes(bytes_) {}
 
   std::string name;
+  std::string label; // the table's row, if not the name (same name, sizes)
   std::string unit;
   std::vector<double> samples; // one per repetition
   long n = 0;                  // operations per repetition
   long bytes = 0;              // payload bytes per operation, if any
   std::string baseline;        // the figure this one is compared with
+  std::string baseline_label;  // and its row in the table
   std::optional<double> ratio; // median / baseline median
+  // Further JSON fields, the values already in JSON (e.g. "\"ring\"").
+  std::vector<std::pair<std::string, std::string>> extra;
 
   double min() const {
     return *std::min_element(samples.begin(), samples.end());
@@ -101,6 +105,7 @@ inline std::vector<double> rate(int reps, long n,
 /// Sets `f.baseline` and `f.ratio` against `base`.
 inline void compare(figure& f, const figure& base) {
   f.baseline = base.name;
+  f.baseline_label = base.label.empty() ? base.name : base.label;
   f.ratio = f.median() / base.median();
 }
 
@@ -127,6 +132,8 @@ inline void print(const std::string& bench, const std::vector<figure>& figs,
       if (!f.baseline.empty())
         std::printf(", \"baseline\": \"%s\", \"ratio\": %.4g",
                     json_escape(f.baseline).c_str(), *f.ratio);
+      for (auto& [key, value] : f.extra)
+        std::printf(", \"%s\": %s", json_escape(key).c_str(), value.c_str());
       std::printf("}\n");
     }
     return;
@@ -135,10 +142,13 @@ inline void print(const std::string& bench, const std::vector<figure>& figs,
   std::printf("%-34s %14s %14s %-7s %s\n", "figure", "min", "median", "unit",
               "vs baseline");
   for (auto& f : figs) {
-    std::printf("%-34s %14.0f %14.0f %-7s", f.name.c_str(), f.min(), f.median(),
-                f.unit.c_str());
+    // Small figures (GB/s) keep three significant digits.
+    const char* format = f.median() < 100 ? "%-34s %14.3g %14.3g %-7s"
+                                          : "%-34s %14.0f %14.0f %-7s";
+    auto& row = f.label.empty() ? f.name : f.label;
+    std::printf(format, row.c_str(), f.min(), f.median(), f.unit.c_str());
     if (!f.baseline.empty())
-      std::printf(" %.2fx %s", *f.ratio, f.baseline.c_str());
+      std::printf(" %.2fx %s", *f.ratio, f.baseline_label.c_str());
     std::printf("\n");
   }
 }

@@ -1,0 +1,175 @@
+// allreduce_bench: all-reduce (average) of N members' buffers, the members
+// being threads of one process as Lumen actors in one process are, next to
+// a naive baseline in the same run (rank 0 reduces everything alone, then
+// everyone copies from it). Prints time per operation and bus bandwidth,
+// busbw = S / t · 2(N-1)/N (what each member moves, as NCCL and the
+// issue define it), verified against the closed form.
+//
+//   ./build/tests/bench/allreduce_bench [--json] [--reps=N] [--smoke]
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <lumen/ml.hpp>
+
+#include "bench_report.hpp"
+
+namespace coll = lumen::collective;
+using lumen::bench::figure;
+using lumen::bench::verify;
+using lumen::ml::tensor;
+
+namespace {
+
+struct run_result {
+  std::vector<double> busbw;   // GB/s, one per repetition
+  std::vector<double> t_op_us; // time per operation, one per repetition
+};
+
+/// One all-reduce (average) by member `rank` of `group`, whose members'
+/// buffers are `all`.
+using allreduce_fn = std::function<void(int rank, std::vector<tensor>& all,
+                                        const std::string& group)>;
+
+/// Runs `op` `iters` times on `n` member threads, `reps` times; each
+/// repetition is timed from a common start to the last member done. Every
+/// member's buffer starts as all rank+1; averaging keeps it at (n+1)/2,
+/// which is checked at the end.
+run_result measure(int n, size_t bytes, int iters, int reps,
+                   const std::string& group, const allreduce_fn& op) {
+  run_result out;
+  size_t length = bytes / sizeof(float);
+  std::vector<tensor> bufs;
+  for (int r = 0; r < n; ++r) {
+    tensor t({static_cast<int64_t>(length)});
+    std::fill(t.data<float>(), t.data<float>() + length, r + 1.0f);
+    bufs.push_back(t);
+  }
+  for (int rep = 0; rep < reps; ++rep) {
+    std::vector<std::thread> members;
+    std::atomic<int> ready{0};
+    std::atomic<bool> go{false};
+    std::vector<double> took(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r)
+      members.emplace_back([&, r] {
+        coll::init_group(n, r, group);
+        op(r, bufs, group); // warm: pages, threads
+        ++ready;
+        while (!go)
+          std::this_thread::yield();
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < iters; ++i)
+          op(r, bufs, group);
+        took[static_cast<size_t>(r)] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+        coll::destroy_group(group);
+      });
+    while (ready < n)
+      std::this_thread::yield();
+    go = true;
+    for (auto& m : members)
+      m.join();
+    double t = *std::max_element(took.begin(), took.end()) / iters;
+    out.t_op_us.push_back(t * 1e6);
+    out.busbw.push_back(static_cast<double>(bytes) / t * 2.0 * (n - 1) / n /
+                        1e9);
+  }
+  float want = (n + 1) / 2.0f;
+  for (auto& b : bufs)
+    for (size_t i = 0; i < length; i += 997)
+      verify(b.data<float>()[i] == want, group + " average");
+  return out;
+}
+
+std::string label(size_t bytes) {
+  if (bytes % (1 << 20) == 0)
+    return std::to_string(bytes >> 20) + "MiB";
+  if (bytes % 1024 == 0)
+    return std::to_string(bytes >> 10) + "KiB";
+  return std::to_string(bytes) + "B";
+}
+
+figure make_figure(const std::string& name, int n, size_t bytes,
+                   const run_result& r, const char* algorithm) {
+  figure f{name, "GB/s", r.busbw, n, static_cast<long>(bytes)};
+  f.label = name + "_n" + std::to_string(n) + "_" + label(bytes);
+  auto t_min = *std::min_element(r.t_op_us.begin(), r.t_op_us.end());
+  f.extra = {{"t_min_us", std::to_string(t_min)},
+             {"algorithm", std::string{"\""} + algorithm + "\""}};
+  return f;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  lumen::bench::options opts;
+  try {
+    opts = lumen::bench::parse_options(
+      argc, argv,
+      "allreduce_bench: all-reduce of N members in one process, next to a "
+      "naive gather-reduce-broadcast");
+    if (!opts.rest.empty())
+      throw std::invalid_argument("unknown flag '" + opts.rest.front() +
+                                  "'; see --help");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "allreduce_bench: %s\n", e.what());
+    return 2;
+  }
+  std::vector<size_t> sizes =
+    opts.smoke
+      ? std::vector<size_t>{4096, 256 << 10}
+      : std::vector<size_t>{4096, 256 << 10, 940584, 4 << 20, 64 << 20};
+  std::vector<int> worlds =
+    opts.smoke ? std::vector<int>{2, 4} : std::vector<int>{2, 3, 4};
+  // Lumen's: each member reduces its slice over all members' memory.
+  allreduce_fn fused = [](int r, std::vector<tensor>& all,
+                          const std::string& group) {
+    coll::allreduce(all[static_cast<size_t>(r)], group,
+                    coll::reduce_op::average);
+  };
+  // The baseline: rank 0 reduces everything alone, the others then copy.
+  allreduce_fn naive = [](int r, std::vector<tensor>& all,
+                          const std::string& group) {
+    coll::barrier(group);
+    if (r == 0) {
+      auto acc = all[0].data<float>();
+      for (size_t q = 1; q < all.size(); ++q)
+        coll::reduce_into(acc, all[q].data<float>(), all[0].numel(),
+                          coll::reduce_op::sum);
+      coll::finish(acc, all[0].numel(), coll::reduce_op::average, all.size());
+    }
+    coll::barrier(group);
+    if (r != 0)
+      std::copy(all[0].data<float>(), all[0].data<float>() + all[0].numel(),
+                all[static_cast<size_t>(r)].data<float>());
+    coll::barrier(group);
+  };
+  std::vector<figure> figs;
+  int group_id = 0;
+  for (int n : worlds)
+    for (size_t bytes : sizes) {
+      // Enough operations for a stable time, few for the large sizes.
+      int iters = opts.smoke ? 2
+                             : static_cast<int>(std::clamp<size_t>(
+                                 (size_t{256} << 20) / bytes, 3, 2000));
+      auto group = "bench" + std::to_string(group_id++);
+      auto base = make_figure("naive_inproc", n, bytes,
+                              measure(n, bytes, iters, opts.reps, group, naive),
+                              "gather to rank 0, reduce, broadcast");
+      auto ours = make_figure("fused_inproc", n, bytes,
+                              measure(n, bytes, iters, opts.reps, group, fused),
+                              "fused: each rank reduces its slice over all "
+                              "members' memory, then copies the others'");
+      lumen::bench::compare(ours, base);
+      figs.push_back(ours);
+      figs.push_back(base);
+    }
+  lumen::bench::print("allreduce_bench", figs, opts.json);
+}
