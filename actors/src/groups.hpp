@@ -8,8 +8,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -102,7 +104,81 @@ public:
     }
   }
 
+  /// Point to point: hands `numel` elements of `type` at `data` from `rank`
+  /// to `dst`, returning once `dst` copied them (or refused them, which
+  /// throws on both sides).
+  void send(int rank, int dst, const char* data, ml::dtype type, size_t numel) {
+    std::unique_lock<std::mutex> lock{mtx_};
+    auto& box = p2p_[{rank, dst}];
+    auto deadline = clock::now() + timeout_;
+    wait_for_peer(
+      lock, deadline, [&] { return !box.posted; }, rank, dst, "send to");
+    box = {data, type, numel, true, false, {}};
+    cv_.notify_all();
+    bool taken = cv_.wait_until(lock, deadline,
+                                [&] { return box.taken || !broken_.empty(); });
+    auto refusal = box.refusal;
+    box = {};
+    cv_.notify_all();
+    if (!taken)
+      throw collective_error(timed_out(rank, dst, "send to"));
+    if (!broken_.empty())
+      throw collective_error(broken_);
+    if (!refusal.empty())
+      throw collective_error(refusal);
+  }
+
+  /// The other end of `send`: copies what `src` sends into `data`, which
+  /// must hold `numel` elements of `type`.
+  void recv(int rank, int src, char* data, ml::dtype type, size_t numel) {
+    std::unique_lock<std::mutex> lock{mtx_};
+    auto& box = p2p_[{src, rank}];
+    wait_for_peer(
+      lock, clock::now() + timeout_, [&] { return box.posted && !box.taken; },
+      rank, src, "receive from");
+    if (box.type != type || box.numel != numel) {
+      box.refusal =
+        "group '" + name_ + "': rank " + std::to_string(src) + " sent " +
+        std::to_string(box.numel) + " " + ml::to_string(box.type) +
+        " elements, rank " + std::to_string(rank) + " receives into " +
+        std::to_string(numel) + " " + ml::to_string(type) + "; both must agree";
+    } else if (numel > 0) {
+      std::memcpy(data, box.data, numel * ml::size_of(type));
+    }
+    box.taken = true;
+    cv_.notify_all();
+    if (!box.refusal.empty())
+      throw collective_error(box.refusal);
+  }
+
 private:
+  /// One direction between two ranks: what the sender posted.
+  struct p2p_box {
+    const char* data = nullptr;
+    ml::dtype type = ml::dtype::float32;
+    size_t numel = 0;
+    bool posted = false;
+    bool taken = false;
+    std::string refusal;
+  };
+
+  template <class Ready>
+  void wait_for_peer(std::unique_lock<std::mutex>& lock,
+                     clock::time_point deadline, Ready ready, int rank,
+                     int peer, const char* what) {
+    if (!cv_.wait_until(lock, deadline,
+                        [&] { return ready() || !broken_.empty(); }))
+      throw collective_error(timed_out(rank, peer, what));
+    if (!broken_.empty())
+      throw collective_error(broken_);
+  }
+
+  std::string timed_out(int rank, int peer, const char* what) const {
+    return "group '" + name_ + "': rank " + std::to_string(rank) + " waited " +
+           std::to_string(timeout_.count()) + " ms to " + what + " rank " +
+           std::to_string(peer) + ", which did not come";
+  }
+
   /// Waits for every member to arrive here; the last runs `last` and wakes
   /// the rest. Throws once the group is broken.
   void arrive(std::unique_lock<std::mutex>& lock, int rank, bool starting,
@@ -167,6 +243,7 @@ private:
   std::vector<slot> slots_;
   std::string verdict_;
   std::string broken_; // set for good once a member failed to come
+  std::map<std::pair<int, int>, p2p_box> p2p_; // by (sender, receiver)
 };
 
 /// Runs a member's _async operations one after another, in the order they

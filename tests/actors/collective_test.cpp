@@ -283,6 +283,52 @@ BOOST_AUTO_TEST_CASE(async_forms_overlap_other_work_and_keep_their_order) {
     BOOST_TEST(e.empty(), e);
 }
 
+BOOST_AUTO_TEST_CASE(send_and_recv_pass_buffers_between_two_ranks) {
+  auto g = fresh_group();
+  auto errors = on_ranks(3, g, [&](int r) {
+    if (r == 0) {
+      send(rank_input(0, 100), 2, g);
+      std::vector<float> back(4);
+      recv(back, 2, g);
+      BOOST_TEST((back == std::vector<float>(4, 9.0f)));
+    } else if (r == 2) {
+      tensor got({100});
+      recv(got, 0, g);
+      BOOST_TEST((got == rank_input(0, 100)));
+      send(std::vector<float>(4, 9.0f), 0, g);
+    }
+    barrier(g); // rank 1 takes no part in the messages, only here
+  });
+  for (auto& e : errors)
+    BOOST_TEST(e.empty(), e);
+  auto h = fresh_group();
+  errors = on_ranks(2, h, [&](int r) {
+    if (r == 0)
+      send(rank_input(0, 10), 1, h);
+    else {
+      tensor wrong({11});
+      recv(wrong, 0, h);
+    }
+  });
+  for (auto& e : errors)
+    BOOST_TEST(e.find("both must agree") != std::string::npos, e);
+  BOOST_CHECK_EXCEPTION(
+    [] {
+      init_group(1, 0, "alone");
+      try {
+        send(tensor({1}), 0, "alone");
+      } catch (...) {
+        destroy_group("alone");
+        throw;
+      }
+    }(),
+    collective_error,
+    [](const collective_error& e) {
+      return std::string{e.what()}.find("name another member") !=
+             std::string::npos;
+    });
+}
+
 BOOST_AUTO_TEST_CASE(a_group_is_made_again_under_its_name) {
   auto g = fresh_group();
   for (int round = 0; round < 3; ++round) {

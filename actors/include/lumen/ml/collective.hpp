@@ -102,6 +102,16 @@ ObjectRef<void> reducescatter_async(ml::tensor& out, std::vector<ml::tensor> in,
                                     const std::string& group,
                                     reduce_op op = reduce_op::sum);
 
+/// Sends `buf` to rank `dst_rank`, returning once it received it; the
+/// receiver's buffer must have the same dtype and length.
+void send(const ml::tensor& buf, int dst_rank, const std::string& group);
+void send(const std::vector<float>& buf, int dst_rank,
+          const std::string& group);
+
+/// Receives into `buf` what rank `src_rank` sends.
+void recv(ml::tensor& buf, int src_rank, const std::string& group);
+void recv(std::vector<float>& buf, int src_rank, const std::string& group);
+
 /// Returns once every member called it.
 void barrier(const std::string& group);
 ObjectRef<void> barrier_async(const std::string& group);
