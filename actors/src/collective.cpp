@@ -11,6 +11,7 @@ namespace {
 
 using detail::member_of;
 using detail::membership;
+using detail::settled;
 using detail::slot;
 
 /// Dispatches on a dtype to `fn(T{})`.
@@ -247,15 +248,6 @@ void barrier_with(const membership& m) {
     [](const std::vector<slot>& all) { return check_same(all, false); }, {});
 }
 
-/// The calling thread's membership once its _async operations ran: a
-/// blocking call comes after them, in the order they were asked for.
-const membership& settled(const std::string& group) {
-  auto& m = member_of(group);
-  if (m.lane)
-    m.lane->drain();
-  return m;
-}
-
 /// Queues `op` on the member's lane; its ref is ready once `op` ran.
 template <class Op>
 ObjectRef<void> later(const std::string& group, Op op) {
@@ -360,50 +352,6 @@ ObjectRef<void> reducescatter_async(ml::tensor& out, std::vector<ml::tensor> in,
   return later(group, [o = &out, in, op](const membership& m) {
     reducescatter_with(m, *o, in, op);
   });
-}
-
-namespace {
-
-/// Rank `peer` exists and is not the caller: a message needs two ends.
-void check_peer(const membership& m, int peer, const char* what) {
-  if (peer < 0 || peer >= m.group->world() || peer == m.rank)
-    throw collective_error(
-      "group '" + m.group->name() + "': rank " + std::to_string(m.rank) +
-      " cannot " + what + " rank " + std::to_string(peer) +
-      ": name another member, 0 to " + std::to_string(m.group->world() - 1));
-}
-
-void send_from(const membership& m, const char* data, ml::dtype type,
-               size_t numel, int dst) {
-  check_peer(m, dst, "send to");
-  m.group->send(m.rank, dst, data, type, numel);
-}
-
-void recv_into(const membership& m, char* data, ml::dtype type, size_t numel,
-               int src) {
-  check_peer(m, src, "receive from");
-  m.group->recv(m.rank, src, data, type, numel);
-}
-
-} // namespace
-
-void send(const ml::tensor& buf, int dst_rank, const std::string& group) {
-  send_from(settled(group), buf.raw(), buf.type(), buf.numel(), dst_rank);
-}
-
-void send(const std::vector<float>& buf, int dst_rank,
-          const std::string& group) {
-  send_from(settled(group), reinterpret_cast<const char*>(buf.data()),
-            ml::dtype::float32, buf.size(), dst_rank);
-}
-
-void recv(ml::tensor& buf, int src_rank, const std::string& group) {
-  recv_into(settled(group), buf.raw(), buf.type(), buf.numel(), src_rank);
-}
-
-void recv(std::vector<float>& buf, int src_rank, const std::string& group) {
-  recv_into(settled(group), bytes_of(buf), ml::dtype::float32, buf.size(),
-            src_rank);
 }
 
 void barrier(const std::string& group) {

@@ -76,6 +76,13 @@ void async_lane::drain() {
   cv_.wait(lock, [this] { return queue_.empty() && !running_; });
 }
 
+const membership& settled(const std::string& group) {
+  auto& m = member_of(group);
+  if (m.lane)
+    m.lane->drain();
+  return m;
+}
+
 } // namespace detail
 
 using detail::local_group;

@@ -281,4 +281,8 @@ struct membership {
 /// if it has none.
 membership& member_of(const std::string& group);
 
+/// The calling thread's membership once its _async operations ran: a
+/// blocking call comes after them, in the order they were asked for.
+const membership& settled(const std::string& group);
+
 } // namespace lumen::collective::detail
