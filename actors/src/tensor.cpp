@@ -15,7 +15,9 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return out + "]";
 }
 
-size_t count_elements(const std::vector<int64_t>& shape) {
+/// The element count of `shape` for elements of `type`; throws
+/// `usage_error` for a negative dimension or more bytes than memory holds.
+size_t count_elements(const std::vector<int64_t>& shape, dtype type) {
   size_t n = 1;
   for (auto d : shape) {
     if (d < 0)
@@ -27,6 +29,12 @@ size_t count_elements(const std::vector<int64_t>& shape) {
                         " has more elements than memory can hold");
     n *= dim;
   }
+  if (size_of(type) == 0)
+    throw usage_error("a tensor needs a known dtype (float32, float64, "
+                      "int32, int64)");
+  if (n > SIZE_MAX / size_of(type))
+    throw usage_error("a tensor of shape " + shape_text(shape) + " of " +
+                      to_string(type) + " has more bytes than memory can hold");
   return n;
 }
 
@@ -78,7 +86,7 @@ tensor::tensor()
 tensor::tensor(std::vector<int64_t> shape, dtype type)
   : type_(type)
   , shape_(std::move(shape))
-  , numel_(count_elements(shape_))
+  , numel_(count_elements(shape_, type))
   , storage_(std::make_shared<std::vector<char>>(numel_ * size_of(type))) {}
 
 tensor tensor::clone() const {
@@ -103,26 +111,33 @@ void tensor::require_rank(size_t rank) const {
 }
 
 std::vector<char>& tensor::fresh_storage() {
+  numel_ = 0; // until check_loaded agrees with what was read
   storage_ = std::make_shared<std::vector<char>>();
   return *storage_;
 }
 
-caf::error tensor::check_loaded() {
+caf::error tensor::bytes_for_shape(size_t& bytes) const {
   if (static_cast<uint8_t>(type_) > static_cast<uint8_t>(dtype::int64))
     return caf::make_error(caf::sec::invalid_argument,
                            "a tensor with an unknown dtype");
-  size_t n = 0;
   try {
-    n = count_elements(shape_);
+    bytes = count_elements(shape_, type_) * size_of(type_);
   } catch (const usage_error& e) {
     return caf::make_error(caf::sec::invalid_argument, e.what());
   }
-  if (n * size_of(type_) != storage_->size())
+  return caf::none;
+}
+
+caf::error tensor::check_loaded() {
+  size_t want = 0;
+  if (auto err = bytes_for_shape(want))
+    return err;
+  if (want != storage_->size())
     return caf::make_error(caf::sec::invalid_argument,
                            "a " + describe() + " tensor needs " +
-                             std::to_string(n * size_of(type_)) +
-                             " bytes, got " + std::to_string(storage_->size()));
-  numel_ = n;
+                             std::to_string(want) + " bytes, got " +
+                             std::to_string(storage_->size()));
+  numel_ = want / size_of(type_);
   return caf::none;
 }
 

@@ -1,6 +1,9 @@
 #define BOOST_TEST_MODULE tensor
 #include <boost/test/unit_test.hpp>
 
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+
 #include <lumen/detail/codec.hpp>
 #include <lumen/ml/tensor.hpp>
 
@@ -67,6 +70,50 @@ BOOST_AUTO_TEST_CASE(bytes_that_lie_about_the_shape_are_refused) {
   int64_t lie = 5;
   std::memcpy(bytes.data() + 1 + 8, &lie, sizeof(lie));
   BOOST_CHECK_THROW(lumen::detail::decode<tensor>(bytes), lumen::codec_error);
+}
+
+BOOST_AUTO_TEST_CASE(shapes_whose_bytes_overflow_are_refused) {
+  BOOST_CHECK_THROW(tensor({int64_t{1} << 62}), lumen::usage_error);
+  // On the wire: 2^62 float32 elements are 2^64 bytes, which wraps to 0 in
+  // a size_t; the decoder must not take the empty block for them.
+  tensor t({0});
+  auto bytes = lumen::detail::encode(t);
+  int64_t huge = int64_t{1} << 62;
+  std::memcpy(bytes.data() + 1 + 8, &huge, sizeof(huge));
+  BOOST_CHECK_THROW(lumen::detail::decode<tensor>(bytes), lumen::codec_error);
+}
+
+BOOST_AUTO_TEST_CASE(crosses_caf_as_raw_bytes_and_refuses_lying_lengths) {
+  tensor t({3, 4}, dtype::int64);
+  for (size_t i = 0; i < t.numel(); ++i)
+    t.data<int64_t>()[i] = static_cast<int64_t>(i) << 33;
+  std::vector<char> buf;
+  caf::binary_serializer sink{nullptr, buf};
+  BOOST_REQUIRE(!sink(t));
+  BOOST_TEST(buf.size() < t.nbytes() + 32);
+  tensor back;
+  caf::binary_deserializer source{nullptr, buf};
+  BOOST_REQUIRE(!source(back));
+  BOOST_TEST((back == t));
+  // The same header, then a block announced as 2 GiB: refused before
+  // anything is allocated for it.
+  tensor small({4});
+  std::vector<char> lie;
+  caf::binary_serializer liar{nullptr, lie};
+  BOOST_REQUIRE(!liar(small));
+  lie.resize(lie.size() - 17); // the block's length (1 byte) and its data
+  std::vector<char> length;
+  caf::binary_serializer announcer{nullptr, length};
+  size_t announced = size_t{1} << 31;
+  BOOST_REQUIRE(!announcer.begin_sequence(announced));
+  lie.insert(lie.end(), length.begin(), length.end());
+  tensor hostile;
+  caf::binary_deserializer reader{nullptr, lie};
+  auto err = reader(hostile);
+  BOOST_REQUIRE(err);
+  BOOST_TEST(caf::to_string(err).find("the peer announced 2147483648") !=
+               std::string::npos,
+             caf::to_string(err));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -15,9 +15,11 @@
 
 #include <Eigen/Core>
 
+#include <caf/deserializer.hpp>
 #include <caf/error.hpp>
 #include <caf/meta/load_callback.hpp>
 #include <caf/meta/type_name.hpp>
+#include <caf/sec.hpp>
 
 #include <lumen/errors.hpp>
 
@@ -145,7 +147,14 @@ public:
     // The storage is a vector of bytes: CAF and Lumen's codec both write
     // it as one raw block, never element by element.
     auto name = caf::meta::type_name("lumen::ml::tensor");
-    if constexpr (Inspector::writes_state) {
+    if constexpr (std::is_same<Inspector, caf::deserializer>::value) {
+      // CAF would size the block by the peer's word before reading it:
+      // the dtype and shape come first and say how many bytes may follow.
+      x.fresh_storage();
+      expected_bytes bytes{&x};
+      return f(name, x.type_, x.shape_, bytes,
+               caf::meta::load_callback([&x] { return x.check_loaded(); }));
+    } else if constexpr (Inspector::writes_state) {
       auto& fresh = x.fresh_storage(); // never into storage others share
       return f(name, x.type_, x.shape_, fresh,
                caf::meta::load_callback([&x] { return x.check_loaded(); }));
@@ -155,6 +164,40 @@ public:
   }
 
 private:
+  /// The storage as CAF reads it: of the length dtype and shape allow.
+  struct expected_bytes {
+    tensor* t;
+
+    friend caf::error inspect(caf::deserializer& f, expected_bytes& x) {
+      return load(f, *x.t);
+    }
+
+    // A member, so that it may read the tensor's privates.
+    static caf::error load(caf::deserializer& f, tensor& t) {
+      size_t n = 0;
+      if (auto err = f.begin_sequence(n))
+        return err;
+      size_t want = 0;
+      if (auto err = t.bytes_for_shape(want))
+        return err;
+      if (n != want)
+        return caf::make_error(
+          caf::sec::invalid_argument,
+          "a " + t.describe() + " tensor needs " + std::to_string(want) +
+            " bytes, the peer announced " + std::to_string(n));
+      auto& v = *t.storage_;
+      v.resize(n);
+      if (n > 0)
+        if (auto err = f.apply_raw(n, v.data()))
+          return err;
+      return f.end_sequence();
+    }
+  };
+
+  /// The bytes dtype and shape take; an error for an unknown dtype, a
+  /// negative dimension or an overflow.
+  caf::error bytes_for_shape(size_t& bytes) const;
+
   template <class T>
   void check() const {
     if (type_ != dtype_of<T>())
