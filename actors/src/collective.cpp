@@ -181,13 +181,18 @@ void allgather_with(const membership& m, std::vector<ml::tensor>& out,
   };
   m.group->run(m.rank, std::move(s),
                [](const std::vector<slot>& all) {
+                 // The same operation everywhere first: only then is
+                 // every slot's input a tensor.
+                 auto same = check_same(all, false);
+                 if (!same.empty())
+                   return same;
                  for (size_t r = 1; r < all.size(); ++r)
                    if (all[r].shape != all[0].shape)
                      return "rank " + std::to_string(r) + " passed a " +
                             tensor_in(all[r]).describe() + ", rank 0 a " +
                             tensor_in(all[0]).describe() +
                             "; allgather needs the same shape everywhere";
-                 return check_same(all, false);
+                 return std::string{};
                },
                {gather});
 }

@@ -18,10 +18,34 @@ group_registry& registry() {
   return r;
 }
 
-/// The groups the calling thread is a member of.
+/// Gives `m`'s rank of group `name` up, once its queued operations ran;
+/// the last member to leave frees the name.
+void leave(const std::string& name, const membership& m) {
+  if (m.lane)
+    m.lane->drain();
+  if (!m.group->leave(m.rank))
+    return;
+  auto& reg = registry();
+  std::lock_guard<std::mutex> guard{reg.mtx};
+  auto i = reg.groups.find(name);
+  if (i != reg.groups.end() && i->second == m.group)
+    reg.groups.erase(i);
+}
+
+/// The groups a thread is a member of; a thread that ends leaves them, so
+/// that its rank can be taken again and the others hear of it.
+struct thread_groups {
+  std::map<std::string, membership> groups;
+
+  ~thread_groups() {
+    for (auto& [name, m] : groups)
+      leave(name, m);
+  }
+};
+
 std::map<std::string, membership>& my_groups() {
-  thread_local std::map<std::string, membership> mine;
-  return mine;
+  thread_local thread_groups mine;
+  return mine.groups;
 }
 
 } // namespace
@@ -85,6 +109,7 @@ const membership& settled(const std::string& group) {
 
 } // namespace detail
 
+using detail::leave;
 using detail::local_group;
 using detail::member_of;
 using detail::my_groups;
@@ -132,16 +157,8 @@ void init_group(int world_size, int rank, const std::string& group) {
 
 void destroy_group(const std::string& group) {
   auto m = member_of(group);
-  if (m.lane)
-    m.lane->drain(); // its queued operations first
   my_groups().erase(group);
-  if (m.group->leave(m.rank)) {
-    auto& reg = registry();
-    std::lock_guard<std::mutex> guard{reg.mtx};
-    auto i = reg.groups.find(group);
-    if (i != reg.groups.end() && i->second == m.group)
-      reg.groups.erase(i);
-  }
+  leave(group, m);
 }
 
 bool is_group_initialized(const std::string& group) {

@@ -47,6 +47,7 @@ public:
     : name_(std::move(name))
     , world_(world)
     , joined_(static_cast<size_t>(world), false)
+    , left_(static_cast<size_t>(world), false)
     , arrived_(static_cast<size_t>(world), false)
     , slots_(static_cast<size_t>(world)) {}
 
@@ -64,6 +65,7 @@ public:
     if (joined_[static_cast<size_t>(rank)])
       return false;
     joined_[static_cast<size_t>(rank)] = true;
+    left_[static_cast<size_t>(rank)] = false;
     ++members_;
     return true;
   }
@@ -72,6 +74,7 @@ public:
   bool leave(int rank) {
     std::lock_guard<std::mutex> guard{mtx_};
     joined_[static_cast<size_t>(rank)] = false;
+    left_[static_cast<size_t>(rank)] = true;
     if (count_ > 0)
       break_with("rank " + std::to_string(rank) +
                  " left the group (destroy_group) while the others waited");
@@ -185,6 +188,13 @@ private:
               const std::function<std::string()>& last) {
     if (!broken_.empty())
       throw collective_error(broken_);
+    if (starting)
+      for (size_t r = 0; r < left_.size(); ++r)
+        if (left_[r])
+          throw collective_error(
+            "group '" + name_ + "': rank " + std::to_string(r) +
+            " left the group (destroy_group, or its thread ended); a member "
+            "must take its rank again before the group can go on");
     auto generation = generation_.load();
     arrived_[static_cast<size_t>(rank)] = true;
     if (++count_ == world_) {
@@ -204,10 +214,15 @@ private:
            clock::now() < spin_until)
       std::this_thread::yield();
     lock.lock();
-    auto deadline = clock::now() + timeout_;
-    bool woke = cv_.wait_until(lock, deadline, [&] {
-      return generation_ != generation || !broken_.empty();
-    });
+    auto woken = [&] { return generation_ != generation || !broken_.empty(); };
+    // Only the start of an operation has a deadline: once every member is
+    // in, each finishes its stage (local work on memory the others may be
+    // reading), and none may leave early and free its buffer.
+    bool woke = true;
+    if (starting)
+      woke = cv_.wait_until(lock, clock::now() + timeout_, woken);
+    else
+      cv_.wait(lock, woken);
     if (!woke) {
       std::string missing;
       for (size_t r = 0; r < arrived_.size(); ++r)
@@ -234,6 +249,7 @@ private:
   std::mutex mtx_;
   std::condition_variable cv_;
   std::vector<bool> joined_;
+  std::vector<bool> left_; // joined, then left: the group cannot go on
   int members_ = 0;
   std::chrono::milliseconds timeout_{30000};
   // The round under way.

@@ -223,6 +223,62 @@ BOOST_AUTO_TEST_CASE(mismatched_dtypes_and_roots_fail_on_every_rank) {
     BOOST_TEST(e.find("out of range") != std::string::npos, e);
 }
 
+BOOST_AUTO_TEST_CASE(different_collectives_on_different_ranks_fail_cleanly) {
+  auto g = fresh_group();
+  auto errors = on_ranks(3, g, [&](int r) {
+    std::vector<tensor> all;
+    if (r == 1)
+      barrier(g);
+    else
+      allgather(all, rank_input(r, 4), g);
+  });
+  for (auto& e : errors)
+    BOOST_TEST(e.find("every rank must call the same collective") !=
+                 std::string::npos,
+               e);
+}
+
+BOOST_AUTO_TEST_CASE(a_member_whose_thread_ends_leaves_its_group) {
+  auto g = fresh_group();
+  init_group(2, 0, g); // this thread stays a member throughout
+  set_timeout(g, std::chrono::milliseconds(5000));
+  std::thread{[&] { init_group(2, 1, g); }}.join(); // ends without destroy
+  // The others hear at once who left, not after the timeout.
+  auto start = std::chrono::steady_clock::now();
+  std::string seen;
+  try {
+    barrier(g);
+  } catch (const collective_error& e) {
+    seen = e.what();
+  }
+  BOOST_TEST(seen.find("rank 1 left the group") != std::string::npos, seen);
+  BOOST_TEST(
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count() < 2.0);
+  // Its rank can be taken again, and the group goes on.
+  std::vector<float> mine(5, 1.0f);
+  std::atomic<bool> rejoined{false};
+  std::string other_error;
+  std::thread other{[&] {
+    try {
+      init_group(2, 1, g);
+      rejoined = true;
+      std::vector<float> theirs(5, 2.0f);
+      allreduce(theirs, g);
+      destroy_group(g);
+    } catch (const collective_error& e) {
+      other_error = e.what();
+    }
+  }};
+  while (!rejoined)
+    std::this_thread::yield();
+  allreduce(mine, g);
+  other.join();
+  BOOST_TEST(other_error.empty(), other_error);
+  BOOST_TEST((mine == std::vector<float>(5, 3.0f)));
+  destroy_group(g);
+}
+
 BOOST_AUTO_TEST_CASE(bad_ranks_and_unknown_groups_are_clear_errors) {
   BOOST_CHECK_EXCEPTION(
     init_group(4, 4, "x"), collective_error, [](const collective_error& e) {
