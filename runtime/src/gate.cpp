@@ -8,6 +8,7 @@
 #include <optional>
 #include <thread>
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -58,6 +59,7 @@ struct gate::impl {
   credentials creds;
   std::string what;
   uint16_t port = 0; // kept: the acceptor forgets it once closed
+  bool closed = false;
   gate_limits limits;
   admit_fn admit;
   log_budget log;
@@ -146,6 +148,8 @@ private:
   }
 
   void on_replied() {
+    if (done_)
+      return; // dropped (deadline, close) while the reply was on its way
     if (!verified_)
       return drop("refused", plain_peer_ ? "it does not use TLS, this "
                                            "cluster does"
@@ -239,6 +243,8 @@ public:
 
 private:
   void finish() {
+    if (done_)
+      return;
     done_ = true;
     g_.waiting.erase(place_);
     timer_.cancel();
@@ -343,6 +349,9 @@ void gate::impl::stop_accepting() {
 }
 
 void gate::close() {
+  if (impl_->closed)
+    return;
+  impl_->closed = true;
   if (!impl_->loop.joinable())
     return impl_->stop_accepting();
   std::promise<void> done;
@@ -360,7 +369,10 @@ uint16_t gate::port() const noexcept {
 void gate::open(admit_fn admit) {
   impl_->admit = std::move(admit);
   impl_->accept();
-  impl_->loop = std::thread{[this] {
+  // The loop runs until the gate is destroyed, even with nothing to do, so
+  // that close() always finds it.
+  auto work = asio::make_work_guard(impl_->io);
+  impl_->loop = std::thread{[this, work] {
     // A handler that throws must not end the process, nor the gate.
     for (;;) {
       try {

@@ -201,7 +201,12 @@ int relay(tls_stream tls) {
     ::close(fds[1]);
     return -1;
   }
-  std::make_shared<relay_pair>(std::move(tls), std::move(local))->start();
+  try {
+    std::make_shared<relay_pair>(std::move(tls), std::move(local))->start();
+  } catch (const std::exception&) {
+    ::close(fds[1]); // fds[0] is the local socket's, closed with it
+    return -1;
+  }
   return fds[1];
 }
 
@@ -223,7 +228,15 @@ tls_context::tls_context(const tls_options& opts, const std::string& token)
   }
   loop_ = std::thread{[this] {
     auto work = asio::make_work_guard(io_);
-    io_.run();
+    // A handler that throws (out of memory, say) fails its link, not the
+    // process nor the other links.
+    for (;;) {
+      try {
+        io_.run();
+        return;
+      } catch (const std::exception&) {
+      }
+    }
   }};
 }
 
@@ -236,39 +249,54 @@ tls_outcome
 tls_context::connect(int fd, std::chrono::steady_clock::time_point deadline) {
   std::promise<tls_outcome> done;
   asio::post(io_, [&] {
-    sockaddr_storage me{};
-    socklen_t len = sizeof(me);
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&me), &len);
-    auto proto = me.ss_family == AF_INET6 ? tcp::v6() : tcp::v4();
-    auto tls = std::make_shared<tls_stream>(io_, client_);
-    error_code ec;
-    tls->next_layer().assign(proto, fd, ec);
-    if (ec) {
-      ::close(fd);
-      return done.set_value({-1, "TLS: " + ec.message(), false});
+    bool owned = false; // by the TLS stream, which closes it
+    try {
+      start_client(fd, deadline, done, owned);
+    } catch (const std::exception& e) {
+      if (!owned)
+        ::close(fd);
+      done.set_value({-1, std::string{"TLS: "} + e.what(), false});
     }
-    auto timer = std::make_shared<asio::steady_timer>(io_, deadline);
-    auto late = std::make_shared<bool>(false);
-    timer->async_wait([tls, late](error_code e) {
-      if (e)
-        return;
-      *late = true;
-      tls->lowest_layer().close(e);
-    });
-    tls->async_handshake(
-      asio::ssl::stream_base::client, [&done, tls, timer, late](error_code e) {
-        timer->cancel();
-        if (*late)
-          return done.set_value({-1, "no TLS handshake in time", false});
-        if (e)
-          return done.set_value({-1, describe(e), refused(e)});
-        int plain = relay(std::move(*tls));
-        if (plain < 0)
-          return done.set_value({-1, "out of descriptors", false});
-        done.set_value({plain, {}, false});
-      });
   });
   return done.get_future().get();
+}
+
+void tls_context::start_client(int fd,
+                               std::chrono::steady_clock::time_point deadline,
+                               std::promise<tls_outcome>& done, bool& owned) {
+  sockaddr_storage me{};
+  socklen_t len = sizeof(me);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&me), &len);
+  auto proto = me.ss_family == AF_INET6 ? tcp::v6() : tcp::v4();
+  auto tls = std::make_shared<tls_stream>(io_, client_);
+  error_code ec;
+  tls->next_layer().assign(proto, fd, ec);
+  if (ec) {
+    ::close(fd);
+    owned = true; // closed: the caller must not close it again
+    return done.set_value({-1, "TLS: " + ec.message(), false});
+  }
+  owned = true;
+  auto timer = std::make_shared<asio::steady_timer>(io_, deadline);
+  auto late = std::make_shared<bool>(false);
+  timer->async_wait([tls, late](error_code e) {
+    if (e)
+      return;
+    *late = true;
+    tls->lowest_layer().close(e);
+  });
+  tls->async_handshake(
+    asio::ssl::stream_base::client, [&done, tls, timer, late](error_code e) {
+      timer->cancel();
+      if (*late)
+        return done.set_value({-1, "no TLS handshake in time", false});
+      if (e)
+        return done.set_value({-1, describe(e), refused(e)});
+      int plain = relay(std::move(*tls));
+      if (plain < 0)
+        return done.set_value({-1, "out of descriptors", false});
+      done.set_value({plain, {}, false});
+    });
 }
 
 } // namespace lumen::detail

@@ -16,6 +16,7 @@
 
 #include <array>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -67,6 +68,11 @@ public:
   }
 
 private:
+  /// On the loop: starts the handshake on `fd` and sets `done` when it
+  /// ends; `owned` once the TLS stream holds (and will close) `fd`.
+  void start_client(int fd, std::chrono::steady_clock::time_point deadline,
+                    std::promise<tls_outcome>& done, bool& owned);
+
   bool certificates_;
   std::array<unsigned char, 32> psk_{};
   boost::asio::ssl::context server_;
