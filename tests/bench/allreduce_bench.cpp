@@ -109,19 +109,10 @@ figure make_figure(const std::string& name, int n, size_t bytes,
 } // namespace
 
 int main(int argc, char** argv) {
-  lumen::bench::options opts;
-  try {
-    opts = lumen::bench::parse_options(
-      argc, argv,
-      "allreduce_bench: all-reduce of N members in one process, next to a "
-      "naive gather-reduce-broadcast");
-    if (!opts.rest.empty())
-      throw std::invalid_argument("unknown flag '" + opts.rest.front() +
-                                  "'; see --help");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "allreduce_bench: %s\n", e.what());
-    return 2;
-  }
+  auto opts = lumen::bench::options_or_exit(
+    argc, argv, "allreduce_bench",
+    "all-reduce of N members in one process, next to a "
+    "naive gather-reduce-broadcast");
   std::vector<size_t> sizes =
     opts.smoke
       ? std::vector<size_t>{4096, 256 << 10}

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <stdexcept>
@@ -86,6 +87,23 @@ inline options parse_options(int argc, char** argv, const char* usage) {
     }
   }
   return o;
+}
+
+/// The options of benchmark `bench`, which takes no flags of its own;
+/// prints what is wrong and exits 2 on a bad flag, as the `lumen` command.
+inline options options_or_exit(int argc, char** argv, const char* bench,
+                               const std::string& usage) {
+  try {
+    auto opts =
+      parse_options(argc, argv, (std::string{bench} + ": " + usage).c_str());
+    if (!opts.rest.empty())
+      throw std::invalid_argument("unknown flag '" + opts.rest.front() +
+                                  "'; see --help");
+    return opts;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", bench, e.what());
+    std::exit(2);
+  }
 }
 
 /// Runs `body` `reps` times; each run performs `n` operations and returns

@@ -77,19 +77,10 @@ double mb_per_s(double round_trips_per_s, size_t payload) {
 int main(int argc, char** argv) {
   if (argc > 1 && std::string{argv[1]} == "--serve")
     return lumen::cli_main(argc - 1, argv + 1);
-  lumen::bench::options opts;
-  try {
-    opts = lumen::bench::parse_options(
-      argc, argv,
-      "cluster_bench: cross-process actor calls and tensor round trips, "
-      "next to raw TCP");
-    if (!opts.rest.empty())
-      throw std::invalid_argument("unknown flag '" + opts.rest.front() +
-                                  "'; see --help");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cluster_bench: %s\n", e.what());
-    return 2;
-  }
+  auto opts = lumen::bench::options_or_exit(
+    argc, argv, "cluster_bench",
+    "cross-process actor calls and tensor round trips, "
+    "next to raw TCP");
   long calls = opts.smoke ? 200 : 20000;
   std::vector<std::pair<std::string, size_t>> tensors =
     opts.smoke ? std::vector<std::pair<std::string, size_t>>{{"4MiB", 1 << 16}}

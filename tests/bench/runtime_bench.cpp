@@ -200,19 +200,10 @@ figure caf_scoped_roundtrip(int reps, long n) {
 } // namespace
 
 int main(int argc, char** argv) {
-  lumen::bench::options opts;
-  try {
-    opts = lumen::bench::parse_options(
-      argc, argv,
-      "runtime_bench: tasks, actor calls, put and get per second, next to "
-      "raw CAF");
-    if (!opts.rest.empty())
-      throw std::invalid_argument("unknown flag '" + opts.rest.front() +
-                                  "'; see --help");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "runtime_bench: %s\n", e.what());
-    return 2;
-  }
+  auto opts = lumen::bench::options_or_exit(
+    argc, argv, "runtime_bench",
+    "tasks, actor calls, put and get per second, next to "
+    "raw CAF");
   // Sizes: a few hundred milliseconds per repetition on a 2-core machine.
   long scale = opts.smoke ? 1 : 100;
   lumen::init();
