@@ -119,37 +119,27 @@ public:
     , local_(std::move(local)) {}
 
   void start() {
-    pull();
-    push();
+    copy(tls_, local_, in_);  // peer -> this process
+    copy(local_, tls_, out_); // this process -> peer
   }
 
 private:
-  // Peer -> this process.
-  void pull() {
-    tls_.async_read_some(
-      asio::buffer(in_), [self = shared_from_this()](error_code ec, size_t n) {
-        if (ec)
-          return self->end();
-        asio::async_write(self->local_, asio::buffer(self->in_.data(), n),
-                          [self](error_code e, size_t) {
-                            if (e)
-                              return self->end();
-                            self->pull();
-                          });
-      });
-  }
+  using buffer = std::array<char, 64 * 1024>;
 
-  // This process -> peer.
-  void push() {
-    local_.async_read_some(
-      asio::buffer(out_), [self = shared_from_this()](error_code ec, size_t n) {
+  /// Reads what `from` has into `buf`, writes it all to `to`, and again,
+  /// until either side ends.
+  template <class From, class To>
+  void copy(From& from, To& to, buffer& buf) {
+    from.async_read_some(
+      asio::buffer(buf),
+      [self = shared_from_this(), &from, &to, &buf](error_code ec, size_t n) {
         if (ec)
           return self->end();
-        asio::async_write(self->tls_, asio::buffer(self->out_.data(), n),
-                          [self](error_code e, size_t) {
+        asio::async_write(to, asio::buffer(buf.data(), n),
+                          [self, &from, &to, &buf](error_code e, size_t) {
                             if (e)
                               return self->end();
-                            self->push();
+                            self->copy(from, to, buf);
                           });
       });
   }
@@ -163,8 +153,8 @@ private:
 
   tls_stream tls_;
   asio::local::stream_protocol::socket local_;
-  std::array<char, 64 * 1024> in_;
-  std::array<char, 64 * 1024> out_;
+  buffer in_;
+  buffer out_;
 };
 
 std::string describe(const error_code& ec) {
