@@ -34,6 +34,7 @@ struct slot {
   reduce_op op = reduce_op::sum;
   bool has_root = false;
   int root = 0;
+  allreduce_algorithm algorithm = allreduce_algorithm::automatic;
   std::string what; // the operation, as the member called it
 };
 
@@ -89,10 +90,13 @@ public:
   /// Runs one operation for `rank`: posts `mine`, checks all slots with
   /// `check` (an empty answer means they agree), then runs each stage,
   /// all members finishing a stage before any starts the next.
-  void run(
-    int rank, slot mine,
-    const std::function<std::string(const std::vector<slot>&)>& check,
-    const std::vector<std::function<void(const std::vector<slot>&)>>& stages) {
+  /// `end_meeting` false skips the meeting after the last stage, for a
+  /// last stage that touches only the member's own memory.
+  void
+  run(int rank, slot mine,
+      const std::function<std::string(const std::vector<slot>&)>& check,
+      const std::vector<std::function<void(const std::vector<slot>&)>>& stages,
+      bool end_meeting = true) {
     {
       std::unique_lock<std::mutex> lock{mtx_};
       slots_[static_cast<size_t>(rank)] = std::move(mine);
@@ -100,11 +104,23 @@ public:
       if (!verdict_.empty())
         throw collective_error("group '" + name_ + "': " + verdict_);
     }
-    for (auto& stage : stages) {
-      stage(slots_);
+    for (size_t i = 0; i < stages.size(); ++i) {
+      stages[i](slots_);
+      if (i + 1 == stages.size() && !end_meeting)
+        return;
       std::unique_lock<std::mutex> lock{mtx_};
       arrive(lock, rank, false, nullptr);
     }
+  }
+
+  void set_algorithm(allreduce_algorithm a) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    algorithm_ = a;
+  }
+
+  allreduce_algorithm algorithm() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return algorithm_;
   }
 
   /// Point to point: hands `numel` elements of `type` at `data` from `rank`
@@ -252,6 +268,7 @@ private:
   std::vector<bool> left_; // joined, then left: the group cannot go on
   int members_ = 0;
   std::chrono::milliseconds timeout_{30000};
+  allreduce_algorithm algorithm_ = allreduce_algorithm::automatic;
   // The round under way.
   std::atomic<uint64_t> generation_{0}; // read unlocked while spinning
   int count_ = 0;

@@ -146,6 +146,27 @@ BOOST_AUTO_TEST_CASE(allreduce_matches_the_closed_form_everywhere) {
       }
 }
 
+BOOST_AUTO_TEST_CASE(both_algorithms_agree_and_either_can_be_forced) {
+  for (auto algo : {allreduce_algorithm::slices, allreduce_algorithm::direct})
+    for (size_t length : {size_t{3}, size_t{5000}, size_t{100000}}) {
+      auto g = fresh_group();
+      auto errors = on_ranks(3, g, [&](int r) {
+        set_algorithm(g, algo);
+        EXPECT(algorithm_for(g, length * 4) == algo);
+        auto t = rank_input(r, length);
+        allreduce(t, g, reduce_op::average);
+        EXPECT(matches(t, reduce_op::average, 3));
+      });
+      for (auto& e : errors)
+        BOOST_TEST(e.empty(), e);
+    }
+  auto g = fresh_group();
+  init_group(1, 0, g);
+  BOOST_TEST((algorithm_for(g, 4096) == allreduce_algorithm::direct));
+  BOOST_TEST((algorithm_for(g, 1 << 20) == allreduce_algorithm::slices));
+  destroy_group(g);
+}
+
 BOOST_AUTO_TEST_CASE(vectors_and_other_dtypes_reduce_in_place) {
   auto g = fresh_group();
   on_ranks(3, g, [&](int r) {

@@ -97,13 +97,21 @@ std::string label(size_t bytes) {
 }
 
 figure make_figure(const std::string& name, int n, size_t bytes,
-                   const run_result& r, const char* algorithm) {
+                   const run_result& r, const std::string& algorithm) {
   figure f{name, "GB/s", r.busbw, n, static_cast<long>(bytes)};
   f.label = name + "_n" + std::to_string(n) + "_" + label(bytes);
   auto t_min = *std::min_element(r.t_op_us.begin(), r.t_op_us.end());
   f.extra = {{"t_min_us", std::to_string(t_min)},
-             {"algorithm", std::string{"\""} + algorithm + "\""}};
+             {"algorithm", "\"" + algorithm + "\""}};
   return f;
+}
+
+/// The algorithm an all-reduce of `bytes` picks, asked of a group of one.
+std::string algorithm_of(size_t bytes) {
+  coll::init_group(1, 0, "probe");
+  auto a = coll::algorithm_for("probe", bytes);
+  coll::destroy_group("probe");
+  return coll::to_string(a);
 }
 
 } // namespace
@@ -154,10 +162,14 @@ int main(int argc, char** argv) {
       auto base = make_figure("naive_inproc", n, bytes,
                               measure(n, bytes, iters, opts.reps, group, naive),
                               "gather to rank 0, reduce, broadcast");
-      auto ours = make_figure("fused_inproc", n, bytes,
-                              measure(n, bytes, iters, opts.reps, group, fused),
-                              "fused: each rank reduces its slice over all "
-                              "members' memory, then copies the others'");
+      auto algorithm = algorithm_of(bytes);
+      auto ours = make_figure(
+        "fused_inproc", n, bytes,
+        measure(n, bytes, iters, opts.reps, group, fused),
+        (algorithm == "direct"
+           ? "direct: each rank reduces the whole buffer over all members'"
+           : "slices: each rank reduces its slice over all members', then "
+             "copies the others'"));
       lumen::bench::compare(ours, base);
       figs.push_back(ours);
       figs.push_back(base);

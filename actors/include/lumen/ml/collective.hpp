@@ -44,9 +44,28 @@ public:
   using error::error;
 };
 
-/// How long a member waits for the others at each step before the whole
-/// operation fails with `collective_error` (default 30 s).
+/// How long a member waits for the others to start an operation before it
+/// fails with `collective_error` (default 30 s).
 void set_timeout(const std::string& group, std::chrono::milliseconds timeout);
+
+/// How members in one process all-reduce. `slices`: each member reduces
+/// its slice over everyone's buffer, then copies the others' slices (three
+/// meetings, each member reducing 1/N of the data: for large buffers).
+/// `direct`: each member reduces the whole buffer over everyone's into its
+/// own (two meetings, N times the arithmetic: for small buffers, where the
+/// meetings cost more). `automatic` (the default) takes `direct` up to
+/// 16 KiB and `slices` above.
+enum class allreduce_algorithm { automatic, slices, direct };
+
+/// "automatic", "slices", "direct".
+const char* to_string(allreduce_algorithm a) noexcept;
+
+/// Forces the algorithm for the whole group (all its members in this
+/// process), from any member.
+void set_algorithm(const std::string& group, allreduce_algorithm a);
+
+/// The algorithm an all-reduce of `bytes` bytes over `group` uses.
+allreduce_algorithm algorithm_for(const std::string& group, size_t bytes);
 
 /// Makes the calling thread rank `rank` of the group `group` of
 /// `world_size` members. Throws `collective_error` if the rank is out of
