@@ -18,8 +18,15 @@ void default_from(std::string& value, const char* variable) {
 } // namespace
 
 tls_options resolve_tls(tls_options opts) {
-  if (auto env = std::getenv("LUMEN_TLS"); env && std::string{env} == "1")
-    opts.enabled = true;
+  if (auto env = std::getenv("LUMEN_TLS"); env && *env) {
+    std::string v = env;
+    if (v == "1" || v == "true" || v == "yes" || v == "on")
+      opts.enabled = true;
+    else if (v != "0" && v != "false" && v != "no" && v != "off")
+      throw usage_error("LUMEN_TLS must be 1 (or true, yes, on) or 0 (or "
+                        "false, no, off); it is '" +
+                        v + "'");
+  }
   default_from(opts.cert_file, "LUMEN_TLS_CERT");
   default_from(opts.key_file, "LUMEN_TLS_KEY");
   default_from(opts.ca_file, "LUMEN_TLS_CA");

@@ -18,8 +18,9 @@ struct credentials {
 };
 
 /// `opts` completed from $LUMEN_TLS, $LUMEN_TLS_CERT, $LUMEN_TLS_KEY and
-/// $LUMEN_TLS_CA; throws `usage_error` (`errc::tls_mismatch`) if it is
-/// incomplete (a certificate without its key, say).
+/// $LUMEN_TLS_CA; throws `usage_error` if $LUMEN_TLS is neither on nor off,
+/// or (`errc::tls_mismatch`) if the setting is incomplete (a certificate
+/// without its key, say).
 tls_options resolve_tls(tls_options opts);
 
 /// The token, with TLS set up as `opts` (resolved) say.

@@ -173,6 +173,20 @@ BOOST_AUTO_TEST_CASE(an_unreachable_head_is_a_catchable_error_with_a_code) {
   BOOST_TEST(!lumen::is_initialized());
 }
 
+BOOST_AUTO_TEST_CASE(tls_settings_that_cannot_work_are_usage_errors) {
+  auto path = write_token(temp_dir(), "s3cret\n", 0600);
+  ::setenv("LUMEN_TLS", "maybe", 1);
+  auto [code, what] = init_failure({0, "127.0.0.1:1", path, {}});
+  ::unsetenv("LUMEN_TLS");
+  BOOST_TEST((code == lumen::errc::usage));
+  BOOST_TEST(what.find("LUMEN_TLS must be 1") != std::string::npos, what);
+  lumen::tls_options half;
+  half.cert_file = path; // a certificate without its key
+  auto [code2, what2] = init_failure({0, "127.0.0.1:1", path, half});
+  BOOST_TEST((code2 == lumen::errc::tls_mismatch));
+  BOOST_TEST(what2.find("--tls-key") != std::string::npos, what2);
+}
+
 BOOST_AUTO_TEST_CASE(a_bad_address_is_a_usage_error) {
   auto [code, what] = init_failure({0, "garbage", "", {}});
   BOOST_TEST((code == lumen::errc::usage));
