@@ -24,8 +24,18 @@ for n in 2 3 4; do
   "${mpi[@]}" -np $n "$work/mpi_allreduce" mpi_shm "$reps" $sizes \
     >> "$work/theirs.json"
 done
-if python3 -c 'import torch.distributed' 2> /dev/null; then
-  python3 tests/bench/gloo_allreduce.py "$reps" $sizes >> "$work/theirs.json"
+# Debian's python3-torch is for Debian's python3, which another python3
+# earlier on PATH (pyenv, say) does not see.
+torch_python=""
+for py in /usr/bin/python3 python3; do
+  if "$py" -c 'import torch.distributed' 2> /dev/null; then
+    torch_python=$py
+    break
+  fi
+done
+if [ -n "$torch_python" ]; then
+  "$torch_python" tests/bench/gloo_allreduce.py "$reps" $sizes \
+    >> "$work/theirs.json"
 else
   echo "compare_allreduce: python3-torch is not installed: no torch/gloo" \
        "figures" >&2
