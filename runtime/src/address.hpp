@@ -19,4 +19,8 @@ struct address {
 /// `usage_error` naming the bad text and showing the right form.
 address parse_address(const std::string& text);
 
+/// The address of this machine that packets to `peer` leave from (what
+/// `peer`'s network can reach this process at); "127.0.0.1" if none.
+std::string local_host_towards(const address& peer);
+
 } // namespace lumen::detail

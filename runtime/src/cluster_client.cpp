@@ -22,6 +22,7 @@ cluster_client::cluster_client(process_services& rt, const address& head,
                                credentials creds, const std::string& role)
   : sys_(rt.system())
   , head_(rt, head, creds, role)
+  , endpoints_(rt, head_)
   , directory_(sys_, head_)
   , links_(rt, std::move(creds), head_, directory_,
            [this](std::string node, std::string why,

@@ -20,6 +20,7 @@
 #include "address.hpp"
 #include "data_client.hpp"
 #include "directory_cache.hpp"
+#include "head_endpoints.hpp"
 #include "head_link.hpp"
 #include "node_links.hpp"
 #include "process_services.hpp"
@@ -70,6 +71,11 @@ public:
   /// The control handle of live node `node_id`, connecting if needed.
   caf::actor manager_of(const std::string& node_id);
 
+  /// Channel names in the head's directory.
+  head_endpoints& endpoints() noexcept {
+    return endpoints_;
+  }
+
   /// The actor named `name` in the head's directory, or null.
   std::shared_ptr<actor_core> lookup(const std::string& name);
 
@@ -99,6 +105,7 @@ private:
   caf::actor_system& sys_;
   std::atomic<bool> stopping_{false};
   head_link head_;
+  head_endpoints endpoints_;
   directory_cache directory_;
   struct funeral {
     std::string node;

@@ -12,6 +12,7 @@ driver_runtime::driver_runtime(const init_options& opts, const address& head,
                                const std::string& hello_role)
   : driver_runtime(opts) {
   try {
+    serve_channels(local_host_towards(head), creds);
     connect(head, creds, hello_role, false, nullptr);
   } catch (...) {
     stop();
@@ -43,6 +44,7 @@ void driver_runtime::stop_client() {
 }
 
 void driver_runtime::stop() {
+  stop_channels();
   stop_client();
   // Hosts and the requester use the cluster client until they are done.
   stop_actors();
@@ -90,6 +92,21 @@ std::shared_ptr<actor_ref> driver_runtime::find_actor(const std::string& name) {
 
 std::vector<node_info> driver_runtime::nodes() {
   return client_->nodes();
+}
+
+std::optional<std::string>
+driver_runtime::find_endpoint(const std::string& name) {
+  return client_->endpoints().find(name);
+}
+
+bool driver_runtime::bind_endpoint(const std::string& name,
+                                   const std::string& address) {
+  return client_->endpoints().bind(name, address);
+}
+
+void driver_runtime::drop_endpoint(const std::string& name) {
+  if (client_)
+    client_->endpoints().drop(name);
 }
 
 caf::actor driver_runtime::manager_of(const std::string& node_id) {

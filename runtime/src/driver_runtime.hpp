@@ -29,8 +29,13 @@ public:
   std::shared_ptr<actor_ref> find_actor(const std::string& name) override;
   std::vector<node_info> nodes() override;
   caf::actor manager_of(const std::string& node_id) override;
+  std::optional<std::string> find_endpoint(const std::string& name) override;
 
 protected:
+  bool bind_endpoint(const std::string& name,
+                     const std::string& address) override;
+  void drop_endpoint(const std::string& name) override;
+
   /// For the node role, which serves before it connects.
   explicit driver_runtime(const init_options& opts);
 

@@ -30,6 +30,8 @@ const char* to_string(errc code) noexcept {
       return "bad_token_file";
     case errc::tls_mismatch:
       return "tls_mismatch";
+    case errc::channel_closed:
+      return "channel_closed";
     case errc::no_such_node:
       return "no_such_node";
     case errc::node_dead:

@@ -112,8 +112,30 @@ head_directory::lookup(const std::string& name) const {
   return i->second;
 }
 
+bool head_directory::bind_endpoint(const std::string& name,
+                                   endpoint_entry entry) {
+  return endpoints_.emplace(name, std::move(entry)).second;
+}
+
+std::optional<std::string>
+head_directory::find_endpoint(const std::string& name) const {
+  auto i = endpoints_.find(name);
+  if (i == endpoints_.end())
+    return std::nullopt;
+  return i->second.address;
+}
+
+void head_directory::drop_endpoint(const std::string& name,
+                                   const caf::actor_addr& owner) {
+  auto i = endpoints_.find(name);
+  if (i != endpoints_.end() && i->second.owner == owner)
+    endpoints_.erase(i);
+}
+
 void head_directory::on_down(const caf::actor_addr& source,
                              const std::string& reason) {
+  for (auto i = endpoints_.begin(); i != endpoints_.end();)
+    i = i->second.owner == source ? endpoints_.erase(i) : std::next(i);
   for (auto i = names_.begin(); i != names_.end();)
     i = i->second.handle.address() == source ? names_.erase(i) : std::next(i);
   for (size_t i = 0; i < nodes_.size(); ++i)

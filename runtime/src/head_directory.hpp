@@ -20,6 +20,13 @@ struct named_entry {
   caf::actor handle;
 };
 
+/// A channel listener (lumen/channel.hpp) in the directory: where it
+/// listens, and an actor of its process, whose death frees the name.
+struct endpoint_entry {
+  std::string address;
+  caf::actor_addr owner;
+};
+
 /// The head's view of the cluster, kept by its node manager: the nodes that
 /// joined (alive or dead), the names of actors, and the epoch that tells
 /// this head from an earlier one at the same address. Plain state: the
@@ -65,8 +72,17 @@ public:
 
   std::optional<named_entry> lookup(const std::string& name) const;
 
-  /// Something monitored went down: a named actor (its name is freed) or a
-  /// node's manager (the node is dead; logged with `reason`).
+  /// Gives the channel name `name` to `entry`; false if it is taken.
+  bool bind_endpoint(const std::string& name, endpoint_entry entry);
+
+  std::optional<std::string> find_endpoint(const std::string& name) const;
+
+  /// Frees `name` if `owner`'s process holds it.
+  void drop_endpoint(const std::string& name, const caf::actor_addr& owner);
+
+  /// Something monitored went down: a named actor (its name is freed), a
+  /// process holding channel names (they are freed) or a node's manager
+  /// (the node is dead; logged with `reason`).
   void on_down(const caf::actor_addr& source, const std::string& reason);
 
 private:
@@ -78,6 +94,7 @@ private:
   int next_node_ = 1;
   int next_driver_ = 1;
   std::map<std::string, named_entry> names_;
+  std::map<std::string, endpoint_entry> endpoints_;
 };
 
 } // namespace lumen::detail

@@ -17,6 +17,8 @@
 #include "lumen/init.hpp"
 
 #include "actor_host.hpp"
+#include "channel_hub.hpp"
+#include "credentials.hpp"
 #include "process_services.hpp"
 #include "task_pool.hpp"
 
@@ -63,6 +65,24 @@ public:
   adopt_remote_actor(std::shared_ptr<actor_core> core) override;
   void adopt(caf::actor h) override;
 
+  /// Channels (lumen/channel.hpp): starts queuing what is opened to
+  /// `name` in this process's hub (made on first use) and registers the
+  /// name where peers look it up; throws `usage_error` (`errc::name_taken`)
+  /// if a listener has it.
+  std::shared_ptr<channel_listener::queue>
+  open_channel_name(const std::string& name);
+
+  /// Gives `name` up.
+  void close_channel_name(const std::string& name);
+
+  /// Where the listener of `name` is (HOST:PORT), or nothing.
+  virtual std::optional<std::string> find_endpoint(const std::string& name);
+
+  /// What a channel shows at a hub's gate.
+  const credentials& link_credentials() const noexcept {
+    return link_creds_;
+  }
+
   /// See lumen::detail::watch; requester thread only.
   uint64_t watch(caf::event_based_actor* self, const caf::actor& whom,
                  std::function<void()> fail);
@@ -71,6 +91,19 @@ public:
   void unwatch(const caf::actor_addr& whom, uint64_t token);
 
 protected:
+  /// A cluster role: channels listen on `host` and show `creds`; call
+  /// before the first channel.
+  void serve_channels(std::string host, credentials creds);
+
+  /// Registers the channel name `name` at `address`; false if it is taken.
+  virtual bool bind_endpoint(const std::string& name,
+                             const std::string& address);
+
+  virtual void drop_endpoint(const std::string& name);
+
+  /// Ends the channel hub; a cluster role calls it before its client goes.
+  void stop_channels();
+
   /// Hands every down message the requester hears to `f` too, on its
   /// thread; a cluster role sets it before it monitors anything.
   void on_down(std::function<void(const caf::down_msg&)> f);
@@ -108,6 +141,12 @@ private:
   uint64_t next_watch_ = 1;
   std::set<caf::actor_addr> monitored_;
   std::function<void(const caf::down_msg&)> on_down_;
+  // Channels.
+  std::mutex channel_mtx_;
+  std::string channel_host_ = "127.0.0.1";
+  credentials link_creds_;
+  std::unique_ptr<channel_hub> hub_;
+  std::map<std::string, std::string> endpoints_; // outside a cluster
 };
 
 /// The process's runtime, whatever its role; throws `usage_error` if Lumen

@@ -326,6 +326,22 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
         return {false, std::string{}, std::string{}, caf::actor{}};
       return {true, found->cls, found->node, found->handle};
     },
+    [=](endpoint_atom, const std::string& name, const std::string& address,
+        const caf::actor& owner) {
+      if (!self->state.directory.bind_endpoint(name,
+                                               {address, owner.address()}))
+        return false;
+      self->monitor(owner); // its death frees the name
+      return true;
+    },
+    [=](find_endpoint_atom,
+        const std::string& name) -> caf::result<bool, std::string> {
+      auto found = self->state.directory.find_endpoint(name);
+      return {found.has_value(), found.value_or(std::string{})};
+    },
+    [=](drop_endpoint_atom, const std::string& name, const caf::actor& owner) {
+      self->state.directory.drop_endpoint(name, owner.address());
+    },
     [=](actors_atom, int32_t count) {
       auto sender = self->current_sender();
       if (!sender)

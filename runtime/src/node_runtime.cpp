@@ -36,6 +36,7 @@ node_runtime::node_runtime(const init_options& opts, node_settings serve,
     control_gate_ =
       std::make_unique<gate>(serve.host, serve.port, creds, "control");
     data_ = std::make_unique<data_server>(*this, serve.host, creds);
+    serve_channels(serve.host, creds);
     serve.port = control_gate_->port();
     serve.data_port = data_->port();
     manager_ = spawn_node_manager(system(), *this, *data_, serve);

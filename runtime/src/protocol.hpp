@@ -16,6 +16,9 @@
 //     (lookup, name)          -> (found, class, node id, actor)
 //     (alive, node id)        -> (whether the head counts it alive)
 //     (actors, count)         a node reports how many actors it hosts
+//     (endpoint, name, address, owner) -> (true, or false if taken)
+//     (find endpoint, name)   -> (found, address)
+//     (drop endpoint, name, owner)   frees a channel name
 //
 // Only peers that passed the gate with the cluster token get this far
 // (gate.hpp, control_link.hpp).
@@ -40,6 +43,9 @@ using spawn_typed_atom = caf::atom_constant<caf::atom("lmspawnt")>;
 using lookup_atom = caf::atom_constant<caf::atom("lmlookup")>;
 using alive_atom = caf::atom_constant<caf::atom("lmalive")>;
 using actors_atom = caf::atom_constant<caf::atom("lmactors")>;
+using endpoint_atom = caf::atom_constant<caf::atom("lmepbind")>;
+using find_endpoint_atom = caf::atom_constant<caf::atom("lmepfind")>;
+using drop_endpoint_atom = caf::atom_constant<caf::atom("lmepdrop")>;
 
 /// A control-plane refusal: a Lumen error code and a sentence saying what
 /// happened and what to do, for the peer to branch on and show.

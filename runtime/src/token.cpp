@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iomanip>
 #include <random>
 #include <sstream>
 
@@ -49,17 +50,21 @@ std::string read_token(const std::string& path) {
   return token;
 }
 
+std::string random_token() {
+  std::random_device rd;
+  std::ostringstream hex;
+  for (int i = 0; i < 8; ++i)
+    hex << std::hex << std::setw(8) << std::setfill('0') << rd();
+  return hex.str();
+}
+
 std::string load_or_create_token(const std::string& path) {
   if (std::ifstream{path})
     return read_token(path);
   auto slash = path.rfind('/');
   if (slash != std::string::npos && slash > 0)
     ::mkdir(path.substr(0, slash).c_str(), 0700);
-  std::random_device rd;
-  std::ostringstream hex;
-  for (int i = 0; i < 8; ++i)
-    hex << std::hex << rd();
-  auto token = hex.str();
+  auto token = random_token();
   auto old_mask = ::umask(077);
   std::ofstream out{path};
   ::umask(old_mask);

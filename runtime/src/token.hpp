@@ -17,6 +17,9 @@ constexpr size_t max_token_size = 256;
 /// readable by others, saying what to do.
 std::string read_token(const std::string& path);
 
+/// A fresh token of 64 random hex digits.
+std::string random_token();
+
 /// Reads `path` if it exists, else writes a fresh random token there with
 /// mode 0600 (its folder 0700) and returns it.
 std::string load_or_create_token(const std::string& path);

@@ -38,6 +38,8 @@ enum class errc : uint8_t {
   /// This process and the peer disagree on TLS (one uses it, one does
   /// not), or a TLS certificate or key file cannot be used.
   tls_mismatch,
+  /// The other end of a channel closed it, or its process died.
+  channel_closed,
 };
 
 /// The code's name, e.g. "wrong_token".

@@ -5,6 +5,7 @@
 /// "lumen/caf_interop.hpp", kept apart because it pulls in CAF's headers.
 
 #include "lumen/actor.hpp"
+#include "lumen/channel.hpp"
 #include "lumen/errors.hpp"
 #include "lumen/init.hpp"
 #include "lumen/object_ref.hpp"
