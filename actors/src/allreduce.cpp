@@ -51,6 +51,8 @@ void direct_allreduce(const membership& m, slot s, reduce_op op) {
 
 void allreduce_in_place(const membership& m, char* data, ml::dtype type,
                         size_t numel, reduce_op op) {
+  if (m.net)
+    return net_allreduce(*m.net, data, type, numel, op);
   auto s = slot_of(data, type, numel, "allreduce");
   s.op = op;
   s.algorithm = choose(m.group->algorithm(), numel * ml::size_of(type));
@@ -89,16 +91,35 @@ const char* to_string(allreduce_algorithm a) noexcept {
       return "slices";
     case allreduce_algorithm::direct:
       return "direct";
+    case allreduce_algorithm::ring:
+      return "ring";
+    case allreduce_algorithm::naive:
+      return "naive";
   }
   return "unknown";
 }
 
 void set_algorithm(const std::string& group, allreduce_algorithm a) {
-  member_of(group).group->set_algorithm(a);
+  auto& m = member_of(group);
+  bool threads_only = a == allreduce_algorithm::slices;
+  bool processes_only =
+    a == allreduce_algorithm::ring || a == allreduce_algorithm::naive;
+  if ((m.net && threads_only) || (!m.net && processes_only))
+    throw collective_error(
+      "group '" + group + "' has no algorithm '" + to_string(a) + "': " +
+      (m.net ? "across processes it has ring, direct and naive"
+             : "in one process it has slices and direct"));
+  if (m.net)
+    m.net->set_algorithm(a);
+  else
+    m.group->set_algorithm(a);
 }
 
 allreduce_algorithm algorithm_for(const std::string& group, size_t bytes) {
-  return choose(member_of(group).group->algorithm(), bytes);
+  auto& m = member_of(group);
+  if (m.net)
+    return net_choose(m.net->algorithm(), bytes);
+  return choose(m.group->algorithm(), bytes);
 }
 
 void allreduce(ml::tensor& buf, const std::string& group, reduce_op op) {

@@ -12,6 +12,8 @@ namespace {
 
 void reduce_in_place(const membership& m, char* data, ml::dtype type,
                      size_t numel, int dst_rank, reduce_op op) {
+  if (m.net)
+    return net_reduce(*m.net, data, type, numel, dst_rank, op);
   auto s = slot_of(data, type, numel, "reduce");
   s.op = op;
   s.has_root = true;
@@ -30,6 +32,8 @@ void reduce_in_place(const membership& m, char* data, ml::dtype type,
 
 void broadcast_in_place(const membership& m, char* data, ml::dtype type,
                         size_t numel, int src_rank) {
+  if (m.net)
+    return net_broadcast(*m.net, data, type, numel, src_rank);
   auto s = slot_of(data, type, numel, "broadcast");
   s.has_root = true;
   s.root = src_rank;
@@ -46,6 +50,8 @@ void broadcast_in_place(const membership& m, char* data, ml::dtype type,
 
 void allgather_with(const membership& m, std::vector<ml::tensor>& out,
                     const ml::tensor& in) {
+  if (m.net)
+    return net_allgather(*m.net, out, in);
   auto s = slot_of(in, "allgather");
   s.in = &in;
   auto gather = [&](const std::vector<slot>& all) {
@@ -73,6 +79,8 @@ void allgather_with(const membership& m, std::vector<ml::tensor>& out,
 
 void reducescatter_with(const membership& m, ml::tensor& out,
                         const std::vector<ml::tensor>& in, reduce_op op) {
+  if (m.net)
+    return net_reducescatter(*m.net, out, in, op);
   auto world = static_cast<size_t>(m.group->world());
   auto rank = static_cast<size_t>(m.rank);
   slot s;
@@ -120,6 +128,8 @@ void reducescatter_with(const membership& m, ml::tensor& out,
 }
 
 void barrier_with(const membership& m) {
+  if (m.net)
+    return net_barrier(*m.net);
   slot s;
   s.what = "barrier";
   m.group->run(

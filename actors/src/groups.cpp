@@ -1,6 +1,10 @@
 #include "groups.hpp"
 
 #include <map>
+#include <optional>
+
+#include <lumen/cluster.hpp>
+#include <lumen/init.hpp>
 
 namespace lumen::collective {
 
@@ -11,6 +15,8 @@ namespace {
 struct group_registry {
   std::mutex mtx;
   std::map<std::string, std::shared_ptr<local_group>> groups;
+  // Timeouts set before a member of the group joined.
+  std::map<std::string, std::chrono::milliseconds> timeouts;
 };
 
 group_registry& registry() {
@@ -23,6 +29,8 @@ group_registry& registry() {
 void leave(const std::string& name, const membership& m) {
   if (m.lane)
     m.lane->drain();
+  if (m.net)
+    return; // its channels close with the last copy of the membership
   if (!m.group->leave(m.rank))
     return;
   auto& reg = registry();
@@ -112,27 +120,44 @@ const membership& settled(const std::string& group) {
 using detail::leave;
 using detail::local_group;
 using detail::member_of;
+using detail::membership;
 using detail::my_groups;
+using detail::net_group;
 using detail::registry;
 
 void set_timeout(const std::string& group, std::chrono::milliseconds timeout) {
-  member_of(group).group->set_timeout(timeout);
+  auto& mine = my_groups();
+  auto i = mine.find(group);
+  if (i == mine.end()) {
+    auto& reg = registry();
+    std::lock_guard<std::mutex> guard{reg.mtx};
+    reg.timeouts[group] = timeout;
+    return;
+  }
+  if (i->second.net)
+    i->second.net->links().set_timeout(timeout);
+  else
+    i->second.group->set_timeout(timeout);
 }
 
-void init_group(int world_size, int rank, const std::string& group) {
-  if (world_size < 1)
-    throw collective_error("group '" + group + "' needs at least one member (" +
-                           "world_size " + std::to_string(world_size) + ")");
-  if (rank < 0 || rank >= world_size)
-    throw collective_error(
-      "rank " + std::to_string(rank) + " is out of range for group '" + group +
-      "' of " + std::to_string(world_size) + " members (ranks 0 to " +
-      std::to_string(world_size - 1) + ")");
-  if (my_groups().count(group))
-    throw collective_error("this thread is a member of group '" + group +
-                           "' already (rank " +
-                           std::to_string(my_groups()[group].rank) +
-                           "); destroy_group first to join again");
+namespace {
+
+bool in_a_cluster() {
+  return lumen::is_initialized() && lumen::this_node_id() != "local";
+}
+
+/// The timeout set for `group` before this member joined, if any.
+std::optional<std::chrono::milliseconds>
+initial_timeout(const std::string& group) {
+  auto& reg = registry();
+  std::lock_guard<std::mutex> guard{reg.mtx};
+  auto i = reg.timeouts.find(group);
+  if (i == reg.timeouts.end())
+    return std::nullopt;
+  return i->second;
+}
+
+membership join_threads(int world_size, int rank, const std::string& group) {
   std::shared_ptr<local_group> g;
   {
     auto& reg = registry();
@@ -152,7 +177,45 @@ void init_group(int world_size, int rank, const std::string& group) {
                            group +
                            "' is taken: two members claim it; give each "
                            "member its own rank");
-  my_groups()[group] = {g, rank, nullptr};
+  return {g, rank, nullptr, nullptr};
+}
+
+} // namespace
+
+void init_group(int world_size, int rank, const std::string& group,
+                backend where) {
+  if (world_size < 1)
+    throw collective_error("group '" + group + "' needs at least one member (" +
+                           "world_size " + std::to_string(world_size) + ")");
+  if (rank < 0 || rank >= world_size)
+    throw collective_error(
+      "rank " + std::to_string(rank) + " is out of range for group '" + group +
+      "' of " + std::to_string(world_size) + " members (ranks 0 to " +
+      std::to_string(world_size - 1) + ")");
+  if (my_groups().count(group))
+    throw collective_error("this thread is a member of group '" + group +
+                           "' already (rank " +
+                           std::to_string(my_groups()[group].rank) +
+                           "); destroy_group first to join again");
+  if (where == backend::automatic)
+    where = in_a_cluster() ? backend::processes : backend::threads;
+  auto timeout = initial_timeout(group);
+  membership m;
+  if (where == backend::threads) {
+    m = join_threads(world_size, rank, group);
+    if (timeout)
+      m.group->set_timeout(*timeout);
+  } else {
+    if (!lumen::is_initialized())
+      throw collective_error("group '" + group +
+                             "' uses the processes backend, whose members "
+                             "meet through Lumen: call lumen::init first");
+    m.net = std::make_shared<net_group>(
+      group, world_size, rank,
+      timeout.value_or(std::chrono::milliseconds(30000)));
+    m.rank = rank;
+  }
+  my_groups()[group] = std::move(m);
 }
 
 void destroy_group(const std::string& group) {
@@ -170,7 +233,19 @@ int get_rank(const std::string& group) {
 }
 
 int get_world_size(const std::string& group) {
-  return member_of(group).group->world();
+  return member_of(group).world();
+}
+
+backend backend_of(const std::string& group) {
+  return member_of(group).net ? backend::processes : backend::threads;
+}
+
+traffic traffic_of(const std::string& group) {
+  auto& m = member_of(group);
+  if (!m.net)
+    return {};
+  auto t = m.net->links().traffic();
+  return {t.sent, t.received};
 }
 
 } // namespace lumen::collective

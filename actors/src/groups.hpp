@@ -20,6 +20,8 @@
 
 #include "lumen/ml/collective.hpp"
 
+#include "net_group.hpp"
+
 namespace lumen::collective::detail {
 
 using clock = std::chrono::steady_clock;
@@ -304,10 +306,20 @@ private:
   std::thread thread_;
 };
 
+/// A thread's place in a group: in a `threads` group (`group`) or a
+/// `processes` one (`net`), never both.
 struct membership {
   std::shared_ptr<local_group> group;
   int rank = 0;
   std::shared_ptr<async_lane> lane; // made by the first _async call
+  std::shared_ptr<net_group> net;
+
+  const std::string& name() const noexcept {
+    return net ? net->name() : group->name();
+  }
+  int world() const noexcept {
+    return net ? net->world() : group->world();
+  }
 };
 
 /// The calling thread's membership of `group`; throws `collective_error`

@@ -11,6 +11,7 @@
 #include "lumen/ml/collective.hpp"
 
 #include "groups.hpp"
+#include "net_ops.hpp"
 
 namespace lumen::collective::detail {
 
@@ -121,7 +122,7 @@ ObjectRef<void> later(const std::string& group, Op op) {
   auto done = std::make_shared<promise<void>>();
   auto ref = done->ref();
   // Not the lane itself: a closure holding it could end it on its thread.
-  membership who{m.group, m.rank, nullptr};
+  membership who{m.group, m.rank, nullptr, m.net};
   m.lane->post([who, op, done]() mutable {
     try {
       op(who);

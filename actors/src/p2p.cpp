@@ -1,6 +1,7 @@
 #include "lumen/ml/collective.hpp"
 
 #include "groups.hpp"
+#include "net_ops.hpp"
 
 // send and recv: one member hands a buffer to another.
 
@@ -13,22 +14,26 @@ namespace {
 
 /// Rank `peer` exists and is not the caller: a message needs two ends.
 void check_peer(const membership& m, int peer, const char* what) {
-  if (peer < 0 || peer >= m.group->world() || peer == m.rank)
+  if (peer < 0 || peer >= m.world() || peer == m.rank)
     throw collective_error(
-      "group '" + m.group->name() + "': rank " + std::to_string(m.rank) +
-      " cannot " + what + " rank " + std::to_string(peer) +
-      ": name another member, 0 to " + std::to_string(m.group->world() - 1));
+      "group '" + m.name() + "': rank " + std::to_string(m.rank) + " cannot " +
+      what + " rank " + std::to_string(peer) + ": name another member, 0 to " +
+      std::to_string(m.world() - 1));
 }
 
 void send_from(const membership& m, const char* data, ml::dtype type,
                size_t numel, int dst) {
   check_peer(m, dst, "send to");
+  if (m.net)
+    return net_send(*m.net, data, type, numel, dst);
   m.group->send(m.rank, dst, data, type, numel);
 }
 
 void recv_into(const membership& m, char* data, ml::dtype type, size_t numel,
                int src) {
   check_peer(m, src, "receive from");
+  if (m.net)
+    return net_recv(*m.net, data, type, numel, src);
   m.group->recv(m.rank, src, data, type, numel);
 }
 

@@ -1,22 +1,48 @@
 #define BOOST_TEST_MODULE collective
 #include <boost/test/unit_test.hpp>
 
-// Collective groups whose members are threads of one process, as Lumen
-// actors in one process are: every op against closed forms over world
-// sizes and lengths, and the bad-input rules.
+// Collective groups, every op against closed forms over world sizes and
+// lengths, and the bad-input rules, for both backends: built once with
+// members that read each other's memory (`threads`), and once, as
+// collective_net_test, with members that talk over channels (`processes`;
+// here the members are threads of one process on loopback, the
+// multi-process tests put them in processes of their own).
 
 #include <atomic>
 #include <functional>
 #include <mutex>
 #include <thread>
 
+#include <lumen/lumen.hpp>
 #include <lumen/ml.hpp>
 
 using namespace lumen::collective;
 using lumen::ml::dtype;
 using lumen::ml::tensor;
 
+#ifdef LUMEN_TEST_PROCESSES
+constexpr backend test_backend = backend::processes;
+constexpr auto large_algorithm = allreduce_algorithm::ring;
+
+struct lumen_running {
+  lumen_running() {
+    lumen::init();
+  }
+  ~lumen_running() {
+    lumen::shutdown();
+  }
+};
+BOOST_GLOBAL_FIXTURE(lumen_running);
+#else
+constexpr backend test_backend = backend::threads;
+constexpr auto large_algorithm = allreduce_algorithm::slices;
+#endif
+
 namespace {
+
+void join(int world, int rank, const std::string& g) {
+  init_group(world, rank, g, test_backend);
+}
 
 // Boost.Test's assertions are not thread-safe: the members' threads record
 // what went wrong here, and on_ranks reports it from the test's thread.
@@ -61,7 +87,7 @@ std::vector<std::string> on_ranks(int n, const std::string& g,
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
       try {
-        init_group(n, r, g);
+        join(n, r, g);
         set_timeout(g, std::chrono::milliseconds(3000));
         body(r);
       } catch (const collective_error& e) {
@@ -146,8 +172,12 @@ BOOST_AUTO_TEST_CASE(allreduce_matches_the_closed_form_everywhere) {
       }
 }
 
-BOOST_AUTO_TEST_CASE(both_algorithms_agree_and_either_can_be_forced) {
-  for (auto algo : {allreduce_algorithm::slices, allreduce_algorithm::direct})
+BOOST_AUTO_TEST_CASE(the_algorithms_agree_and_each_can_be_forced) {
+  std::vector<allreduce_algorithm> algorithms{large_algorithm,
+                                              allreduce_algorithm::direct};
+  if (test_backend == backend::processes)
+    algorithms.push_back(allreduce_algorithm::naive);
+  for (auto algo : algorithms)
     for (size_t length : {size_t{3}, size_t{5000}, size_t{100000}}) {
       auto g = fresh_group();
       auto errors = on_ranks(3, g, [&](int r) {
@@ -161,9 +191,18 @@ BOOST_AUTO_TEST_CASE(both_algorithms_agree_and_either_can_be_forced) {
         BOOST_TEST(e.empty(), e);
     }
   auto g = fresh_group();
-  init_group(1, 0, g);
+  join(1, 0, g);
+  BOOST_TEST((backend_of(g) == test_backend));
   BOOST_TEST((algorithm_for(g, 4096) == allreduce_algorithm::direct));
-  BOOST_TEST((algorithm_for(g, 1 << 20) == allreduce_algorithm::slices));
+  BOOST_TEST((algorithm_for(g, 1 << 20) == large_algorithm));
+  // An algorithm of the other backend is refused, naming this one's.
+  auto other = test_backend == backend::threads ? allreduce_algorithm::ring
+                                                : allreduce_algorithm::slices;
+  BOOST_CHECK_EXCEPTION(
+    set_algorithm(g, other), collective_error, [](const collective_error& e) {
+      return std::string{e.what()}.find("has no algorithm") !=
+             std::string::npos;
+    });
   destroy_group(g);
 }
 
@@ -261,9 +300,16 @@ BOOST_AUTO_TEST_CASE(different_collectives_on_different_ranks_fail_cleanly) {
 
 BOOST_AUTO_TEST_CASE(a_member_whose_thread_ends_leaves_its_group) {
   auto g = fresh_group();
-  init_group(2, 0, g); // this thread stays a member throughout
+  std::atomic<bool> joined{false};
+  std::thread leaver{[&] {
+    join(2, 1, g);
+    while (!joined)
+      std::this_thread::yield();
+  }};            // ends without destroy
+  join(2, 0, g); // this thread stays a member throughout
+  joined = true;
   set_timeout(g, std::chrono::milliseconds(5000));
-  std::thread{[&] { init_group(2, 1, g); }}.join(); // ends without destroy
+  leaver.join();
   // The others hear at once who left, not after the timeout.
   auto start = std::chrono::steady_clock::now();
   std::string seen;
@@ -276,13 +322,18 @@ BOOST_AUTO_TEST_CASE(a_member_whose_thread_ends_leaves_its_group) {
   BOOST_TEST(
     std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count() < 2.0);
+  if (test_backend == backend::processes) {
+    // Its channels are gone: the group is made again (a later test).
+    destroy_group(g);
+    return;
+  }
   // Its rank can be taken again, and the group goes on.
   std::vector<float> mine(5, 1.0f);
   std::atomic<bool> rejoined{false};
   std::string other_error;
   std::thread other{[&] {
     try {
-      init_group(2, 1, g);
+      join(2, 1, g);
       rejoined = true;
       std::vector<float> theirs(5, 2.0f);
       allreduce(theirs, g);
@@ -315,11 +366,31 @@ BOOST_AUTO_TEST_CASE(bad_ranks_and_unknown_groups_are_clear_errors) {
       return std::string{e.what()}.find("init_group") != std::string::npos;
     });
   auto g = fresh_group();
-  init_group(2, 0, g);
+  // Rank 0 waits for the others: with processes, init_group returns once
+  // all came, and here they never all do.
+  set_timeout(g, std::chrono::milliseconds(3000));
+  std::string first;
+  std::atomic<bool> first_in{false};
+  std::thread rank0{[&] {
+    try {
+      join(2, 0, g);
+      first_in = true;
+      while (first_in)
+        std::this_thread::yield(); // stays a member until told
+      destroy_group(g);
+    } catch (const collective_error& e) {
+      first = e.what();
+    }
+  }};
+  if (test_backend == backend::threads)
+    while (!first_in)
+      std::this_thread::yield();
+  else
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
   std::string second;
   std::thread other{[&] {
     try {
-      init_group(2, 0, g); // the same rank again
+      join(2, 0, g); // the same rank again
     } catch (const collective_error& e) {
       second = e.what();
     }
@@ -328,14 +399,17 @@ BOOST_AUTO_TEST_CASE(bad_ranks_and_unknown_groups_are_clear_errors) {
   BOOST_TEST(second.find("two members claim it") != std::string::npos, second);
   std::thread sizes{[&] {
     try {
-      init_group(3, 1, g);
+      join(3, 1, g);
     } catch (const collective_error& e) {
       second = e.what();
     }
   }};
   sizes.join();
   BOOST_TEST(second.find("same world_size") != std::string::npos, second);
-  destroy_group(g);
+  first_in = false;
+  rank0.join();
+  if (test_backend == backend::processes) // it met the member of 3
+    BOOST_TEST(first.find("same world_size") != std::string::npos, first);
 }
 
 BOOST_AUTO_TEST_CASE(a_member_that_never_comes_fails_the_others_in_time) {
@@ -424,7 +498,7 @@ BOOST_AUTO_TEST_CASE(send_and_recv_pass_buffers_between_two_ranks) {
     BOOST_TEST(e.find("both must agree") != std::string::npos, e);
   BOOST_CHECK_EXCEPTION(
     [] {
-      init_group(1, 0, "alone");
+      join(1, 0, "alone");
       try {
         send(tensor({1}), 0, "alone");
       } catch (...) {
@@ -451,5 +525,70 @@ BOOST_AUTO_TEST_CASE(a_group_is_made_again_under_its_name) {
       BOOST_TEST(e.empty(), e);
   }
 }
+
+#ifdef LUMEN_TEST_PROCESSES
+BOOST_AUTO_TEST_CASE(each_rank_sends_the_bytes_its_algorithm_promises) {
+  for (int n : {2, 3, 4, 7})
+    for (size_t length : {size_t{1000}, size_t{1} << 20})
+      for (auto algo : {allreduce_algorithm::ring, allreduce_algorithm::direct,
+                        allreduce_algorithm::naive}) {
+        auto g = fresh_group();
+        auto errors = on_ranks(n, g, [&](int r) {
+          set_algorithm(g, algo);
+          auto before = traffic_of(g);
+          auto t = rank_input(r, length);
+          allreduce(t, g, reduce_op::sum);
+          EXPECT(matches(t, reduce_op::sum, n));
+          auto after = traffic_of(g);
+          auto sent = after.bytes_sent - before.bytes_sent;
+          auto received = after.bytes_received - before.bytes_received;
+          size_t bytes = length * 4,
+                 left = static_cast<size_t>((r + n - 1) % n);
+          auto others = static_cast<size_t>(n - 1) * bytes;
+          if (algo == allreduce_algorithm::ring) {
+            // 2·S·(N-1)/N, to the byte: the chunks it forwards.
+            EXPECT(sent == ring_bytes_per_rank(length, 4,
+                                               static_cast<size_t>(n),
+                                               static_cast<size_t>(r)));
+            EXPECT(received == ring_bytes_per_rank(
+                                 length, 4, static_cast<size_t>(n), left));
+          } else if (algo == allreduce_algorithm::direct) {
+            EXPECT(sent == others);
+            EXPECT(received == others);
+          } else {
+            EXPECT(sent == (r == 0 ? others : bytes));
+            EXPECT(received == (r == 0 ? others : bytes));
+          }
+        });
+        for (auto& e : errors)
+          BOOST_TEST(e.empty(), e);
+      }
+}
+
+BOOST_AUTO_TEST_CASE(a_member_that_never_joins_fails_the_others_naming_it) {
+  auto g = fresh_group();
+  set_timeout(g, std::chrono::milliseconds(300)); // for the joining
+  auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> members;
+  for (int r = 0; r < 2; ++r)
+    members.emplace_back([&, r] {
+      try {
+        join(3, r, g); // rank 2 never comes
+      } catch (const collective_error& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& m : members)
+    m.join();
+  BOOST_TEST(
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count() < 5.0);
+  for (auto& e : errors) {
+    BOOST_TEST(e.find("group '" + g + "'") != std::string::npos, e);
+    BOOST_TEST(e.find("rank(s) 2") != std::string::npos, e);
+  }
+}
+#endif
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -44,37 +44,74 @@ public:
   using error::error;
 };
 
-/// How long a member waits for the others to start an operation before it
-/// fails with `collective_error` (default 30 s).
+/// How long a member waits for the others to start an operation (or, in
+/// a group across processes, for any step of it) before it fails with
+/// `collective_error` (default 30 s). Called before `init_group`, it sets
+/// the time the next member of `group` in this process waits for the
+/// others to join.
 void set_timeout(const std::string& group, std::chrono::milliseconds timeout);
 
-/// How members in one process all-reduce. `slices`: each member reduces
-/// its slice over everyone's buffer, then copies the others' slices (three
-/// meetings, each member reducing 1/N of the data: for large buffers).
-/// `direct`: each member reduces the whole buffer over everyone's into its
-/// own (two meetings, N times the arithmetic: for small buffers, where the
-/// meetings cost more). `automatic` (the default) takes `direct` up to
-/// 16 KiB and `slices` above.
-enum class allreduce_algorithm { automatic, slices, direct };
+/// How an all-reduce runs.
+///   In one process: `slices`, each member reduces its slice over
+///   everyone's buffer, then copies the others' slices (three meetings,
+///   each member reducing 1/N of the data: for large buffers); `direct`,
+///   each member reduces the whole buffer over everyone's into its own
+///   (two meetings, N times the arithmetic: for small buffers).
+///   Across processes: `ring`, reduce-scatter then all-gather round a
+///   ring, 2·S·(N-1)/N bytes sent per member (for large buffers);
+///   `direct`, every member sends its buffer to every other and reduces
+///   all N (one step: for small buffers); `naive`, gather to rank 0,
+///   reduce there, broadcast back (the baseline the ring is measured
+///   against).
+/// `automatic` (the default) takes `direct` up to 16 KiB in one process
+/// and 64 KiB across processes, `slices` or `ring` above.
+enum class allreduce_algorithm { automatic, slices, direct, ring, naive };
 
-/// "automatic", "slices", "direct".
+/// "automatic", "slices", "direct", "ring", "naive".
 const char* to_string(allreduce_algorithm a) noexcept;
 
-/// Forces the algorithm for the whole group (all its members in this
-/// process), from any member.
+/// Forces the algorithm for this member (in one process: for all the
+/// group's members here). Every member must use the same one. Throws
+/// `collective_error` for an algorithm the group's backend does not have.
 void set_algorithm(const std::string& group, allreduce_algorithm a);
 
 /// The algorithm an all-reduce of `bytes` bytes over `group` uses.
 allreduce_algorithm algorithm_for(const std::string& group, size_t bytes);
 
+/// Where a group's members are and how they reach each other.
+///   `threads`: all in this process, each a thread (a Lumen actor, a
+///   task); they read each other's buffers, nothing is copied to a wire.
+///   `processes`: anywhere in the cluster, one channel (lumen/channel.hpp)
+///   between each pair; they meet by group name through the head. Members
+///   in one process may use it too (over loopback).
+///   `automatic`: `processes` once this process is in a cluster (it called
+///   lumen::init with an address, or it is a node), `threads` otherwise.
+enum class backend { automatic, threads, processes };
+
 /// Makes the calling thread rank `rank` of the group `group` of
 /// `world_size` members. Throws `collective_error` if the rank is out of
-/// range or taken, or the group exists with another size.
-void init_group(int world_size, int rank, const std::string& group);
+/// range or taken, or the group exists with another size. With the
+/// `processes` backend it returns once every member joined (or throws,
+/// naming who did not come within the timeout).
+void init_group(int world_size, int rank, const std::string& group,
+                backend where = backend::automatic);
 
 /// Leaves the group; once every member left it, the name is free for a
 /// new group. Members still inside an operation fail.
 void destroy_group(const std::string& group);
+
+/// The backend the calling thread's membership of `group` uses
+/// (`threads` or `processes`).
+backend backend_of(const std::string& group);
+
+/// Bytes of data this member sent and received in `group` since it joined
+/// (operations' buffers, not frame headers; zero in a `threads` group,
+/// whose members read each other's memory).
+struct traffic {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+};
+traffic traffic_of(const std::string& group);
 
 bool is_group_initialized(const std::string& group);
 int get_rank(const std::string& group);

@@ -1,0 +1,177 @@
+#include "net_group.hpp"
+
+#include <cstring>
+
+namespace lumen::collective::detail {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+/// What two members say to each other once their channel is open.
+struct hello {
+  uint32_t magic = 0x4c4c4548; // "HELL"
+  int32_t world = 0;
+  int32_t from = 0;
+  int32_t to = 0;
+};
+
+std::string endpoint(const std::string& group, int rank) {
+  return "lumen.collective/" + group + "/" + std::to_string(rank);
+}
+
+std::chrono::milliseconds left_until(clock::time_point deadline) {
+  return std::max(std::chrono::milliseconds(1),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - clock::now()));
+}
+
+std::string describe(const op_descriptor& d) {
+  std::string out;
+  if (d.count > 0)
+    out += std::to_string(d.count) + " tensors of ";
+  return out + std::to_string(d.numel) + " " +
+         ml::to_string(static_cast<ml::dtype>(d.type)) + " elements to " +
+         to_string(static_cast<operation_kind>(d.what));
+}
+
+} // namespace
+
+net_group::net_group(std::string name, int world, int rank,
+                     std::chrono::milliseconds timeout)
+  : scratch_(4) {
+  auto prefix = "group '" + name + "': ";
+  try {
+    listener_ = lumen::listen(endpoint(name, rank));
+  } catch (const lumen::usage_error& e) {
+    if (e.code() != lumen::errc::name_taken)
+      throw;
+    throw collective_error(prefix + "rank " + std::to_string(rank) +
+                           " is taken: two members claim it; give each "
+                           "member its own rank");
+  }
+  auto deadline = clock::now() + timeout;
+  std::vector<lumen::channel> peers(static_cast<size_t>(world));
+  hello mine;
+  mine.world = world;
+  mine.from = rank;
+  auto check = [&](const hello& theirs, int expected_from) {
+    if (theirs.magic != mine.magic)
+      throw collective_error(prefix +
+                             "a peer that is not a member of a "
+                             "Lumen group connected to rank " +
+                             std::to_string(rank));
+    if (theirs.world != world)
+      throw collective_error(
+        prefix + "rank " + std::to_string(theirs.from) +
+        " says the group has " + std::to_string(theirs.world) +
+        " members, rank " + std::to_string(rank) + " says " +
+        std::to_string(world) + "; every member must pass the same world_size");
+    if (theirs.to != rank || theirs.from < 0 || theirs.from >= world ||
+        (expected_from >= 0 && theirs.from != expected_from) ||
+        peers[static_cast<size_t>(theirs.from)])
+      throw collective_error(prefix + "rank " + std::to_string(theirs.from) +
+                             " connected twice to rank " +
+                             std::to_string(rank) +
+                             ": two members claim one rank");
+  };
+  try {
+    // Lower ranks first: rank 0 only accepts, and each rank accepts once
+    // it reached every rank below it, so nobody waits in a circle.
+    for (int q = 0; q < rank; ++q) {
+      auto c = lumen::connect(endpoint(name, q), left_until(deadline));
+      c.set_timeout(left_until(deadline));
+      mine.to = q;
+      c.send(&mine, sizeof(mine));
+      hello theirs;
+      c.recv(&theirs, sizeof(theirs));
+      check(theirs, q);
+      peers[static_cast<size_t>(q)] = std::move(c);
+    }
+    for (int i = rank + 1; i < world; ++i) {
+      auto c = listener_.accept(left_until(deadline));
+      c.set_timeout(left_until(deadline));
+      hello theirs;
+      c.recv(&theirs, sizeof(theirs));
+      mine.to = theirs.from;
+      c.send(&mine, sizeof(mine));
+      check(theirs, -1);
+      peers[static_cast<size_t>(theirs.from)] = std::move(c);
+    }
+  } catch (const lumen::channel_error& e) {
+    std::string missing;
+    for (int q = 0; q < world; ++q)
+      if (q != rank && !peers[static_cast<size_t>(q)])
+        missing += (missing.empty() ? "" : ", ") + std::to_string(q);
+    throw collective_error(prefix + "rank " + std::to_string(rank) +
+                           " waited " + std::to_string(timeout.count()) +
+                           " ms for rank(s) " + missing +
+                           ", which did not come (" + e.what() +
+                           "); start every member, each with its own rank");
+  }
+  links_ =
+    std::make_unique<net_links>(name, world, rank, std::move(peers), timeout);
+}
+
+void net_group::start(op_descriptor mine, bool same_op,
+                      const std::string& problem) {
+  mine.seq = ++seq_;
+  mine.invalid = problem.empty() ? 0 : 1;
+  auto n = world();
+  auto r = rank();
+  for (int k = 1; k < n; ++k)
+    links_->post_copy((r + k) % n, frame_kind::op, &mine, sizeof(mine));
+  auto doing = to_string(static_cast<operation_kind>(mine.what));
+  // Every descriptor is read, whatever the first one said, so that the
+  // channels stay in step and the group can go on after a refused call.
+  std::string why = problem;
+  for (int k = 1; k < n; ++k) {
+    int p = (r - k + n) % n;
+    auto theirs = links_->read_op(p, doing);
+    if (why.empty())
+      why = disagreement(theirs, mine, p, same_op);
+  }
+  if (!why.empty())
+    throw collective_error("group '" + name() + "': " + why);
+}
+
+std::string net_group::disagreement(const op_descriptor& theirs,
+                                    const op_descriptor& mine, int p,
+                                    bool same_op) const {
+  auto who = "rank " + std::to_string(p);
+  auto me = "rank " + std::to_string(rank());
+  if (theirs.what != mine.what)
+    return who + " called " +
+           to_string(static_cast<operation_kind>(theirs.what)) + " while " +
+           me + " called " + to_string(static_cast<operation_kind>(mine.what)) +
+           "; every rank must call the same collective in the same order";
+  if (theirs.type != mine.type || theirs.numel != mine.numel ||
+      theirs.count != mine.count)
+    return who + " passed " + describe(theirs) + ", " + me + " passed " +
+           describe(mine) + "; every rank must pass the same dtype and length";
+  if (same_op && theirs.op != mine.op)
+    return who + " asked for " + to_string(static_cast<reduce_op>(theirs.op)) +
+           ", " + me + " for " + to_string(static_cast<reduce_op>(mine.op));
+  if (theirs.root != mine.root)
+    return who + " named rank " + std::to_string(theirs.root) +
+           " as the root, " + me + " named rank " + std::to_string(mine.root);
+  if (theirs.algorithm != mine.algorithm)
+    return who + " all-reduces " +
+           to_string(static_cast<allreduce_algorithm>(theirs.algorithm)) +
+           ", " + me + " " +
+           to_string(static_cast<allreduce_algorithm>(mine.algorithm)) +
+           "; every member must use the same algorithm";
+  if (theirs.invalid)
+    return who + " refused its own input to " +
+           to_string(static_cast<operation_kind>(mine.what)) +
+           " (its error says why)";
+  return {};
+}
+
+std::vector<char>& net_group::scratch(size_t i, size_t bytes) {
+  if (scratch_[i].size() < bytes)
+    scratch_[i].resize(bytes);
+  return scratch_[i];
+}
+
+} // namespace lumen::collective::detail

@@ -1,0 +1,177 @@
+#pragma once
+
+// A member's links to the other members of a group that spans processes:
+// one channel (lumen/channel.hpp) to every other rank, a writer thread that
+// owns the sending side of all of them, and the way a failure spreads.
+//
+// On a channel, members exchange frames: a 16-byte header (kind, length)
+// and the payload.
+//   op     the operation a member starts (op_descriptor): every member
+//          sends its descriptor to every other before any data, so that
+//          each sees a disagreement itself
+//   data   bytes of the operation's buffers, in segments
+//   abort  why the group broke, in a sentence
+// A member that fails (a dead peer, a timeout, a mismatch, destroy_group)
+// sends `abort` with the first cause to every peer and then closes its
+// channels: a peer waiting for data from it reads the cause instead, and
+// every member's error names the rank that started it, not the neighbour
+// that told it.
+
+#include <sys/uio.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <lumen/channel.hpp>
+
+#include "lumen/ml/collective.hpp"
+
+namespace lumen::collective::detail {
+
+enum class frame_kind : uint32_t { op = 1, data, abort };
+
+struct frame_header {
+  uint32_t magic;
+  uint32_t kind;
+  uint64_t length;
+};
+
+inline constexpr uint32_t frame_magic = 0x4c4c4f43; // "COLL"
+
+/// What a member starts, as every other member must start it too.
+struct op_descriptor {
+  uint64_t seq = 0;  // the member's count of operations in this group
+  uint32_t what = 0; // an operation_kind
+  uint8_t type = 0;  // ml::dtype
+  uint8_t op = 0;    // reduce_op
+  uint8_t algorithm = 0;
+  uint8_t invalid = 0; // the member refused its own input
+  int32_t root = -1;   // broadcast's source, reduce's destination, a peer
+  uint32_t reserved2 = 0;
+  uint64_t numel = 0; // elements of the buffer (of each tensor for lists)
+  uint64_t count = 0; // tensors in a list (allgather, reducescatter)
+};
+
+enum class operation_kind : uint32_t {
+  allreduce = 1,
+  reduce,
+  broadcast,
+  allgather,
+  reducescatter,
+  barrier,
+  send,
+};
+
+const char* to_string(operation_kind k) noexcept;
+
+/// Bytes of operations' data a member sent and received on its links.
+struct link_traffic {
+  uint64_t sent = 0;
+  uint64_t received = 0;
+};
+
+class net_links {
+public:
+  /// Takes the channels, one per rank (the member's own is empty).
+  net_links(std::string group, int world, int rank,
+            std::vector<lumen::channel> peers,
+            std::chrono::milliseconds timeout);
+
+  /// Tells the peers this member left (if the group is whole), closes the
+  /// channels and joins the writer.
+  ~net_links();
+
+  net_links(const net_links&) = delete;
+  net_links& operator=(const net_links&) = delete;
+
+  const std::string& group() const noexcept {
+    return group_;
+  }
+  int world() const noexcept {
+    return world_;
+  }
+  int rank() const noexcept {
+    return rank_;
+  }
+
+  void set_timeout(std::chrono::milliseconds timeout);
+
+  /// Queues a frame to `peer`; the writer sends it after those queued
+  /// before. `data` must stay untouched until `wait_sent` covers the
+  /// returned ticket. Throws the group's failure once it is broken.
+  uint64_t post(int peer, frame_kind kind, const void* data, size_t n);
+
+  /// As `post`, with a copy of `bytes` (a descriptor, an answer).
+  void post_copy(int peer, frame_kind kind, const void* bytes, size_t n);
+
+  /// Returns once the writer sent everything up to `ticket`; throws the
+  /// group's failure if it broke first.
+  void wait_sent(uint64_t ticket);
+
+  /// Returns once the writer sent everything posted.
+  void flush();
+
+  /// Reads the next op descriptor from `peer`.
+  op_descriptor read_op(int peer, const char* doing);
+
+  /// Reads exactly `n` bytes of data frames from `peer` into `into`.
+  void read_data(int peer, void* into, size_t n, const char* doing);
+
+  /// Breaks the group with `why` (the first cause wins) and throws it as
+  /// a `collective_error`.
+  [[noreturn]] void fail(const std::string& why);
+
+  /// The group's failure, or empty.
+  std::string broken();
+
+  link_traffic traffic();
+
+private:
+  struct job {
+    int peer;
+    frame_header header;
+    const void* data;
+    size_t n;
+    std::string owned; // the payload, when the job holds a copy
+    uint64_t ticket;
+  };
+
+  struct reader {
+    uint64_t frame_left = 0; // data bytes of the current data frame
+  };
+
+  uint64_t push(job j);
+  void write_loop();
+  /// Records `why` and queues the aborts; true if it was the first cause.
+  bool break_locked(const std::string& why);
+  void close_all() noexcept;
+  [[noreturn]] void lost(int peer, const char* doing, bool timed_out);
+  frame_header read_header(int peer, const char* doing);
+
+  std::string group_;
+  int world_;
+  int rank_;
+  std::vector<lumen::channel> peers_;
+  std::vector<reader> readers_;
+  std::chrono::milliseconds timeout_;
+
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  std::deque<job> queue_;
+  uint64_t posted_ = 0;
+  uint64_t sent_ = 0;       // tickets done (sent, or dropped once broken)
+  bool aborts_out_ = false; // the writer sent the aborts
+  bool stopping_ = false;
+  std::string broken_;
+  link_traffic traffic_;
+  uint64_t received_ = 0; // op thread only, folded into traffic_
+  std::thread writer_;
+};
+
+} // namespace lumen::collective::detail

@@ -1,0 +1,395 @@
+#include "net_ops.hpp"
+
+#include <cstring>
+
+#include "operations.hpp"
+
+// The collectives of a group that spans processes, over the members'
+// channels (net_link.hpp).
+
+namespace lumen::collective::detail {
+
+namespace {
+
+/// Data leaves in frames of this size: large enough that a frame costs
+/// one system call for a quarter megabyte, small enough that the next
+/// rank starts on a chunk while the rest of it is still on its way.
+constexpr size_t segment_bytes = 256 * 1024;
+
+/// Up to here an all-reduce goes `direct` across processes: one exchange
+/// (a latency) beats the ring's 2(N-1) steps for small buffers.
+constexpr size_t net_direct_limit = 64 * 1024;
+
+op_descriptor describe(operation_kind what, ml::dtype type, size_t numel) {
+  op_descriptor d;
+  d.what = static_cast<uint32_t>(what);
+  d.type = static_cast<uint8_t>(type);
+  d.numel = numel;
+  return d;
+}
+
+/// What is wrong with `root` for the group, or empty.
+std::string root_problem(net_group& g, int root, const char* what) {
+  if (root >= 0 && root < g.world())
+    return {};
+  return std::string{what} + " names rank " + std::to_string(root) +
+         ", which is out of range: the group has ranks 0 to " +
+         std::to_string(g.world() - 1);
+}
+
+/*
+ * The ring, over the channels to rank r+1 (right) and from rank r-1
+ * (left). The buffer's N chunks move as ring.hpp's schedule says. Each
+ * chunk leaves in segments; a rank forwards each segment of the chunk it
+ * receives as soon as that segment is reduced (reduce-scatter) or copied
+ * (all-gather), because the chunk it receives at step s is the one it
+ * sends at step s+1. So the writer sends segment k of a chunk while the
+ * reader takes in segment k+1 and the right-hand rank reduces segment
+ * k-1: sending, receiving and reducing overlap, and a step costs about
+ * the time of its chunk on the wire, not a round trip per chunk.
+ *
+ * Bytes on the wire per rank: one chunk per step, 2(N-1) steps, about
+ * 2·S·(N-1)/N for S bytes (ring_bytes_per_rank, exactly), plus 16 bytes of
+ * frame header per segment and one op descriptor per peer.
+ */
+class ring_run {
+public:
+  ring_run(net_group& g, char* data, ml::dtype type, size_t numel,
+           const char* doing)
+    : l_(g.links())
+    , n_(static_cast<size_t>(g.world()))
+    , r_(static_cast<size_t>(g.rank()))
+    , right_(static_cast<int>((r_ + 1) % n_))
+    , left_(static_cast<int>((r_ + n_ - 1) % n_))
+    , data_(data)
+    , type_(type)
+    , elem_(ml::size_of(type))
+    , numel_(numel)
+    , seg_(std::max<size_t>(1, segment_bytes / elem_))
+    , last_sent_(n_, 0)
+    , tmp_(g.scratch(0, seg_ * elem_))
+    , doing_(doing) {}
+
+  /// Posts chunk `c` to the right (a ring of one has nobody to send to).
+  void send_chunk(size_t c) {
+    if (n_ == 1)
+      return;
+    auto ch = chunk_of(numel_, n_, c);
+    for (size_t b = ch.begin; b < ch.end; b += seg_)
+      post(c, b, std::min(ch.end, b + seg_));
+  }
+
+  /// N-1 steps; at step s the chunk (r - s - offset) mod N comes in from
+  /// the left and is reduced with `op` (or, if `reduce` is false, copied
+  /// in), then forwarded, except at the last step unless `forward_last`.
+  void pass(size_t offset, bool reduce, reduce_op op, bool forward_last) {
+    for (size_t s = 0; s + 1 < n_; ++s) {
+      size_t c = (r_ + 2 * n_ - s - offset) % n_;
+      auto ch = chunk_of(numel_, n_, c);
+      bool forward = s + 2 < n_ || forward_last;
+      for (size_t b = ch.begin; b < ch.end; b += seg_) {
+        auto e = std::min(ch.end, b + seg_);
+        char* at = data_ + b * elem_;
+        if (reduce) {
+          l_.read_data(left_, tmp_.data(), (e - b) * elem_, doing_);
+          with_type(type_, [&](auto t) {
+            using T = decltype(t);
+            reduce_into(reinterpret_cast<T*>(at),
+                        reinterpret_cast<const T*>(tmp_.data()), e - b, op);
+          });
+        } else {
+          // The chunk may still be on its way out from an earlier step.
+          l_.wait_sent(last_sent_[c]);
+          l_.read_data(left_, at, (e - b) * elem_, doing_);
+        }
+        if (forward)
+          post(c, b, e);
+      }
+    }
+  }
+
+private:
+  void post(size_t c, size_t b, size_t e) {
+    last_sent_[c] =
+      l_.post(right_, frame_kind::data, data_ + b * elem_, (e - b) * elem_);
+  }
+
+  net_links& l_;
+  size_t n_, r_;
+  int right_, left_;
+  char* data_;
+  ml::dtype type_;
+  size_t elem_, numel_, seg_;
+  std::vector<uint64_t> last_sent_; // per chunk: the ticket of its last send
+  std::vector<char>& tmp_;
+  const char* doing_;
+};
+
+void ring_allreduce(net_group& g, char* data, ml::dtype type, size_t numel,
+                    reduce_op op) {
+  ring_run ring{g, data, type, numel, "allreduce"};
+  // Reduce-scatter: send chunk r, then reduce what comes and pass it on;
+  // its last chunk (complete) is the all-gather's first send.
+  ring.send_chunk(static_cast<size_t>(g.rank()));
+  ring.pass(1, true, op, true);
+  // All-gather: copy the complete chunks in as they come round.
+  ring.pass(0, false, op, false);
+  g.links().flush();
+  with_type(type, [&](auto t) {
+    using T = decltype(t);
+    finish(reinterpret_cast<T*>(data), numel, op,
+           static_cast<size_t>(g.world()));
+  });
+}
+
+/// Reduces the `n` buffers at `bufs` (rank order) into `out`, so that every
+/// member that reduces them gets the same bits.
+void reduce_in_rank_order(const std::vector<const char*>& bufs, char* out,
+                          ml::dtype type, size_t numel, reduce_op op) {
+  auto bytes = numel * ml::size_of(type);
+  if (bytes > 0 && out != bufs[0])
+    std::memmove(out, bufs[0], bytes);
+  with_type(type, [&](auto t) {
+    using T = decltype(t);
+    for (size_t q = 1; q < bufs.size(); ++q)
+      reduce_into(reinterpret_cast<T*>(out),
+                  reinterpret_cast<const T*>(bufs[q]), numel, op);
+    finish(reinterpret_cast<T*>(out), numel, op, bufs.size());
+  });
+}
+
+/// Every member sends its whole buffer to every other and reduces all N
+/// in rank order: one step, N-1 times the bytes of the ring per rank.
+void direct_allreduce(net_group& g, char* data, ml::dtype type, size_t numel,
+                      reduce_op op) {
+  auto& l = g.links();
+  int n = g.world(), r = g.rank();
+  auto bytes = numel * ml::size_of(type);
+  // Rank r writes to r+1, r+2, ... and reads from r-1, r-2, ...: the k-th
+  // write of each rank meets the k-th read of its peer, so a buffer too
+  // large for the sockets cannot leave two members waiting on each other.
+  for (int k = 1; k < n; ++k)
+    l.post((r + k) % n, frame_kind::data, data, bytes);
+  auto& all = g.scratch(0, bytes * static_cast<size_t>(n));
+  std::vector<const char*> bufs(static_cast<size_t>(n));
+  for (int k = 1; k < n; ++k) {
+    int p = (r - k + n) % n;
+    char* into = all.data() + static_cast<size_t>(p) * bytes;
+    l.read_data(p, into, bytes, "allreduce");
+    bufs[static_cast<size_t>(p)] = into;
+  }
+  l.flush(); // our buffer is out: it may change now
+  auto& mine = g.scratch(1, bytes);
+  if (bytes > 0)
+    std::memcpy(mine.data(), data, bytes);
+  bufs[static_cast<size_t>(r)] = mine.data();
+  reduce_in_rank_order(bufs, data, type, numel, op);
+}
+
+/// Gather to rank 0, reduce there, broadcast back: the baseline the ring
+/// is measured against (rank 0 receives and sends N-1 whole buffers).
+void naive_allreduce(net_group& g, char* data, ml::dtype type, size_t numel,
+                     reduce_op op) {
+  auto& l = g.links();
+  int n = g.world(), r = g.rank();
+  auto bytes = numel * ml::size_of(type);
+  if (r != 0) {
+    l.post(0, frame_kind::data, data, bytes);
+    l.flush();
+    l.read_data(0, data, bytes, "allreduce");
+    return;
+  }
+  auto& all = g.scratch(0, bytes * static_cast<size_t>(n));
+  std::vector<const char*> bufs(static_cast<size_t>(n), data);
+  for (int p = 1; p < n; ++p) {
+    char* into = all.data() + static_cast<size_t>(p) * bytes;
+    l.read_data(p, into, bytes, "allreduce");
+    bufs[static_cast<size_t>(p)] = into;
+  }
+  reduce_in_rank_order(bufs, data, type, numel, op);
+  for (int p = 1; p < n; ++p)
+    l.post(p, frame_kind::data, data, bytes);
+  l.flush();
+}
+
+} // namespace
+
+allreduce_algorithm net_choose(allreduce_algorithm a, size_t bytes) {
+  if (a != allreduce_algorithm::automatic)
+    return a;
+  return bytes <= net_direct_limit ? allreduce_algorithm::direct
+                                   : allreduce_algorithm::ring;
+}
+
+void net_allreduce(net_group& g, char* data, ml::dtype type, size_t numel,
+                   reduce_op op) {
+  auto d = describe(operation_kind::allreduce, type, numel);
+  d.op = static_cast<uint8_t>(op);
+  auto algorithm = net_choose(g.algorithm(), numel * ml::size_of(type));
+  d.algorithm = static_cast<uint8_t>(algorithm);
+  g.start(d, true);
+  if (algorithm == allreduce_algorithm::direct)
+    direct_allreduce(g, data, type, numel, op);
+  else if (algorithm == allreduce_algorithm::naive)
+    naive_allreduce(g, data, type, numel, op);
+  else
+    ring_allreduce(g, data, type, numel, op);
+}
+
+void net_reduce(net_group& g, char* data, ml::dtype type, size_t numel, int dst,
+                reduce_op op) {
+  if (auto problem = root_problem(g, dst, "reduce"); !problem.empty())
+    throw collective_error("group '" + g.name() + "': " + problem);
+  if (g.rank() == dst)
+    return net_allreduce(g, data, type, numel, op);
+  // The others reduce a copy: their buffers stay as they were.
+  auto& copy = g.scratch(2, numel * ml::size_of(type));
+  if (numel > 0)
+    std::memcpy(copy.data(), data, numel * ml::size_of(type));
+  net_allreduce(g, copy.data(), type, numel, op);
+}
+
+void net_broadcast(net_group& g, char* data, ml::dtype type, size_t numel,
+                   int src) {
+  auto d = describe(operation_kind::broadcast, type, numel);
+  d.root = src;
+  g.start(d, false, root_problem(g, src, "broadcast"));
+  // A chain from the source round the ring, in segments, each rank
+  // passing a segment on as soon as it has it.
+  auto& l = g.links();
+  int n = g.world(), r = g.rank();
+  int right = (r + 1) % n, left = (r + n - 1) % n;
+  auto elem = ml::size_of(type);
+  auto seg = std::max<size_t>(1, segment_bytes / elem);
+  for (size_t b = 0; b < numel; b += seg) {
+    auto e = std::min(numel, b + seg);
+    if (r != src)
+      l.read_data(left, data + b * elem, (e - b) * elem, "broadcast");
+    if (right != src)
+      l.post(right, frame_kind::data, data + b * elem, (e - b) * elem);
+  }
+  l.flush();
+}
+
+void net_allgather(net_group& g, std::vector<ml::tensor>& out,
+                   const ml::tensor& in) {
+  auto d = describe(operation_kind::allgather, in.type(), in.numel());
+  g.start(d, false);
+  auto n = static_cast<size_t>(g.world());
+  auto bytes = in.numel() * ml::size_of(in.type());
+  // Rank q's tensor is chunk q of one buffer; the all-gather moves chunks
+  // as the reduce-scatter does, copying instead of reducing.
+  auto& all = g.scratch(3, bytes * n);
+  if (bytes > 0)
+    std::memcpy(all.data() + static_cast<size_t>(g.rank()) * bytes, in.raw(),
+                bytes);
+  ring_run ring{g, all.data(), in.type(), in.numel() * n, "allgather"};
+  ring.send_chunk(static_cast<size_t>(g.rank()));
+  ring.pass(1, false, reduce_op::sum, false);
+  g.links().flush();
+  out.clear();
+  for (size_t q = 0; q < n; ++q) {
+    ml::tensor t{in.shape(), in.type()};
+    if (bytes > 0)
+      std::memcpy(t.raw(), all.data() + q * bytes, bytes);
+    out.push_back(std::move(t));
+  }
+}
+
+void net_reducescatter(net_group& g, ml::tensor& out,
+                       const std::vector<ml::tensor>& in, reduce_op op) {
+  auto n = static_cast<size_t>(g.world());
+  std::string problem;
+  if (in.size() != n)
+    problem = "rank " + std::to_string(g.rank()) + " passed " +
+              std::to_string(in.size()) +
+              " tensors; reducescatter takes one tensor per rank (" +
+              std::to_string(n) + ") on every rank";
+  for (size_t q = 1; q < in.size() && problem.empty(); ++q)
+    if (in[q].type() != in[0].type() || in[q].shape() != in[0].shape())
+      problem = "tensor " + std::to_string(q) + " of rank " +
+                std::to_string(g.rank()) + " is a " + in[q].describe() +
+                ", tensor 0 a " + in[0].describe() +
+                "; every rank must pass the same shapes";
+  auto d =
+    in.empty()
+      ? describe(operation_kind::reducescatter, ml::dtype::float32, 0)
+      : describe(operation_kind::reducescatter, in[0].type(), in[0].numel());
+  d.count = in.size();
+  d.op = static_cast<uint8_t>(op);
+  g.start(d, true, problem);
+  auto bytes = in[0].numel() * ml::size_of(in[0].type());
+  // The reduce-scatter leaves rank r with chunk r+1 complete, so chunk p
+  // holds tensor p-1: rank r ends with its own tensor r reduced.
+  auto& all = g.scratch(3, bytes * n);
+  for (size_t p = 0; p < n && bytes > 0; ++p)
+    std::memcpy(all.data() + p * bytes, in[(p + n - 1) % n].raw(), bytes);
+  ring_run ring{g, all.data(), in[0].type(), in[0].numel() * n,
+                "reducescatter"};
+  ring.send_chunk(static_cast<size_t>(g.rank()));
+  ring.pass(1, true, op, false);
+  g.links().flush();
+  out = ml::tensor{in[0].shape(), in[0].type()};
+  auto mine = (static_cast<size_t>(g.rank()) + 1) % n;
+  if (bytes > 0)
+    std::memcpy(out.raw(), all.data() + mine * bytes, bytes);
+  with_type(out.type(), [&](auto t) {
+    using T = decltype(t);
+    finish(out.data<T>(), out.numel(), op, n);
+  });
+}
+
+void net_barrier(net_group& g) {
+  // Nobody gets past `start` before every member's descriptor came.
+  g.start(describe(operation_kind::barrier, ml::dtype::float32, 0), false);
+}
+
+void net_send(net_group& g, const char* data, ml::dtype type, size_t numel,
+              int dst) {
+  auto& l = g.links();
+  auto d = describe(operation_kind::send, type, numel);
+  d.root = dst;
+  l.post_copy(dst, frame_kind::op, &d, sizeof(d));
+  l.post(dst, frame_kind::data, data, numel * ml::size_of(type));
+  // The receiver answers with its own descriptor once it has the data.
+  auto answer = l.read_op(dst, "send");
+  l.flush();
+  if (answer.invalid)
+    throw collective_error(
+      "group '" + g.name() + "': rank " + std::to_string(g.rank()) + " sent " +
+      std::to_string(numel) + " " + ml::to_string(type) + " elements, rank " +
+      std::to_string(dst) + " receives into " + std::to_string(answer.numel) +
+      " " + ml::to_string(static_cast<ml::dtype>(answer.type)) +
+      " elements; both must agree");
+}
+
+void net_recv(net_group& g, char* data, ml::dtype type, size_t numel, int src) {
+  auto& l = g.links();
+  auto theirs = l.read_op(src, "recv");
+  if (theirs.what != static_cast<uint32_t>(operation_kind::send))
+    l.fail("group '" + g.name() + "': rank " + std::to_string(src) +
+           " called " + to_string(static_cast<operation_kind>(theirs.what)) +
+           " while rank " + std::to_string(g.rank()) +
+           " receives from it; every rank must call the same collectives in "
+           "the same order");
+  auto d = describe(operation_kind::send, type, numel);
+  d.root = g.rank();
+  auto type_of = static_cast<ml::dtype>(theirs.type);
+  if (theirs.type != static_cast<uint8_t>(type) || theirs.numel != numel) {
+    // Taken and dropped, so that the channel stays in step.
+    auto bytes = theirs.numel * ml::size_of(type_of);
+    l.read_data(src, g.scratch(0, bytes).data(), bytes, "recv");
+    d.invalid = 1;
+    l.post_copy(src, frame_kind::op, &d, sizeof(d));
+    throw collective_error(
+      "group '" + g.name() + "': rank " + std::to_string(src) + " sent " +
+      std::to_string(theirs.numel) + " " + ml::to_string(type_of) +
+      " elements, rank " + std::to_string(g.rank()) + " receives into " +
+      std::to_string(numel) + " " + ml::to_string(type) +
+      " elements; both must agree");
+  }
+  l.read_data(src, data, numel * ml::size_of(type), "recv");
+  l.post_copy(src, frame_kind::op, &d, sizeof(d));
+}
+
+} // namespace lumen::collective::detail
