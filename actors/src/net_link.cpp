@@ -93,11 +93,15 @@ void net_links::post_copy(int peer, frame_kind kind, const void* bytes,
 }
 
 uint64_t net_links::push(job j) {
+  check_lost();
   std::unique_lock<std::mutex> lock{mtx_};
   if (!broken_.empty()) {
     lock.unlock();
     fail(broken_);
   }
+  // No bytes, no frame: a reader of no bytes reads nothing.
+  if (j.n == 0 && j.header.kind == static_cast<uint32_t>(frame_kind::data))
+    return posted_;
   j.ticket = ++posted_;
   queue_.push_back(std::move(j));
   cv_.notify_all();
@@ -105,12 +109,60 @@ uint64_t net_links::push(job j) {
 }
 
 void net_links::wait_sent(uint64_t ticket) {
-  std::unique_lock<std::mutex> lock{mtx_};
-  cv_.wait(lock, [&] { return sent_ >= ticket || !broken_.empty(); });
-  if (!broken_.empty()) {
-    lock.unlock();
-    fail(broken_);
+  {
+    std::unique_lock<std::mutex> lock{mtx_};
+    cv_.wait(lock, [&] {
+      return sent_ >= ticket || !broken_.empty() || lost_peer_ >= 0;
+    });
+    if (!broken_.empty()) {
+      lock.unlock();
+      fail(broken_);
+    }
   }
+  check_lost();
+}
+
+void net_links::check_lost() {
+  int peer;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (lost_peer_ < 0 || !broken_.empty())
+      return;
+    peer = lost_peer_;
+  }
+  fail(last_words(peer));
+}
+
+std::string net_links::last_words(int peer) {
+  // What the peer sent before it closed is still here to read: skip its
+  // frames up to an abort, if it left one.
+  auto& c = peers_[static_cast<size_t>(peer)];
+  c.set_timeout(abort_grace);
+  std::vector<char> skip(64 * 1024);
+  try {
+    for (;;) {
+      frame_header h{};
+      c.recv(&h, sizeof(h));
+      if (h.magic != frame_magic || h.length > max_frame)
+        break;
+      if (h.kind == static_cast<uint32_t>(frame_kind::abort) &&
+          h.length <= max_reason) {
+        std::string why(h.length, '\0');
+        c.recv(why.data(), why.size());
+        return why;
+      }
+      for (uint64_t left = h.length; left > 0;) {
+        auto k = static_cast<size_t>(std::min<uint64_t>(left, skip.size()));
+        c.recv(skip.data(), k);
+        left -= k;
+      }
+    }
+  } catch (const lumen::channel_error&) {
+    // Closed without a word: the process is gone.
+  }
+  return "group '" + group_ + "': rank " + std::to_string(peer) +
+         " is gone (its process died, or it left the group); rank " +
+         std::to_string(rank_) + " could not send to it";
 }
 
 void net_links::flush() {
@@ -154,14 +206,14 @@ void net_links::write_loop() {
         close_all();
         lock.lock();
       }
-    } else if (ok) {
-      sent_ = std::max(sent_, j.ticket);
-      if (j.header.kind == static_cast<uint32_t>(frame_kind::data))
-        traffic_.sent += j.n;
     } else {
-      break_locked("group '" + group_ + "': rank " + std::to_string(j.peer) +
-                   " is gone (its process died, or it left the group); rank " +
-                   std::to_string(rank_) + " could not send to it");
+      sent_ = std::max(sent_, j.ticket);
+      if (ok && j.header.kind == static_cast<uint32_t>(frame_kind::data))
+        traffic_.sent += j.n;
+      // Why the peer closed is for the op thread to find out: it may have
+      // left an abort with the first cause on its way out.
+      if (!ok && lost_peer_ < 0)
+        lost_peer_ = j.peer;
     }
     cv_.notify_all();
   }
@@ -223,6 +275,7 @@ void net_links::lost(int peer, const char* doing, bool timed_out) {
   auto cause = broken();
   if (!cause.empty())
     fail(cause); // this member closed its own channels
+  check_lost();
   auto who = "rank " + std::to_string(peer);
   if (timed_out)
     fail("group '" + group_ + "': rank " + std::to_string(rank_) + " waited " +

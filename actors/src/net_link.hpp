@@ -152,6 +152,10 @@ private:
   bool break_locked(const std::string& why);
   void close_all() noexcept;
   [[noreturn]] void lost(int peer, const char* doing, bool timed_out);
+  /// Fails with the cause if the writer lost a peer.
+  void check_lost();
+  /// The abort `peer` left before it closed, or that it is gone.
+  std::string last_words(int peer);
   frame_header read_header(int peer, const char* doing);
 
   std::string group_;
@@ -169,6 +173,7 @@ private:
   bool aborts_out_ = false; // the writer sent the aborts
   bool stopping_ = false;
   std::string broken_;
+  int lost_peer_ = -1; // the first peer the writer could not send to
   link_traffic traffic_;
   uint64_t received_ = 0; // op thread only, folded into traffic_
   std::thread writer_;

@@ -1,0 +1,200 @@
+// One member of a group in a process of its own, for collective_procs_test:
+// joins the cluster at HEAD as a driver, takes rank RANK of GROUP and runs
+// MODE, printing what happened, one fact a line.
+//   collective_member HEAD TOKEN_FILE GROUP WORLD RANK MODE
+// Modes:
+//   sweep     every collective against closed forms; "ok", else "FAIL ..."
+//   loop      all-reduces 1M floats until the group fails ("looping" once
+//             under way, "error: ..." at the end)
+//   mismatch  all-reduces 999 floats on rank 1, 1000 elsewhere, then 1000
+//             everywhere ("error: ...", then "recovered")
+//   join      joins and leaves ("joined", or "error: ..."); waits 2 s for
+//             the others
+//   again     makes and destroys the group three times ("ok")
+
+#include <chrono>
+#include <iostream>
+#include <string>
+
+#include <lumen/lumen.hpp>
+#include <lumen/ml.hpp>
+
+using namespace lumen::collective;
+using lumen::ml::tensor;
+
+namespace {
+
+int world = 0, rank = 0;
+std::string group;
+
+float input(int r, size_t i) {
+  return static_cast<float>((r + 1) * static_cast<int>(i % 3 + 1));
+}
+
+float expected(reduce_op op, size_t i) {
+  float acc = input(0, i);
+  for (int r = 1; r < world; ++r) {
+    float x = input(r, i);
+    if (op == reduce_op::sum || op == reduce_op::average)
+      acc += x;
+    else if (op == reduce_op::product)
+      acc *= x;
+    else if (op == reduce_op::min)
+      acc = std::min(acc, x);
+    else
+      acc = std::max(acc, x);
+  }
+  return op == reduce_op::average ? acc / static_cast<float>(world) : acc;
+}
+
+tensor rank_input(int r, size_t length) {
+  tensor t({static_cast<int64_t>(length)});
+  for (size_t i = 0; i < length; ++i)
+    t.data<float>()[i] = input(r, i);
+  return t;
+}
+
+bool matches(const tensor& t, reduce_op op) {
+  for (size_t i = 0; i < t.numel(); ++i)
+    if (t.data<float>()[i] != expected(op, i))
+      return false;
+  return true;
+}
+
+int failures = 0;
+
+void check(bool ok, const std::string& what) {
+  if (!ok) {
+    std::cout << "FAIL " << what << std::endl;
+    ++failures;
+  }
+}
+
+int sweep() {
+  auto n = static_cast<size_t>(world);
+  for (size_t length :
+       {size_t{0}, size_t{1}, n - 1, size_t{1000}, size_t{1} << 20})
+    for (auto op : {reduce_op::sum, reduce_op::product, reduce_op::min,
+                    reduce_op::max, reduce_op::average}) {
+      if (length == (size_t{1} << 20) && op != reduce_op::sum)
+        continue;
+      auto before = traffic_of(group);
+      auto t = rank_input(rank, length);
+      allreduce(t, group, op);
+      check(matches(t, op), "allreduce length " + std::to_string(length) +
+                              " op " + to_string(op));
+      if (length == (size_t{1} << 20))
+        check(traffic_of(group).bytes_sent - before.bytes_sent ==
+                ring_bytes_per_rank(length, 4, n, static_cast<size_t>(rank)),
+              "ring bytes");
+    }
+  auto t = rank_input(rank, 1000);
+  reduce(t, world - 1, group, reduce_op::max);
+  check(rank == world - 1 ? matches(t, reduce_op::max)
+                          : t == rank_input(rank, 1000),
+        "reduce");
+  auto b = rank_input(rank, 300000);
+  broadcast(b, 1 % world, group);
+  check(b == rank_input(1 % world, 300000), "broadcast");
+  std::vector<tensor> all;
+  allgather(all, rank_input(rank, 5), group);
+  check(all.size() == n, "allgather size");
+  for (size_t q = 0; q < all.size(); ++q)
+    check(all[q] == rank_input(static_cast<int>(q), 5), "allgather");
+  std::vector<tensor> parts(n, rank_input(rank, 7));
+  tensor mine;
+  reducescatter(mine, parts, group, reduce_op::sum);
+  check(matches(mine, reduce_op::sum), "reducescatter");
+  if (world > 1) {
+    if (rank == 0)
+      send(rank_input(0, 100), world - 1, group);
+    if (rank == world - 1) {
+      tensor got({100});
+      recv(got, 0, group);
+      check(got == rank_input(0, 100), "send/recv");
+    }
+  }
+  // An all-reduce in the background while this process works on.
+  auto big = rank_input(rank, 1 << 20);
+  auto pending = allreduce_async(big, group, reduce_op::sum);
+  double busy = 0;
+  for (int i = 0; i < 1000000; ++i)
+    busy += i * 0.5;
+  check(busy > 0, "busy");
+  lumen::get(pending);
+  check(matches(big, reduce_op::sum), "allreduce_async");
+  barrier(group);
+  if (failures == 0)
+    std::cout << "ok" << std::endl;
+  return failures == 0 ? 0 : 1;
+}
+
+int loop() {
+  auto t = rank_input(rank, 1 << 20);
+  for (long i = 0;; ++i) {
+    allreduce(t, group, reduce_op::average);
+    if (i == 3)
+      std::cout << "looping" << std::endl;
+  }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 7) {
+    std::cerr << "usage: collective_member HEAD TOKEN_FILE GROUP WORLD RANK "
+                 "MODE\n";
+    return 2;
+  }
+  lumen::init_options opts;
+  opts.address = argv[1];
+  opts.token_file = argv[2];
+  group = argv[3];
+  world = std::stoi(argv[4]);
+  rank = std::stoi(argv[5]);
+  std::string mode = argv[6];
+  lumen::init(opts);
+  int rc = 0;
+  try {
+    set_timeout(group,
+                std::chrono::milliseconds(mode == "join" ? 2000 : 10000));
+    if (mode == "again") {
+      for (int round = 0; round < 3; ++round) {
+        init_group(world, rank, group);
+        auto t = rank_input(rank, 1000);
+        allreduce(t, group);
+        check(matches(t, reduce_op::sum), "round " + std::to_string(round));
+        destroy_group(group);
+      }
+      std::cout << (failures == 0 ? "ok" : "FAIL") << std::endl;
+      lumen::shutdown();
+      return failures == 0 ? 0 : 1;
+    }
+    init_group(world, rank, group);
+    if (mode == "join") {
+      std::cout << "joined" << std::endl;
+    } else if (mode == "sweep") {
+      rc = sweep();
+    } else if (mode == "loop") {
+      rc = loop();
+    } else if (mode == "mismatch") {
+      try {
+        auto t = rank_input(rank, rank == 1 ? 999 : 1000);
+        allreduce(t, group);
+        std::cout << "no error" << std::endl;
+      } catch (const collective_error& e) {
+        std::cout << "error: " << e.what() << std::endl;
+      }
+      auto t = rank_input(rank, 1000);
+      allreduce(t, group);
+      if (matches(t, reduce_op::sum))
+        std::cout << "recovered" << std::endl;
+    }
+    destroy_group(group);
+  } catch (const collective_error& e) {
+    std::cout << "error: " << e.what() << std::endl;
+    rc = 3;
+  }
+  lumen::shutdown();
+  return rc;
+}

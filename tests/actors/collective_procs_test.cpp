@@ -1,0 +1,168 @@
+#define BOOST_TEST_MODULE collective_procs
+#include <boost/test/unit_test.hpp>
+
+// Collective groups whose members are processes of their own, meeting
+// through a real head: every collective against closed forms, a member
+// killed with SIGKILL in the middle of an all-reduce, and the bad-input
+// rules across processes.
+
+#include <stdlib.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "process.hpp"
+
+using namespace std::chrono;
+using lumen::test::process;
+
+namespace {
+
+std::string make_home() {
+  char tmpl[] = "/tmp/lumen-collective-XXXXXX";
+  auto dir = ::mkdtemp(tmpl);
+  BOOST_REQUIRE(dir != nullptr);
+  return dir;
+}
+
+/// A head on loopback (with TLS if asked) and the members started against it.
+struct head_fixture {
+  std::string home = make_home();
+  std::string token_file = home + "/token";
+  std::unique_ptr<process> head;
+  std::string address;
+  bool tls = false;
+
+  explicit head_fixture(bool with_tls = false)
+    : tls(with_tls) {
+    std::vector<std::string> argv{
+      LUMEN_CLI, "start",        "--block",  "--head",     "--port",
+      "0",       "--token-file", token_file, "--num-cpus", "1"};
+    if (tls)
+      argv.push_back("--tls");
+    head = std::make_unique<process>(argv, env());
+    auto out = head->await_output("(pid", seconds(30));
+    BOOST_REQUIRE_MESSAGE(out, "the head did not start: " << head->output());
+    auto s = lumen::test::parse_started(*out);
+    BOOST_REQUIRE(s);
+    address = s->address;
+  }
+
+  ~head_fixture() {
+    head->kill(SIGTERM);
+  }
+
+  std::vector<std::string> env() const {
+    std::vector<std::string> e{"HOME=" + home};
+    if (tls)
+      e.push_back("LUMEN_TLS=1");
+    return e;
+  }
+
+  std::unique_ptr<process> member(const std::string& group, int world, int rank,
+                                  const std::string& mode) {
+    return std::make_unique<process>(
+      std::vector<std::string>{COLLECTIVE_MEMBER, address, token_file, group,
+                               std::to_string(world), std::to_string(rank),
+                               mode},
+      env());
+  }
+
+  std::vector<std::unique_ptr<process>>
+  members(const std::string& group, int world, const std::string& mode) {
+    std::vector<std::unique_ptr<process>> out;
+    for (int r = 0; r < world; ++r)
+      out.push_back(member(group, world, r, mode));
+    return out;
+  }
+};
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(members_in_processes_of_their_own_get_every_op_right) {
+  head_fixture h;
+  for (int n : {2, 3, 4}) {
+    auto ms = h.members("sweep" + std::to_string(n), n, "sweep");
+    for (int r = 0; r < n; ++r) {
+      auto& m = *ms[static_cast<size_t>(r)];
+      BOOST_TEST(m.wait() == 0,
+                 "n=" << n << " rank " << r << ": " << m.output());
+      BOOST_TEST(m.output().find("ok") != std::string::npos, m.output());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_ring_runs_over_tls_too) {
+  head_fixture h{true};
+  auto ms = h.members("tls", 3, "sweep");
+  for (auto& m : ms) {
+    BOOST_TEST(m->wait() == 0, m->output());
+    BOOST_TEST(m->output().find("ok") != std::string::npos, m->output());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_member_killed_mid_allreduce_fails_the_others_in_2s) {
+  head_fixture h;
+  const int n = 4;
+  auto ms = h.members("kill", n, "loop");
+  for (auto& m : ms)
+    BOOST_REQUIRE_MESSAGE(m->await_output("looping", seconds(30)), m->output());
+  auto killed = steady_clock::now();
+  ms[2]->kill(SIGKILL);
+  for (int r : {0, 1, 3}) {
+    auto& m = *ms[static_cast<size_t>(r)];
+    auto out = m.await_output("error:", seconds(10));
+    auto took = duration<double>(steady_clock::now() - killed).count();
+    BOOST_REQUIRE_MESSAGE(out, "rank " << r << " did not fail: " << m.output());
+    BOOST_TEST(took < 2.0, "rank " << r << " took " << took << " s");
+    BOOST_TEST(out->find("group 'kill'") != std::string::npos, *out);
+    BOOST_TEST(out->find("rank 2 is gone") != std::string::npos, *out);
+    BOOST_TEST(m.wait() == 3);
+  }
+  // The name is free again: a new group of the survivors and a new rank 2.
+  auto again = h.members("kill", n, "again");
+  for (auto& m : again) {
+    BOOST_TEST(m->wait() == 0, m->output());
+    BOOST_TEST(m->output().find("ok") != std::string::npos, m->output());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(mismatched_lengths_fail_every_rank_and_the_group_goes_on) {
+  head_fixture h;
+  auto ms = h.members("mismatch", 3, "mismatch");
+  for (auto& m : ms) {
+    BOOST_TEST(m->wait() == 0, m->output());
+    auto& out = m->output();
+    BOOST_TEST(out.find("error: group 'mismatch'") != std::string::npos, out);
+    BOOST_TEST(out.find("rank 1 passed 999 float32") != std::string::npos, out);
+    BOOST_TEST(out.find("recovered") != std::string::npos, out);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(two_processes_claiming_one_rank_and_a_wrong_size_fail) {
+  head_fixture h;
+  // Two rank 0s at once: whichever comes second is refused at once; the
+  // other waits for a rank 1 that never comes.
+  auto a = h.member("claim", 2, 0, "join");
+  auto b = h.member("claim", 2, 0, "join");
+  BOOST_TEST(a->wait() == 3);
+  BOOST_TEST(b->wait() == 3);
+  auto claimed = [](process& p) {
+    return p.output().find("two members claim it") != std::string::npos;
+  };
+  BOOST_TEST(claimed(*a) != claimed(*b), a->output() << b->output());
+  for (auto* p : {a.get(), b.get()})
+    if (!claimed(*p))
+      BOOST_TEST(p->output().find("rank(s) 1") != std::string::npos,
+                 p->output());
+  // Members that disagree on the size both hear it.
+  auto two = h.member("sizes", 2, 0, "join");
+  auto three = h.member("sizes", 3, 1, "join");
+  for (auto* p : {two.get(), three.get()}) {
+    BOOST_TEST(p->wait() == 3);
+    BOOST_TEST(p->output().find("same world_size") != std::string::npos,
+               p->output());
+  }
+}
