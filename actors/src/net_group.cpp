@@ -114,25 +114,37 @@ net_group::net_group(std::string name, int world, int rank,
 }
 
 void net_group::start(op_descriptor mine, bool same_op,
-                      const std::string& problem) {
+                      const std::string& problem, const void* payload,
+                      size_t payload_bytes) {
   mine.seq = ++seq_;
   mine.invalid = problem.empty() ? 0 : 1;
+  mine.inline_bytes = payload != nullptr ? payload_bytes : 0;
   auto n = world();
   auto r = rank();
   for (int k = 1; k < n; ++k)
-    links_->post_copy((r + k) % n, frame_kind::op, &mine, sizeof(mine));
+    if (payload != nullptr)
+      links_->post_op_and_data((r + k) % n, mine, payload, payload_bytes);
+    else
+      links_->post_copy((r + k) % n, frame_kind::op, &mine, sizeof(mine));
   auto doing = to_string(static_cast<operation_kind>(mine.what));
   // Every descriptor is read, whatever the first one said, so that the
   // channels stay in step and the group can go on after a refused call.
   std::string why = problem;
+  std::vector<uint64_t> payloads(static_cast<size_t>(n), 0);
   for (int k = 1; k < n; ++k) {
     int p = (r - k + n) % n;
     auto theirs = links_->read_op(p, doing);
+    payloads[static_cast<size_t>(p)] = theirs.inline_bytes;
     if (why.empty())
       why = disagreement(theirs, mine, p, same_op);
   }
-  if (!why.empty())
-    throw collective_error("group '" + name() + "': " + why);
+  if (why.empty())
+    return;
+  for (int p = 0; p < n; ++p)
+    if (auto bytes = payloads[static_cast<size_t>(p)]; bytes > 0)
+      links_->read_data(p, scratch(0, bytes).data(), bytes, doing);
+  links_->flush(); // our payload is out before the caller's buffer moves on
+  throw collective_error("group '" + name() + "': " + why);
 }
 
 std::string net_group::disagreement(const op_descriptor& theirs,

@@ -52,7 +52,11 @@ public:
   /// theirs against it. A disagreement, or a `problem` a member found with
   /// its own input, fails the operation on every member (each sees it),
   /// and the group goes on. `same_op`: the reduction must agree too.
-  void start(op_descriptor mine, bool same_op, const std::string& problem = {});
+  /// With `payload`, the first `payload_bytes` of data for every peer
+  /// leave with the descriptor, in one write (a small operation's whole
+  /// message); a failed start takes the peers' payloads in and drops them.
+  void start(op_descriptor mine, bool same_op, const std::string& problem = {},
+             const void* payload = nullptr, size_t payload_bytes = 0);
 
   /// Scratch buffer `i` (0 to 3) of the member's operations (one runs at
   /// a time), at least `bytes` long.

@@ -6,14 +6,8 @@ namespace lumen::collective::detail {
 
 namespace {
 
-/// Longer frames are not ours: data goes in segments far below this, an
-/// abort's reason is a sentence.
-constexpr uint64_t max_frame = uint64_t{1} << 30;
-constexpr uint64_t max_reason = 4096;
-
-/// How long a failing member gives its aborts to leave before it closes
-/// its channels regardless (a peer that does not read must not hold it).
-constexpr auto abort_grace = std::chrono::milliseconds(500);
+/// Messages up to here leave from the op thread when the writer is idle.
+constexpr size_t inline_limit = 64 * 1024;
 
 } // namespace
 
@@ -45,7 +39,8 @@ net_links::net_links(std::string group, int world, int rank,
   , rank_(rank)
   , peers_(std::move(peers))
   , readers_(peers_.size())
-  , timeout_(timeout) {
+  , timeout_(timeout)
+  , dead_(peers_.size(), false) {
   for (auto& c : peers_)
     c.set_timeout(timeout_);
   writer_ = std::thread{[this] { write_loop(); }};
@@ -78,18 +73,37 @@ void net_links::set_timeout(std::chrono::milliseconds timeout) {
 
 uint64_t net_links::post(int peer, frame_kind kind, const void* data,
                          size_t n) {
-  return push(
-    {peer, {frame_magic, static_cast<uint32_t>(kind), n}, data, n, {}, 0});
+  job j;
+  j.peer = peer;
+  j.second = {frame_magic, static_cast<uint32_t>(kind), n};
+  j.data = data;
+  j.n = n;
+  j.has_second = true;
+  return push(std::move(j));
 }
 
 void net_links::post_copy(int peer, frame_kind kind, const void* bytes,
                           size_t n) {
-  push({peer,
-        {frame_magic, static_cast<uint32_t>(kind), n},
-        nullptr,
-        n,
-        std::string(static_cast<const char*>(bytes), n),
-        0});
+  job j;
+  j.peer = peer;
+  j.first = {frame_magic, static_cast<uint32_t>(kind), n};
+  j.owned.assign(static_cast<const char*>(bytes), n);
+  j.has_first = true;
+  push(std::move(j));
+}
+
+uint64_t net_links::post_op_and_data(int peer, const op_descriptor& d,
+                                     const void* data, size_t n) {
+  job j;
+  j.peer = peer;
+  j.first = {frame_magic, static_cast<uint32_t>(frame_kind::op), sizeof(d)};
+  j.owned.assign(reinterpret_cast<const char*>(&d), sizeof(d));
+  j.has_first = true;
+  j.second = {frame_magic, static_cast<uint32_t>(frame_kind::data), n};
+  j.data = data;
+  j.n = n;
+  j.has_second = n > 0;
+  return push(std::move(j));
 }
 
 uint64_t net_links::push(job j) {
@@ -100,9 +114,26 @@ uint64_t net_links::push(job j) {
     fail(broken_);
   }
   // No bytes, no frame: a reader of no bytes reads nothing.
-  if (j.n == 0 && j.header.kind == static_cast<uint32_t>(frame_kind::data))
+  if (!j.has_first && j.n == 0)
     return posted_;
   j.ticket = ++posted_;
+  auto peer = static_cast<size_t>(j.peer);
+  if (queue_.empty() && !writing_ && !dead_[peer] && j.n <= inline_limit) {
+    // A small message goes out from this thread, sparing the wake-up of
+    // the writer; what the socket does not take at once, the writer sends.
+    writing_ = true;
+    lock.unlock();
+    bool ok = write_job(j, true);
+    lock.lock();
+    writing_ = false;
+    if (!ok || j.done == frame_bytes(j)) {
+      finish_locked(j, ok);
+      return j.ticket;
+    }
+    queue_.push_front(std::move(j));
+    cv_.notify_all();
+    return posted_;
+  }
   queue_.push_back(std::move(j));
   cv_.notify_all();
   return posted_;
@@ -122,49 +153,6 @@ void net_links::wait_sent(uint64_t ticket) {
   check_lost();
 }
 
-void net_links::check_lost() {
-  int peer;
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    if (lost_peer_ < 0 || !broken_.empty())
-      return;
-    peer = lost_peer_;
-  }
-  fail(last_words(peer));
-}
-
-std::string net_links::last_words(int peer) {
-  // What the peer sent before it closed is still here to read: skip its
-  // frames up to an abort, if it left one.
-  auto& c = peers_[static_cast<size_t>(peer)];
-  c.set_timeout(abort_grace);
-  std::vector<char> skip(64 * 1024);
-  try {
-    for (;;) {
-      frame_header h{};
-      c.recv(&h, sizeof(h));
-      if (h.magic != frame_magic || h.length > max_frame)
-        break;
-      if (h.kind == static_cast<uint32_t>(frame_kind::abort) &&
-          h.length <= max_reason) {
-        std::string why(h.length, '\0');
-        c.recv(why.data(), why.size());
-        return why;
-      }
-      for (uint64_t left = h.length; left > 0;) {
-        auto k = static_cast<size_t>(std::min<uint64_t>(left, skip.size()));
-        c.recv(skip.data(), k);
-        left -= k;
-      }
-    }
-  } catch (const lumen::channel_error&) {
-    // Closed without a word: the process is gone.
-  }
-  return "group '" + group_ + "': rank " + std::to_string(peer) +
-         " is gone (its process died, or it left the group); rank " +
-         std::to_string(rank_) + " could not send to it";
-}
-
 void net_links::flush() {
   uint64_t last;
   {
@@ -174,48 +162,90 @@ void net_links::flush() {
   wait_sent(last);
 }
 
+size_t net_links::frame_bytes(const job& j) noexcept {
+  return (j.has_first ? sizeof(frame_header) + j.owned.size() : 0) +
+         (j.has_second ? sizeof(frame_header) + j.n : 0);
+}
+
+bool net_links::write_job(job& j, bool dont_wait) {
+  iovec parts[4];
+  int count = 0;
+  if (j.has_first) {
+    parts[count++] = {&j.first, sizeof(j.first)};
+    parts[count++] = {j.owned.data(), j.owned.size()};
+  }
+  if (j.has_second) {
+    parts[count++] = {&j.second, sizeof(j.second)};
+    parts[count++] = {const_cast<void*>(j.data), j.n};
+  }
+  // Skip what went out already.
+  int first = 0;
+  for (size_t skip = j.done; first < count && skip >= parts[first].iov_len;
+       ++first)
+    skip -= parts[first].iov_len;
+  if (first < count) {
+    size_t before = 0;
+    for (int i = 0; i < first; ++i)
+      before += parts[i].iov_len;
+    auto into = j.done - before;
+    parts[first].iov_base = static_cast<char*>(parts[first].iov_base) + into;
+    parts[first].iov_len -= into;
+  }
+  auto& c = peers_[static_cast<size_t>(j.peer)];
+  try {
+    if (dont_wait)
+      j.done += c.send_some(parts + first, count - first);
+    else {
+      c.send(parts + first, count - first);
+      j.done = frame_bytes(j);
+    }
+  } catch (const lumen::error&) {
+    return false;
+  }
+  return true;
+}
+
+void net_links::finish_locked(const job& j, bool ok) {
+  if (!ok)
+    dead_[static_cast<size_t>(j.peer)] = true;
+  if (j.is_abort()) {
+    if (std::none_of(queue_.begin(), queue_.end(),
+                     [](const job& q) { return q.is_abort(); }))
+      aborts_out_ = true;
+  } else {
+    sent_ = std::max(sent_, j.ticket);
+    if (ok)
+      traffic_.sent += j.n;
+    // Why the peer closed is for the op thread to find out: it may have
+    // left an abort with the first cause on its way out.
+    if (!ok && lost_peer_ < 0)
+      lost_peer_ = j.peer;
+  }
+  cv_.notify_all();
+}
+
 void net_links::write_loop() {
   std::unique_lock<std::mutex> lock{mtx_};
-  std::vector<bool> dead(peers_.size(), false);
   for (;;) {
-    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    cv_.wait(lock,
+             [this] { return stopping_ || (!queue_.empty() && !writing_); });
     if (queue_.empty())
       return;
     auto j = std::move(queue_.front());
     queue_.pop_front();
-    bool abort = j.header.kind == static_cast<uint32_t>(frame_kind::abort);
-    auto& c = peers_[static_cast<size_t>(j.peer)];
+    bool ok = !dead_[static_cast<size_t>(j.peer)];
+    writing_ = true;
     lock.unlock();
-    bool ok = !dead[static_cast<size_t>(j.peer)];
-    if (ok) {
-      const void* payload = j.data != nullptr ? j.data : j.owned.data();
-      iovec parts[2] = {{&j.header, sizeof(j.header)},
-                        {const_cast<void*>(payload), j.n}};
-      try {
-        c.send(parts, j.n > 0 ? 2 : 1);
-      } catch (const lumen::error&) {
-        ok = false;
-        dead[static_cast<size_t>(j.peer)] = true;
-      }
-    }
+    if (ok)
+      ok = write_job(j, false);
     lock.lock();
-    if (abort) {
-      if (queue_.empty()) {
-        aborts_out_ = true;
-        lock.unlock();
-        close_all();
-        lock.lock();
-      }
-    } else {
-      sent_ = std::max(sent_, j.ticket);
-      if (ok && j.header.kind == static_cast<uint32_t>(frame_kind::data))
-        traffic_.sent += j.n;
-      // Why the peer closed is for the op thread to find out: it may have
-      // left an abort with the first cause on its way out.
-      if (!ok && lost_peer_ < 0)
-        lost_peer_ = j.peer;
+    writing_ = false;
+    finish_locked(j, ok);
+    if (aborts_out_ && j.is_abort()) {
+      lock.unlock();
+      close_all();
+      lock.lock();
     }
-    cv_.notify_all();
   }
 }
 
@@ -228,14 +258,15 @@ bool net_links::break_locked(const std::string& why) {
   queue_.clear();
   sent_ = posted_;
   for (int p = 0; p < world_; ++p)
-    if (p != rank_)
-      queue_.push_back(
-        {p,
-         {frame_magic, static_cast<uint32_t>(frame_kind::abort), why.size()},
-         nullptr,
-         why.size(),
-         why,
-         0});
+    if (p != rank_) {
+      job j;
+      j.peer = p;
+      j.first = {frame_magic, static_cast<uint32_t>(frame_kind::abort),
+                 why.size()};
+      j.owned = why;
+      j.has_first = true;
+      queue_.push_back(std::move(j));
+    }
   if (queue_.empty())
     aborts_out_ = true;
   cv_.notify_all();
@@ -269,101 +300,6 @@ link_traffic net_links::traffic() {
   auto t = traffic_;
   t.received = received_;
   return t;
-}
-
-void net_links::lost(int peer, const char* doing, bool timed_out) {
-  auto cause = broken();
-  if (!cause.empty())
-    fail(cause); // this member closed its own channels
-  check_lost();
-  auto who = "rank " + std::to_string(peer);
-  if (timed_out)
-    fail("group '" + group_ + "': rank " + std::to_string(rank_) + " waited " +
-         std::to_string(timeout_.count()) + " ms for " + who + " during " +
-         doing + ", which sent nothing; is it calling the same collective?");
-  fail("group '" + group_ + "': " + who +
-       " is gone (its process died, or it left the group) during " + doing +
-       "; rank " + std::to_string(rank_) + " lost its link to it");
-}
-
-frame_header net_links::read_header(int peer, const char* doing) {
-  frame_header h{};
-  auto& c = peers_[static_cast<size_t>(peer)];
-  try {
-    c.recv(&h, sizeof(h));
-  } catch (const lumen::channel_error& e) {
-    lost(peer, doing, e.code() == lumen::errc::timeout);
-  }
-  auto junk = [&] {
-    fail("group '" + group_ + "': rank " + std::to_string(peer) +
-         " sent bytes that are not a collective's frame; do all members run "
-         "the same Lumen version?");
-  };
-  if (h.magic != frame_magic || h.length > max_frame)
-    junk();
-  if (h.kind == static_cast<uint32_t>(frame_kind::abort)) {
-    if (h.length > max_reason)
-      junk();
-    std::string why(h.length, '\0');
-    try {
-      c.recv(why.data(), why.size());
-    } catch (const lumen::channel_error&) {
-      why = "group '" + group_ + "': rank " + std::to_string(peer) +
-            " broke the group and left";
-    }
-    fail(why);
-  }
-  if (h.kind != static_cast<uint32_t>(frame_kind::op) &&
-      h.kind != static_cast<uint32_t>(frame_kind::data))
-    junk();
-  return h;
-}
-
-op_descriptor net_links::read_op(int peer, const char* doing) {
-  auto h = read_header(peer, doing);
-  if (h.kind != static_cast<uint32_t>(frame_kind::op) ||
-      h.length != sizeof(op_descriptor))
-    fail("group '" + group_ + "': rank " + std::to_string(peer) +
-         " sent data where rank " + std::to_string(rank_) +
-         " expected the start of " + doing +
-         "; every rank must call the same collectives in the same order");
-  op_descriptor d;
-  try {
-    peers_[static_cast<size_t>(peer)].recv(&d, sizeof(d));
-  } catch (const lumen::channel_error& e) {
-    lost(peer, doing, e.code() == lumen::errc::timeout);
-  }
-  return d;
-}
-
-void net_links::read_data(int peer, void* into, size_t n, const char* doing) {
-  auto& rd = readers_[static_cast<size_t>(peer)];
-  auto& c = peers_[static_cast<size_t>(peer)];
-  auto p = static_cast<char*>(into);
-  size_t total = n;
-  while (n > 0) {
-    if (rd.frame_left == 0) {
-      auto h = read_header(peer, doing);
-      if (h.kind != static_cast<uint32_t>(frame_kind::data))
-        fail("group '" + group_ + "': rank " + std::to_string(peer) +
-             " started another operation while rank " + std::to_string(rank_) +
-             " still expected data of " + doing +
-             "; every rank must call the same collectives in the same order");
-      rd.frame_left = h.length;
-      continue;
-    }
-    auto k = static_cast<size_t>(std::min<uint64_t>(n, rd.frame_left));
-    try {
-      c.recv(p, k);
-    } catch (const lumen::channel_error& e) {
-      lost(peer, doing, e.code() == lumen::errc::timeout);
-    }
-    p += k;
-    n -= k;
-    rd.frame_left -= k;
-  }
-  std::lock_guard<std::mutex> guard{mtx_};
-  received_ += total;
 }
 
 } // namespace lumen::collective::detail

@@ -19,9 +19,11 @@
 
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <string>
@@ -44,6 +46,16 @@ struct frame_header {
 
 inline constexpr uint32_t frame_magic = 0x4c4c4f43; // "COLL"
 
+/// Longer frames are not ours: data goes in segments far below this, an
+/// abort's reason is a sentence.
+inline constexpr uint64_t max_frame = uint64_t{1} << 30;
+inline constexpr uint64_t max_reason = 4096;
+
+/// How long a failing member gives its aborts to leave before it closes
+/// its channels regardless (a peer that does not read must not hold it),
+/// and a closed peer to show its last words.
+inline constexpr auto abort_grace = std::chrono::milliseconds(500);
+
 /// What a member starts, as every other member must start it too.
 struct op_descriptor {
   uint64_t seq = 0;  // the member's count of operations in this group
@@ -56,6 +68,7 @@ struct op_descriptor {
   uint32_t reserved2 = 0;
   uint64_t numel = 0; // elements of the buffer (of each tensor for lists)
   uint64_t count = 0; // tensors in a list (allgather, reducescatter)
+  uint64_t inline_bytes = 0; // data right behind the descriptor
 };
 
 enum class operation_kind : uint32_t {
@@ -110,6 +123,11 @@ public:
   /// As `post`, with a copy of `bytes` (a descriptor, an answer).
   void post_copy(int peer, frame_kind kind, const void* bytes, size_t n);
 
+  /// An op descriptor and the data after it, written in one go (a small
+  /// operation's whole message to a peer); as `post` for the data.
+  uint64_t post_op_and_data(int peer, const op_descriptor& d, const void* data,
+                            size_t n);
+
   /// Returns once the writer sent everything up to `ticket`; throws the
   /// group's failure if it broke first.
   void wait_sent(uint64_t ticket);
@@ -133,21 +151,47 @@ public:
   link_traffic traffic();
 
 private:
+  /// Up to two frames for one peer, sent in one system call: a first
+  /// frame whose payload the job holds (a descriptor, an abort), and a
+  /// data frame whose payload stays the caller's.
   struct job {
-    int peer;
-    frame_header header;
-    const void* data;
-    size_t n;
-    std::string owned; // the payload, when the job holds a copy
-    uint64_t ticket;
+    int peer = 0;
+    frame_header first{};
+    std::string owned; // the first frame's payload
+    bool has_first = false;
+    frame_header second{};
+    const void* data = nullptr;
+    size_t n = 0;
+    bool has_second = false;
+    size_t done = 0; // bytes of the frames already written
+    uint64_t ticket = 0;
+
+    bool is_abort() const noexcept {
+      return has_first &&
+             first.kind == static_cast<uint32_t>(frame_kind::abort);
+    }
   };
 
+  /// What came from one peer and was not read yet.
   struct reader {
     uint64_t frame_left = 0; // data bytes of the current data frame
+    std::vector<char> buf;
+    size_t pos = 0, len = 0;
   };
 
   uint64_t push(job j);
   void write_loop();
+  static size_t frame_bytes(const job& j) noexcept;
+  /// Marks `j` done (sent, or its peer lost).
+  void finish_locked(const job& j, bool ok);
+  /// Writes what is left of `j`; false if the peer is gone. With
+  /// `dont_wait`, stops where the socket is full (`j.done` says how far).
+  bool write_job(job& j, bool dont_wait);
+  /// Exactly `n` bytes from `peer`, through its read buffer; throws
+  /// `channel_error`.
+  void fill(int peer, void* into, size_t n);
+  /// As `fill`, failing the group if the peer is gone or silent.
+  void recv_exact(int peer, void* into, size_t n, const char* doing);
   /// Records `why` and queues the aborts; true if it was the first cause.
   bool break_locked(const std::string& why);
   void close_all() noexcept;
@@ -171,6 +215,8 @@ private:
   uint64_t posted_ = 0;
   uint64_t sent_ = 0;       // tickets done (sent, or dropped once broken)
   bool aborts_out_ = false; // the writer sent the aborts
+  bool writing_ = false;    // a write is under way, by either thread
+  std::vector<bool> dead_;  // peers a write failed to
   bool stopping_ = false;
   std::string broken_;
   int lost_peer_ = -1; // the first peer the writer could not send to

@@ -14,11 +14,14 @@ namespace {
 /// Data leaves in frames of this size: large enough that a frame costs
 /// one system call for a quarter megabyte, small enough that the next
 /// rank starts on a chunk while the rest of it is still on its way.
-constexpr size_t segment_bytes = 256 * 1024;
+constexpr size_t segment_bytes = 512 * 1024;
 
 /// Up to here an all-reduce goes `direct` across processes: one exchange
 /// (a latency) beats the ring's 2(N-1) steps for small buffers.
 constexpr size_t net_direct_limit = 64 * 1024;
+
+/// Up to here a direct all-reduce's data leaves with its descriptor.
+constexpr size_t direct_inline = 64 * 1024;
 
 op_descriptor describe(operation_kind what, ml::dtype type, size_t numel) {
   op_descriptor d;
@@ -160,16 +163,22 @@ void reduce_in_rank_order(const std::vector<const char*>& bufs, char* out,
 
 /// Every member sends its whole buffer to every other and reduces all N
 /// in rank order: one step, N-1 times the bytes of the ring per rank.
-void direct_allreduce(net_group& g, char* data, ml::dtype type, size_t numel,
-                      reduce_op op) {
+void direct_allreduce(net_group& g, op_descriptor d, char* data, ml::dtype type,
+                      size_t numel, reduce_op op) {
   auto& l = g.links();
   int n = g.world(), r = g.rank();
   auto bytes = numel * ml::size_of(type);
-  // Rank r writes to r+1, r+2, ... and reads from r-1, r-2, ...: the k-th
-  // write of each rank meets the k-th read of its peer, so a buffer too
-  // large for the sockets cannot leave two members waiting on each other.
-  for (int k = 1; k < n; ++k)
-    l.post((r + k) % n, frame_kind::data, data, bytes);
+  if (bytes <= direct_inline) {
+    g.start(d, true, {}, data, bytes); // the data leaves with the start
+  } else {
+    g.start(d, true);
+    // Rank r writes to r+1, r+2, ... and reads from r-1, r-2, ...: the
+    // k-th write of each rank meets the k-th read of its peer, so a buffer
+    // too large for the sockets cannot leave two members waiting on each
+    // other.
+    for (int k = 1; k < n; ++k)
+      l.post((r + k) % n, frame_kind::data, data, bytes);
+  }
   auto& all = g.scratch(0, bytes * static_cast<size_t>(n));
   std::vector<const char*> bufs(static_cast<size_t>(n));
   for (int k = 1; k < n; ++k) {
@@ -227,10 +236,10 @@ void net_allreduce(net_group& g, char* data, ml::dtype type, size_t numel,
   d.op = static_cast<uint8_t>(op);
   auto algorithm = net_choose(g.algorithm(), numel * ml::size_of(type));
   d.algorithm = static_cast<uint8_t>(algorithm);
-  g.start(d, true);
   if (algorithm == allreduce_algorithm::direct)
-    direct_allreduce(g, data, type, numel, op);
-  else if (algorithm == allreduce_algorithm::naive)
+    return direct_allreduce(g, d, data, type, numel, op);
+  g.start(d, true);
+  if (algorithm == allreduce_algorithm::naive)
     naive_allreduce(g, data, type, numel, op);
   else
     ring_allreduce(g, data, type, numel, op);

@@ -76,10 +76,39 @@ void channel::send(iovec* parts, int count) {
     fail("send");
 }
 
+size_t channel::send_some(const iovec* parts, int count) {
+  for (;;) {
+    errno = 0;
+    msghdr msg{};
+    msg.msg_iov = const_cast<iovec*>(parts);
+    msg.msg_iovlen = static_cast<size_t>(count);
+    auto k = fd_ < 0 ? -1 : ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return 0;
+    if (k < 0)
+      fail("send");
+    return static_cast<size_t>(k);
+  }
+}
+
 void channel::recv(void* data, size_t n) {
   errno = 0;
   if (fd_ < 0 || !detail::read_all(fd_, data, n))
     fail("receive");
+}
+
+size_t channel::recv_some(void* data, size_t n) {
+  for (;;) {
+    errno = 0;
+    auto k = fd_ < 0 ? -1 : ::recv(fd_, data, n, 0);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k <= 0)
+      fail("receive");
+    return static_cast<size_t>(k);
+  }
 }
 
 void channel::set_timeout(std::chrono::milliseconds timeout) {

@@ -1,9 +1,14 @@
-// allreduce_bench: all-reduce (average) of N members' buffers, the members
-// being threads of one process as Lumen actors in one process are, next to
-// a naive baseline in the same run (rank 0 reduces everything alone, then
-// everyone copies from it). Prints time per operation and bus bandwidth,
-// busbw = S / t · 2(N-1)/N (what each member moves, as NCCL and the
-// issue define it), verified against the closed form.
+// allreduce_bench: all-reduce (average) of N members' buffers, next to a
+// naive baseline in the same run (gather to rank 0, reduce, broadcast):
+//   ring_inproc / naive_inproc  members are threads of one process, as
+//                               Lumen actors in one process are
+//   ring_tcp / naive_tcp        members are processes of their own, on
+//                               channels over loopback TCP
+//                               (allreduce_procs.hpp), next to the TCP floor of
+//                               the same run
+// Prints time per operation and bus bandwidth, busbw = S / t · 2(N-1)/N
+// (what each member moves, as NCCL and the issue define it), verified
+// against the closed form, and the algorithm each size took.
 //
 //   ./build/tests/bench/allreduce_bench [--json] [--reps=N] [--smoke]
 
@@ -18,6 +23,7 @@
 
 #include <lumen/ml.hpp>
 
+#include "allreduce_procs.hpp"
 #include "bench_report.hpp"
 
 namespace coll = lumen::collective;
@@ -88,22 +94,11 @@ run_result measure(int n, size_t bytes, int iters, int reps,
   return out;
 }
 
-std::string label(size_t bytes) {
-  if (bytes % (1 << 20) == 0)
-    return std::to_string(bytes >> 20) + "MiB";
-  if (bytes % 1024 == 0)
-    return std::to_string(bytes >> 10) + "KiB";
-  return std::to_string(bytes) + "B";
-}
-
 figure make_figure(const std::string& name, int n, size_t bytes,
                    const run_result& r, const std::string& algorithm) {
-  figure f{name, "GB/s", r.busbw, n, static_cast<long>(bytes)};
-  f.label = name + "_n" + std::to_string(n) + "_" + label(bytes);
-  auto t_min = *std::min_element(r.t_op_us.begin(), r.t_op_us.end());
-  f.extra = {{"t_min_us", std::to_string(t_min)},
-             {"algorithm", "\"" + algorithm + "\""}};
-  return f;
+  return lumen::bench::allreduce_figure(
+    name, n, bytes, r.busbw,
+    *std::min_element(r.t_op_us.begin(), r.t_op_us.end()), algorithm);
 }
 
 /// The algorithm an all-reduce of `bytes` picks, asked of a group of one.
@@ -117,10 +112,13 @@ std::string algorithm_of(size_t bytes) {
 } // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string{argv[1]} == "--member")
+    return lumen::bench::run_member(argc, argv);
+  lumen::bench::tcp_echo echo; // forks: before any thread starts
   auto opts = lumen::bench::options_or_exit(
     argc, argv, "allreduce_bench",
-    "all-reduce of N members in one process, next to a "
-    "naive gather-reduce-broadcast");
+    "all-reduce of N members in one process and in processes of their "
+    "own, next to a naive gather-reduce-broadcast and the TCP floor");
   std::vector<size_t> sizes =
     opts.smoke
       ? std::vector<size_t>{4096, 256 << 10}
@@ -155,16 +153,14 @@ int main(int argc, char** argv) {
   for (int n : worlds)
     for (size_t bytes : sizes) {
       // Enough operations for a stable time, few for the large sizes.
-      int iters = opts.smoke ? 2
-                             : static_cast<int>(std::clamp<size_t>(
-                                 (size_t{256} << 20) / bytes, 3, 2000));
+      int iters = lumen::bench::iterations_for(bytes, opts.smoke);
       auto group = "bench" + std::to_string(group_id++);
       auto base = make_figure("naive_inproc", n, bytes,
                               measure(n, bytes, iters, opts.reps, group, naive),
                               "gather to rank 0, reduce, broadcast");
       auto algorithm = algorithm_of(bytes);
       auto ours = make_figure(
-        "fused_inproc", n, bytes,
+        "ring_inproc", n, bytes,
         measure(n, bytes, iters, opts.reps, group, fused),
         (algorithm == "direct"
            ? "direct: each rank reduces the whole buffer over all members'"
@@ -174,5 +170,12 @@ int main(int argc, char** argv) {
       figs.push_back(ours);
       figs.push_back(base);
     }
+  auto tcp = lumen::bench::tcp_bandwidth(echo, opts.reps, opts.smoke);
+  auto across =
+    lumen::bench::process_figures(opts, argv[0], LUMEN_CLI, tcp, worlds, sizes);
+  figs.insert(figs.end(), across.begin(), across.end());
+  figure bulk{
+    "tcp_bulk", "GB/s", {tcp / 1e9}, 1, opts.smoke ? (1 << 20) : (64 << 20)};
+  figs.push_back(bulk);
   lumen::bench::print("allreduce_bench", figs, opts.json);
 }

@@ -43,6 +43,21 @@ BOOST_AUTO_TEST_CASE(bytes_cross_both_ways_whole_and_in_order) {
   BOOST_TEST(back == sent);
 }
 
+BOOST_AUTO_TEST_CASE(recv_some_takes_what_has_arrived) {
+  auto l = lumen::listen("some");
+  auto c = lumen::connect("some", deadline);
+  auto server = l.accept(deadline);
+  c.send("hello", 5);
+  char got[64] = {};
+  size_t n = 0;
+  while (n < 5)
+    n += server.recv_some(got + n, sizeof(got) - n);
+  BOOST_TEST(n == 5u);
+  BOOST_TEST(std::string(got, 5) == "hello");
+  c.shutdown();
+  BOOST_CHECK_THROW(server.recv_some(got, sizeof(got)), lumen::channel_error);
+}
+
 BOOST_AUTO_TEST_CASE(gathered_buffers_arrive_as_one_stream) {
   auto l = lumen::listen("parts");
   std::thread sender{[] {

@@ -58,9 +58,18 @@ public:
   /// Writes the buffers of `parts` in one go, as `send` otherwise.
   void send(iovec* parts, int count);
 
+  /// Writes what the socket takes without waiting, from the buffers of
+  /// `parts` in order; returns how many bytes (0 if it is full). Throws
+  /// `channel_error` once the peer is gone.
+  size_t send_some(const iovec* parts, int count);
+
   /// Reads exactly `n` bytes; throws `channel_error` if the peer closed
   /// the channel first or nothing came within the timeout.
   void recv(void* data, size_t n);
+
+  /// Reads what has arrived, at least one byte and at most `n`; returns
+  /// how many. Throws as `recv` does.
+  size_t recv_some(void* data, size_t n);
 
   /// How long `send` and `recv` wait for the peer before they fail
   /// (default: forever; a dead peer's process fails them at once).
