@@ -1,13 +1,22 @@
 // allreduce: four actors average a vector with a collective all-reduce, as
 // data-parallel workers average their gradients (ray.util.collective's
-// allreduce). Each actor runs on its own thread, joins the group under its
-// rank, and reduces its own buffer in place.
+// allreduce). Each actor joins the group under its rank and reduces its own
+// buffer in place.
 //
+// Alone, the actors are threads of this process and read each other's
+// buffers:
 //   ./build/examples/allreduce
+// In a cluster, they are spread over its nodes and meet through the head;
+// their buffers go round a ring of direct connections:
+//   ./build/examples/allreduce start --head --block        # machine A
+//   ./build/examples/allreduce start --address A:6380 --block   # machine B
+//   ./build/examples/allreduce --address=A:6380
 
 #include <iostream>
 #include <vector>
 
+#include <lumen/cli.hpp>
+#include <lumen/cluster.hpp>
 #include <lumen/lumen.hpp>
 #include <lumen/ml.hpp>
 
@@ -19,8 +28,12 @@ public:
   explicit Worker(int rank)
     : rank_(rank) {}
 
-  void join(int world_size) {
+  // Returns once every member joined; says where this one runs and how
+  // the members meet (threads of one process, or processes).
+  std::string join(int world_size) {
     coll::init_group(world_size, rank_, "workers");
+    bool threads = coll::backend_of("workers") == coll::backend::threads;
+    return lumen::this_node_id() + (threads ? " (threads)" : " (processes)");
   }
 
   // This rank's "gradient" is all rank+1; the average over 4 ranks is 2.5.
@@ -37,14 +50,24 @@ LUMEN_ACTOR(Worker, &Worker::join, &Worker::average);
 // [/member]
 
 int main(int argc, char** argv) {
+  // `allreduce start ...` makes this program a head or a node.
+  if (argc > 1 && std::string{argv[1]} == "start")
+    return lumen::cli_main(argc, argv);
   lumen::init(argc, argv);
+  bool cluster = lumen::this_node_id() != "local";
   // [driver]
   const int world = 4;
   std::vector<lumen::ActorHandle<Worker>> workers;
-  for (int rank = 0; rank < world; ++rank)
-    workers.push_back(lumen::actor<Worker>(rank).remote());
+  for (int rank = 0; rank < world; ++rank) {
+    auto w = lumen::actor<Worker>(rank);
+    workers.push_back(cluster ? w.spread().remote() : w.remote());
+  }
+  // Every member joins before any can go on: ask all, then wait.
+  std::vector<lumen::ObjectRef<std::string>> joined;
   for (auto& w : workers)
-    lumen::get(w.call(&Worker::join, world));
+    joined.push_back(w.call(&Worker::join, world));
+  for (auto& where : lumen::get(joined))
+    std::cout << "member on " << where << "\n";
   // Every member calls the collective; each blocks until all have.
   std::vector<lumen::ObjectRef<std::vector<float>>> results;
   for (auto& w : workers)

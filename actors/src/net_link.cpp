@@ -123,11 +123,11 @@ uint64_t net_links::push(job j) {
     // the writer; what the socket does not take at once, the writer sends.
     writing_ = true;
     lock.unlock();
-    bool ok = write_job(j, true);
+    auto how = write_job(j, true);
     lock.lock();
     writing_ = false;
-    if (!ok || j.done == frame_bytes(j)) {
-      finish_locked(j, ok);
+    if (how != written::ok || j.done == frame_bytes(j)) {
+      finish_locked(j, how);
       return j.ticket;
     }
     queue_.push_front(std::move(j));
@@ -167,7 +167,7 @@ size_t net_links::frame_bytes(const job& j) noexcept {
          (j.has_second ? sizeof(frame_header) + j.n : 0);
 }
 
-bool net_links::write_job(job& j, bool dont_wait) {
+net_links::written net_links::write_job(job& j, bool dont_wait) {
   iovec parts[4];
   int count = 0;
   if (j.has_first) {
@@ -199,13 +199,15 @@ bool net_links::write_job(job& j, bool dont_wait) {
       c.send(parts + first, count - first);
       j.done = frame_bytes(j);
     }
-  } catch (const lumen::error&) {
-    return false;
+  } catch (const lumen::error& e) {
+    return e.code() == lumen::errc::timeout ? written::timed_out
+                                            : written::gone;
   }
-  return true;
+  return written::ok;
 }
 
-void net_links::finish_locked(const job& j, bool ok) {
+void net_links::finish_locked(const job& j, written how) {
+  bool ok = how == written::ok;
   if (!ok)
     dead_[static_cast<size_t>(j.peer)] = true;
   if (j.is_abort()) {
@@ -218,8 +220,10 @@ void net_links::finish_locked(const job& j, bool ok) {
       traffic_.sent += j.n;
     // Why the peer closed is for the op thread to find out: it may have
     // left an abort with the first cause on its way out.
-    if (!ok && lost_peer_ < 0)
+    if (!ok && lost_peer_ < 0) {
       lost_peer_ = j.peer;
+      lost_timed_out_ = how == written::timed_out;
+    }
   }
   cv_.notify_all();
 }
@@ -233,14 +237,14 @@ void net_links::write_loop() {
       return;
     auto j = std::move(queue_.front());
     queue_.pop_front();
-    bool ok = !dead_[static_cast<size_t>(j.peer)];
+    auto how = dead_[static_cast<size_t>(j.peer)] ? written::gone : written::ok;
     writing_ = true;
     lock.unlock();
-    if (ok)
-      ok = write_job(j, false);
+    if (how == written::ok)
+      how = write_job(j, false);
     lock.lock();
     writing_ = false;
-    finish_locked(j, ok);
+    finish_locked(j, how);
     if (aborts_out_ && j.is_abort()) {
       lock.unlock();
       close_all();

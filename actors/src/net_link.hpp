@@ -182,11 +182,12 @@ private:
   uint64_t push(job j);
   void write_loop();
   static size_t frame_bytes(const job& j) noexcept;
+  enum class written { ok, gone, timed_out };
   /// Marks `j` done (sent, or its peer lost).
-  void finish_locked(const job& j, bool ok);
-  /// Writes what is left of `j`; false if the peer is gone. With
-  /// `dont_wait`, stops where the socket is full (`j.done` says how far).
-  bool write_job(job& j, bool dont_wait);
+  void finish_locked(const job& j, written how);
+  /// Writes what is left of `j`. With `dont_wait`, stops where the socket
+  /// is full (`j.done` says how far).
+  written write_job(job& j, bool dont_wait);
   /// Exactly `n` bytes from `peer`, through its read buffer; throws
   /// `channel_error`.
   void fill(int peer, void* into, size_t n);
@@ -219,7 +220,8 @@ private:
   std::vector<bool> dead_;  // peers a write failed to
   bool stopping_ = false;
   std::string broken_;
-  int lost_peer_ = -1; // the first peer the writer could not send to
+  int lost_peer_ = -1;          // the first peer the writer could not send to
+  bool lost_timed_out_ = false; // ... because it took nothing in time
   link_traffic traffic_;
   uint64_t received_ = 0; // op thread only, folded into traffic_
   std::thread writer_;

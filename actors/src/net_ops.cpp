@@ -86,6 +86,10 @@ public:
   /// the left and is reduced with `op` (or, if `reduce` is false, copied
   /// in), then forwarded, except at the last step unless `forward_last`.
   void pass(size_t offset, bool reduce, reduce_op op, bool forward_last) {
+    // What went out of each chunk before this pass: a chunk copied in must
+    // have left first. (Not this pass's own forwards: waiting for those
+    // would wait for the right-hand rank, which may wait for its own.)
+    auto before = last_sent_;
     for (size_t s = 0; s + 1 < n_; ++s) {
       size_t c = (r_ + 2 * n_ - s - offset) % n_;
       auto ch = chunk_of(numel_, n_, c);
@@ -101,8 +105,8 @@ public:
                         reinterpret_cast<const T*>(tmp_.data()), e - b, op);
           });
         } else {
-          // The chunk may still be on its way out from an earlier step.
-          l_.wait_sent(last_sent_[c]);
+          // The chunk may still be on its way out from an earlier pass.
+          l_.wait_sent(before[c]);
           l_.read_data(left_, at, (e - b) * elem_, doing_);
         }
         if (forward)

@@ -50,12 +50,20 @@ void net_links::recv_exact(int peer, void* into, size_t n, const char* doing) {
 
 void net_links::check_lost() {
   int peer;
+  bool timed_out;
   {
     std::lock_guard<std::mutex> guard{mtx_};
     if (lost_peer_ < 0 || !broken_.empty())
       return;
     peer = lost_peer_;
+    timed_out = lost_timed_out_;
   }
+  if (timed_out)
+    fail("group '" + group_ + "': rank " + std::to_string(rank_) + " waited " +
+         std::to_string(timeout_.count()) + " ms for rank " +
+         std::to_string(peer) +
+         " to take its data, which it did not; is it calling the same "
+         "collective?");
   fail(last_words(peer));
 }
 

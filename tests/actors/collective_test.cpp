@@ -565,6 +565,23 @@ BOOST_AUTO_TEST_CASE(each_rank_sends_the_bytes_its_algorithm_promises) {
       }
 }
 
+BOOST_AUTO_TEST_CASE(buffers_far_larger_than_the_sockets_go_round_the_ring) {
+  // 64 MiB: each chunk is many times what a socket holds, so a member
+  // that waited for its own forwards to leave would wait forever.
+  const size_t length = size_t{16} << 20;
+  auto g = fresh_group();
+  auto errors = on_ranks(3, g, [&](int r) {
+    auto t = rank_input(r, length);
+    allreduce(t, g, reduce_op::sum);
+    EXPECT(matches(t, reduce_op::sum, 3));
+    std::vector<tensor> all;
+    allgather(all, rank_input(r, length / 4), g);
+    EXPECT(all.size() == 3u && all[2] == rank_input(2, length / 4));
+  });
+  for (auto& e : errors)
+    BOOST_TEST(e.empty(), e);
+}
+
 BOOST_AUTO_TEST_CASE(a_member_that_never_joins_fails_the_others_naming_it) {
   auto g = fresh_group();
   set_timeout(g, std::chrono::milliseconds(300)); // for the joining

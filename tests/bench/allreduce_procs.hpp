@@ -187,7 +187,9 @@ inline std::vector<figure> process_figures(const options& opts,
         members.push_back(std::make_unique<lumen::test::process>(argv, env));
       }
       for (auto& m : members)
-        verify(m->wait() == 0, "a member fails: " + m->output());
+        if (int rc = m->wait(); rc != 0)
+          verify(false, "a member failed (exit " + std::to_string(rc) +
+                          "): " + m->output());
       std::istringstream lines{members[0]->output()};
       for (std::string line; std::getline(lines, line);) {
         std::istringstream in{line};

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Runs examples/cluster_demo.cpp as its header says, in a home of its own,
+# Runs an example that is its own head and node (cluster_demo, allreduce)
+# as its header says: a head and a node from the program, then the program
+# as the script, in a home of its own,
 # and ends exactly the processes it started.
 set -euo pipefail
 demo=$1
