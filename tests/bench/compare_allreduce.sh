@@ -73,10 +73,17 @@ for name, n, b, vs, o, t in sorted(rows, key=lambda r: (r[0], r[1], r[2], r[3]))
                       "median": o["median"], "baseline": vs, "ratio": ratio,
                       "t_min_us": o["t_min_us"], "baseline_t_min_us": t["t_min_us"],
                       "algorithm": o.get("algorithm", "")}))
-# How close the ring comes to what loopback TCP allows.
+# How close the ring comes to what loopback TCP allows: one link per
+# member (as across hosts), and all links through this host's loopback.
+floors = {(f["name"], f["n"], f["bytes"]): f["median"] for f in ours
+          if f["name"] in ("tcp_floor", "tcp_floor_host")}
 for o in ours:
-    if o["name"] == "ring_tcp" and o.get("baseline") == "tcp_floor":
-        print("ring_tcp N=%d %d bytes: %.2fx of the TCP floor" % (o["n"], o["bytes"], o["ratio"]))
+    if o["name"] == "ring_tcp":
+        link = floors.get(("tcp_floor", o["n"], o["bytes"]))
+        host = floors.get(("tcp_floor_host", o["n"], o["bytes"]))
+        if link and host:
+            print("ring_tcp N=%d %10d bytes: %.2fx of the per-link TCP floor, %.2fx of the one-loopback floor"
+                  % (o["n"], o["bytes"], o["median"] / link, o["median"] / host))
 for o in ours:
     if o["name"] == "tcp_bulk":
         print("loopback TCP bulk bandwidth: %.2f GB/s" % o["median"])
