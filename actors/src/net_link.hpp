@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -83,6 +84,27 @@ enum class operation_kind : uint32_t {
 
 const char* to_string(operation_kind k) noexcept;
 
+/// A run of data frames out to one peer and in from another, at once (the
+/// ring's steps): the pieces to send, in order, and the pieces to receive,
+/// each of a size both sides know.
+struct exchange_plan {
+  struct piece {
+    char* data = nullptr;
+    size_t n = 0;
+  };
+  /// To send, in order; `done` may add to it.
+  std::deque<piece> out;
+  /// How many pieces come in.
+  size_t pieces_in = 0;
+  /// Where piece i goes (and its size).
+  std::function<piece(size_t i)> where;
+  /// Whether piece i may come in once `sent` pieces went out (its place
+  /// may still be on its way out).
+  std::function<bool(size_t i, size_t sent)> may_receive;
+  /// Piece i is in: reduce it, queue its forward.
+  std::function<void(size_t i)> done;
+};
+
 /// Bytes of operations' data a member sent and received on its links.
 struct link_traffic {
   uint64_t sent = 0;
@@ -134,6 +156,10 @@ public:
 
   /// Returns once the writer sent everything posted.
   void flush();
+
+  /// Runs `plan` on this thread: sends its pieces to `right` while it
+  /// receives its pieces from `left`, by poll(), with the writer idle.
+  void exchange(int right, int left, exchange_plan& plan, const char* doing);
 
   /// Reads the next op descriptor from `peer`.
   op_descriptor read_op(int peer, const char* doing);
@@ -223,7 +249,8 @@ private:
   int lost_peer_ = -1;          // the first peer the writer could not send to
   bool lost_timed_out_ = false; // ... because it took nothing in time
   link_traffic traffic_;
-  uint64_t received_ = 0; // op thread only, folded into traffic_
+  uint64_t received_ = 0;  // op thread only, folded into traffic_
+  size_t sent_pieces_ = 0; // of the exchange under way
   std::thread writer_;
 };
 

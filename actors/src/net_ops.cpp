@@ -62,74 +62,101 @@ public:
     : l_(g.links())
     , n_(static_cast<size_t>(g.world()))
     , r_(static_cast<size_t>(g.rank()))
-    , right_(static_cast<int>((r_ + 1) % n_))
-    , left_(static_cast<int>((r_ + n_ - 1) % n_))
     , data_(data)
     , type_(type)
     , elem_(ml::size_of(type))
     , numel_(numel)
     , seg_(std::max<size_t>(1, segment_bytes / elem_))
-    , last_sent_(n_, 0)
+    , last_send_(n_, 0)
     , tmp_(g.scratch(0, seg_ * elem_))
     , doing_(doing) {}
 
-  /// Posts chunk `c` to the right (a ring of one has nobody to send to).
+  /// Sends chunk `c` to the right first (a ring of one has nobody to
+  /// send to).
   void send_chunk(size_t c) {
     if (n_ == 1)
       return;
     auto ch = chunk_of(numel_, n_, c);
-    for (size_t b = ch.begin; b < ch.end; b += seg_)
-      post(c, b, std::min(ch.end, b + seg_));
+    for (size_t b = ch.begin; b < ch.end; b += seg_) {
+      auto e = std::min(ch.end, b + seg_);
+      plan_.out.push_back({data_ + b * elem_, (e - b) * elem_});
+      last_send_[c] = ++sends_;
+    }
   }
 
   /// N-1 steps; at step s the chunk (r - s - offset) mod N comes in from
   /// the left and is reduced with `op` (or, if `reduce` is false, copied
   /// in), then forwarded, except at the last step unless `forward_last`.
   void pass(size_t offset, bool reduce, reduce_op op, bool forward_last) {
+    op_ = op;
     // What went out of each chunk before this pass: a chunk copied in must
     // have left first. (Not this pass's own forwards: waiting for those
     // would wait for the right-hand rank, which may wait for its own.)
-    auto before = last_sent_;
+    auto before = last_send_;
     for (size_t s = 0; s + 1 < n_; ++s) {
       size_t c = (r_ + 2 * n_ - s - offset) % n_;
       auto ch = chunk_of(numel_, n_, c);
       bool forward = s + 2 < n_ || forward_last;
       for (size_t b = ch.begin; b < ch.end; b += seg_) {
-        auto e = std::min(ch.end, b + seg_);
-        char* at = data_ + b * elem_;
-        if (reduce) {
-          l_.read_data(left_, tmp_.data(), (e - b) * elem_, doing_);
-          with_type(type_, [&](auto t) {
-            using T = decltype(t);
-            reduce_into(reinterpret_cast<T*>(at),
-                        reinterpret_cast<const T*>(tmp_.data()), e - b, op);
-          });
-        } else {
-          // The chunk may still be on its way out from an earlier pass.
-          l_.wait_sent(before[c]);
-          l_.read_data(left_, at, (e - b) * elem_, doing_);
-        }
+        pieces_.push_back({b, std::min(ch.end, b + seg_), reduce, forward,
+                           reduce ? 0 : before[c]});
         if (forward)
-          post(c, b, e);
+          last_send_[c] = ++sends_;
       }
     }
   }
 
-private:
-  void post(size_t c, size_t b, size_t e) {
-    last_sent_[c] =
-      l_.post(right_, frame_kind::data, data_ + b * elem_, (e - b) * elem_);
+  /// Runs what was planned, sending and receiving at once.
+  void run() {
+    if (n_ == 1)
+      return;
+    plan_.pieces_in = pieces_.size();
+    plan_.where = [this](size_t i) -> exchange_plan::piece {
+      auto& p = pieces_[i];
+      auto bytes = (p.end - p.begin) * elem_;
+      return {p.reduce ? tmp_.data() : data_ + p.begin * elem_, bytes};
+    };
+    plan_.may_receive = [this](size_t i, size_t sent) {
+      return sent >= pieces_[i].after_sends;
+    };
+    plan_.done = [this](size_t i) {
+      auto& p = pieces_[i];
+      char* at = data_ + p.begin * elem_;
+      if (p.reduce)
+        with_type(type_, [&](auto t) {
+          using T = decltype(t);
+          reduce_into(reinterpret_cast<T*>(at),
+                      reinterpret_cast<const T*>(tmp_.data()), p.end - p.begin,
+                      op_);
+        });
+      if (p.forward)
+        plan_.out.push_back({at, (p.end - p.begin) * elem_});
+    };
+    l_.exchange(static_cast<int>((r_ + 1) % n_),
+                static_cast<int>((r_ + n_ - 1) % n_), plan_, doing_);
   }
+
+private:
+  /// A segment coming in: where, what to do with it, and how many sends
+  /// must be out before it may overwrite its place.
+  struct piece {
+    size_t begin, end;
+    bool reduce, forward;
+    size_t after_sends;
+  };
 
   net_links& l_;
   size_t n_, r_;
-  int right_, left_;
   char* data_;
   ml::dtype type_;
   size_t elem_, numel_, seg_;
-  std::vector<uint64_t> last_sent_; // per chunk: the ticket of its last send
+  std::vector<size_t> last_send_; // per chunk: how many sends up to its last
+  size_t sends_ = 0;
   std::vector<char>& tmp_;
   const char* doing_;
+  reduce_op op_ = reduce_op::sum;
+  std::vector<piece> pieces_;
+  exchange_plan plan_;
 };
 
 void ring_allreduce(net_group& g, char* data, ml::dtype type, size_t numel,
@@ -141,7 +168,7 @@ void ring_allreduce(net_group& g, char* data, ml::dtype type, size_t numel,
   ring.pass(1, true, op, true);
   // All-gather: copy the complete chunks in as they come round.
   ring.pass(0, false, op, false);
-  g.links().flush();
+  ring.run();
   with_type(type, [&](auto t) {
     using T = decltype(t);
     finish(reinterpret_cast<T*>(data), numel, op,
@@ -299,7 +326,7 @@ void net_allgather(net_group& g, std::vector<ml::tensor>& out,
   ring_run ring{g, all.data(), in.type(), in.numel() * n, "allgather"};
   ring.send_chunk(static_cast<size_t>(g.rank()));
   ring.pass(1, false, reduce_op::sum, false);
-  g.links().flush();
+  ring.run();
   out.clear();
   for (size_t q = 0; q < n; ++q) {
     ml::tensor t{in.shape(), in.type()};
@@ -341,7 +368,7 @@ void net_reducescatter(net_group& g, ml::tensor& out,
                 "reducescatter"};
   ring.send_chunk(static_cast<size_t>(g.rank()));
   ring.pass(1, true, op, false);
-  g.links().flush();
+  ring.run();
   out = ml::tensor{in[0].shape(), in[0].type()};
   auto mine = (static_cast<size_t>(g.rank()) + 1) % n;
   if (bytes > 0)

@@ -19,46 +19,19 @@
 #include <lumen/lumen.hpp>
 #include <lumen/ml.hpp>
 
+#include "closed_forms.hpp"
+
 using namespace lumen::collective;
 using lumen::ml::tensor;
+using lumen::test::rank_input;
 
 namespace {
 
 int world = 0, rank = 0;
 std::string group;
 
-float input(int r, size_t i) {
-  return static_cast<float>((r + 1) * static_cast<int>(i % 3 + 1));
-}
-
-float expected(reduce_op op, size_t i) {
-  float acc = input(0, i);
-  for (int r = 1; r < world; ++r) {
-    float x = input(r, i);
-    if (op == reduce_op::sum || op == reduce_op::average)
-      acc += x;
-    else if (op == reduce_op::product)
-      acc *= x;
-    else if (op == reduce_op::min)
-      acc = std::min(acc, x);
-    else
-      acc = std::max(acc, x);
-  }
-  return op == reduce_op::average ? acc / static_cast<float>(world) : acc;
-}
-
-tensor rank_input(int r, size_t length) {
-  tensor t({static_cast<int64_t>(length)});
-  for (size_t i = 0; i < length; ++i)
-    t.data<float>()[i] = input(r, i);
-  return t;
-}
-
 bool matches(const tensor& t, reduce_op op) {
-  for (size_t i = 0; i < t.numel(); ++i)
-    if (t.data<float>()[i] != expected(op, i))
-      return false;
-  return true;
+  return lumen::test::matches(t, op, world);
 }
 
 int failures = 0;

@@ -16,9 +16,13 @@
 #include <lumen/lumen.hpp>
 #include <lumen/ml.hpp>
 
+#include "closed_forms.hpp"
+
 using namespace lumen::collective;
 using lumen::ml::dtype;
 using lumen::ml::tensor;
+using lumen::test::matches;
+using lumen::test::rank_input;
 
 #ifdef LUMEN_TEST_PROCESSES
 constexpr backend test_backend = backend::processes;
@@ -103,40 +107,6 @@ std::vector<std::string> on_ranks(int n, const std::string& g,
     BOOST_ERROR(f);
   failures.clear();
   return errors;
-}
-
-float input(int r, size_t i) {
-  return static_cast<float>((r + 1) * static_cast<int>(i % 3 + 1));
-}
-
-float expected(reduce_op op, int n, size_t i) {
-  float acc = input(0, i);
-  for (int r = 1; r < n; ++r) {
-    float x = input(r, i);
-    if (op == reduce_op::sum || op == reduce_op::average)
-      acc += x;
-    else if (op == reduce_op::product)
-      acc *= x;
-    else if (op == reduce_op::min)
-      acc = std::min(acc, x);
-    else
-      acc = std::max(acc, x);
-  }
-  return op == reduce_op::average ? acc / static_cast<float>(n) : acc;
-}
-
-tensor rank_input(int r, size_t length) {
-  tensor t({static_cast<int64_t>(length)});
-  for (size_t i = 0; i < length; ++i)
-    t.data<float>()[i] = input(r, i);
-  return t;
-}
-
-bool matches(const tensor& t, reduce_op op, int n) {
-  for (size_t i = 0; i < t.numel(); ++i)
-    if (t.data<float>()[i] != expected(op, n, i))
-      return false;
-  return true;
 }
 
 const std::vector<reduce_op> all_ops{reduce_op::sum, reduce_op::product,
