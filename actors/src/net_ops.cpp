@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "net_ring.hpp"
 #include "operations.hpp"
 
 // The collectives of a group that spans processes, over the members'
@@ -10,11 +11,6 @@
 namespace lumen::collective::detail {
 
 namespace {
-
-/// Data leaves in frames of this size: large enough that a frame costs
-/// one system call for a quarter megabyte, small enough that the next
-/// rank starts on a chunk while the rest of it is still on its way.
-constexpr size_t segment_bytes = 512 * 1024;
 
 /// Up to here an all-reduce goes `direct` across processes: one exchange
 /// (a latency) beats the ring's 2(N-1) steps for small buffers.
@@ -39,125 +35,6 @@ std::string root_problem(net_group& g, int root, const char* what) {
          ", which is out of range: the group has ranks 0 to " +
          std::to_string(g.world() - 1);
 }
-
-/*
- * The ring, over the channels to rank r+1 (right) and from rank r-1
- * (left). The buffer's N chunks move as ring.hpp's schedule says. Each
- * chunk leaves in segments; a rank forwards each segment of the chunk it
- * receives as soon as that segment is reduced (reduce-scatter) or copied
- * (all-gather), because the chunk it receives at step s is the one it
- * sends at step s+1. So the writer sends segment k of a chunk while the
- * reader takes in segment k+1 and the right-hand rank reduces segment
- * k-1: sending, receiving and reducing overlap, and a step costs about
- * the time of its chunk on the wire, not a round trip per chunk.
- *
- * Bytes on the wire per rank: one chunk per step, 2(N-1) steps, about
- * 2·S·(N-1)/N for S bytes (ring_bytes_per_rank, exactly), plus 16 bytes of
- * frame header per segment and one op descriptor per peer.
- */
-class ring_run {
-public:
-  ring_run(net_group& g, char* data, ml::dtype type, size_t numel,
-           const char* doing)
-    : l_(g.links())
-    , n_(static_cast<size_t>(g.world()))
-    , r_(static_cast<size_t>(g.rank()))
-    , data_(data)
-    , type_(type)
-    , elem_(ml::size_of(type))
-    , numel_(numel)
-    , seg_(std::max<size_t>(1, segment_bytes / elem_))
-    , last_send_(n_, 0)
-    , tmp_(g.scratch(0, seg_ * elem_))
-    , doing_(doing) {}
-
-  /// Sends chunk `c` to the right first (a ring of one has nobody to
-  /// send to).
-  void send_chunk(size_t c) {
-    if (n_ == 1)
-      return;
-    auto ch = chunk_of(numel_, n_, c);
-    for (size_t b = ch.begin; b < ch.end; b += seg_) {
-      auto e = std::min(ch.end, b + seg_);
-      plan_.out.push_back({data_ + b * elem_, (e - b) * elem_});
-      last_send_[c] = ++sends_;
-    }
-  }
-
-  /// N-1 steps; at step s the chunk (r - s - offset) mod N comes in from
-  /// the left and is reduced with `op` (or, if `reduce` is false, copied
-  /// in), then forwarded, except at the last step unless `forward_last`.
-  void pass(size_t offset, bool reduce, reduce_op op, bool forward_last) {
-    op_ = op;
-    // What went out of each chunk before this pass: a chunk copied in must
-    // have left first. (Not this pass's own forwards: waiting for those
-    // would wait for the right-hand rank, which may wait for its own.)
-    auto before = last_send_;
-    for (size_t s = 0; s + 1 < n_; ++s) {
-      size_t c = (r_ + 2 * n_ - s - offset) % n_;
-      auto ch = chunk_of(numel_, n_, c);
-      bool forward = s + 2 < n_ || forward_last;
-      for (size_t b = ch.begin; b < ch.end; b += seg_) {
-        pieces_.push_back({b, std::min(ch.end, b + seg_), reduce, forward,
-                           reduce ? 0 : before[c]});
-        if (forward)
-          last_send_[c] = ++sends_;
-      }
-    }
-  }
-
-  /// Runs what was planned, sending and receiving at once.
-  void run() {
-    if (n_ == 1)
-      return;
-    plan_.pieces_in = pieces_.size();
-    plan_.where = [this](size_t i) -> exchange_plan::piece {
-      auto& p = pieces_[i];
-      auto bytes = (p.end - p.begin) * elem_;
-      return {p.reduce ? tmp_.data() : data_ + p.begin * elem_, bytes};
-    };
-    plan_.may_receive = [this](size_t i, size_t sent) {
-      return sent >= pieces_[i].after_sends;
-    };
-    plan_.done = [this](size_t i) {
-      auto& p = pieces_[i];
-      char* at = data_ + p.begin * elem_;
-      if (p.reduce)
-        with_type(type_, [&](auto t) {
-          using T = decltype(t);
-          reduce_into(reinterpret_cast<T*>(at),
-                      reinterpret_cast<const T*>(tmp_.data()), p.end - p.begin,
-                      op_);
-        });
-      if (p.forward)
-        plan_.out.push_back({at, (p.end - p.begin) * elem_});
-    };
-    l_.exchange(static_cast<int>((r_ + 1) % n_),
-                static_cast<int>((r_ + n_ - 1) % n_), plan_, doing_);
-  }
-
-private:
-  /// A segment coming in: where, what to do with it, and how many sends
-  /// must be out before it may overwrite its place.
-  struct piece {
-    size_t begin, end;
-    bool reduce, forward;
-    size_t after_sends;
-  };
-
-  net_links& l_;
-  size_t n_, r_;
-  char* data_;
-  ml::dtype type_;
-  size_t elem_, numel_, seg_;
-  std::vector<size_t> last_send_; // per chunk: how many sends up to its last
-  size_t sends_ = 0;
-  std::vector<char>& tmp_;
-  const char* doing_;
-  reduce_op op_ = reduce_op::sum;
-  std::vector<piece> pieces_;
-  exchange_plan plan_;
-};
 
 void ring_allreduce(net_group& g, char* data, ml::dtype type, size_t numel,
                     reduce_op op) {

@@ -1,0 +1,195 @@
+#include <boost/test/unit_test.hpp>
+
+// The bad-input and failure rules, for both backends (in collective_test
+// and collective_net_test alike): disagreeing ranks, bad ranks, unknown
+// groups, members that leave or never come.
+
+#include <chrono>
+
+#include "members.hpp"
+
+using namespace lumen::collective;
+using namespace lumen::test;
+using lumen::ml::dtype;
+using lumen::ml::tensor;
+
+BOOST_AUTO_TEST_SUITE(collective_errors)
+
+BOOST_AUTO_TEST_CASE(mismatched_lengths_fail_on_every_rank_naming_them) {
+  auto g = fresh_group();
+  auto errors = on_ranks(3, g, [&](int r) {
+    auto t = rank_input(r, r == 1 ? 999 : 1000);
+    allreduce(t, g);
+  });
+  for (auto& e : errors) {
+    BOOST_TEST(e.find("group '" + g + "'") != std::string::npos, e);
+    BOOST_TEST(e.find("rank 1 passed 999 float32") != std::string::npos, e);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(mismatched_dtypes_and_roots_fail_on_every_rank) {
+  auto g = fresh_group();
+  auto errors = on_ranks(2, g, [&](int r) {
+    tensor t({8}, r == 0 ? dtype::float32 : dtype::float64);
+    allreduce(t, g);
+  });
+  for (auto& e : errors)
+    BOOST_TEST(e.find("same dtype") != std::string::npos, e);
+  auto h = fresh_group();
+  errors = on_ranks(2, h, [&](int) {
+    tensor t({8});
+    broadcast(t, 5, h);
+  });
+  for (auto& e : errors)
+    BOOST_TEST(e.find("out of range") != std::string::npos, e);
+}
+
+BOOST_AUTO_TEST_CASE(different_collectives_on_different_ranks_fail_cleanly) {
+  auto g = fresh_group();
+  auto errors = on_ranks(3, g, [&](int r) {
+    std::vector<tensor> all;
+    if (r == 1)
+      barrier(g);
+    else
+      allgather(all, rank_input(r, 4), g);
+  });
+  for (auto& e : errors)
+    BOOST_TEST(e.find("every rank must call the same collective") !=
+                 std::string::npos,
+               e);
+}
+
+BOOST_AUTO_TEST_CASE(a_member_whose_thread_ends_leaves_its_group) {
+  auto g = fresh_group();
+  std::atomic<bool> joined{false};
+  std::thread leaver{[&] {
+    join(2, 1, g);
+    while (!joined)
+      std::this_thread::yield();
+  }};            // ends without destroy
+  join(2, 0, g); // this thread stays a member throughout
+  joined = true;
+  set_timeout(g, std::chrono::milliseconds(5000));
+  leaver.join();
+  // The others hear at once who left, not after the timeout.
+  auto start = std::chrono::steady_clock::now();
+  std::string seen;
+  try {
+    barrier(g);
+  } catch (const collective_error& e) {
+    seen = e.what();
+  }
+  BOOST_TEST(seen.find("rank 1 left the group") != std::string::npos, seen);
+  BOOST_TEST(
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count() < 2.0);
+  if (test_backend == backend::processes) {
+    // Its channels are gone: the group is made again (a later test).
+    destroy_group(g);
+    return;
+  }
+  // Its rank can be taken again, and the group goes on.
+  std::vector<float> mine(5, 1.0f);
+  std::atomic<bool> rejoined{false};
+  std::string other_error;
+  std::thread other{[&] {
+    try {
+      join(2, 1, g);
+      rejoined = true;
+      std::vector<float> theirs(5, 2.0f);
+      allreduce(theirs, g);
+      destroy_group(g);
+    } catch (const collective_error& e) {
+      other_error = e.what();
+    }
+  }};
+  while (!rejoined)
+    std::this_thread::yield();
+  allreduce(mine, g);
+  other.join();
+  BOOST_TEST(other_error.empty(), other_error);
+  BOOST_TEST((mine == std::vector<float>(5, 3.0f)));
+  destroy_group(g);
+}
+
+BOOST_AUTO_TEST_CASE(bad_ranks_and_unknown_groups_are_clear_errors) {
+  BOOST_CHECK_EXCEPTION(
+    init_group(4, 4, "x"), collective_error, [](const collective_error& e) {
+      return std::string{e.what()}.find("ranks 0 to 3") != std::string::npos;
+    });
+  BOOST_CHECK_EXCEPTION(
+    [] {
+      tensor t({3});
+      allreduce(t, "never-made");
+    }(),
+    collective_error,
+    [](const collective_error& e) {
+      return std::string{e.what()}.find("init_group") != std::string::npos;
+    });
+  auto g = fresh_group();
+  // Rank 0 waits for the others: with processes, init_group returns once
+  // all came, and here they never all do.
+  set_timeout(g, std::chrono::milliseconds(3000));
+  std::string first;
+  std::atomic<bool> first_in{false};
+  std::thread rank0{[&] {
+    try {
+      join(2, 0, g);
+      first_in = true;
+      while (first_in)
+        std::this_thread::yield(); // stays a member until told
+      destroy_group(g);
+    } catch (const collective_error& e) {
+      first = e.what();
+    }
+  }};
+  if (test_backend == backend::threads)
+    while (!first_in)
+      std::this_thread::yield();
+  else
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::string second;
+  std::thread other{[&] {
+    try {
+      join(2, 0, g); // the same rank again
+    } catch (const collective_error& e) {
+      second = e.what();
+    }
+  }};
+  other.join();
+  BOOST_TEST(second.find("two members claim it") != std::string::npos, second);
+  std::thread sizes{[&] {
+    try {
+      join(3, 1, g);
+    } catch (const collective_error& e) {
+      second = e.what();
+    }
+  }};
+  sizes.join();
+  BOOST_TEST(second.find("same world_size") != std::string::npos, second);
+  first_in = false;
+  rank0.join();
+  if (test_backend == backend::processes) // it met the member of 3
+    BOOST_TEST(first.find("same world_size") != std::string::npos, first);
+}
+
+BOOST_AUTO_TEST_CASE(a_member_that_never_comes_fails_the_others_in_time) {
+  auto g = fresh_group();
+  auto start = std::chrono::steady_clock::now();
+  auto errors = on_ranks(3, g, [&](int r) {
+    set_timeout(g, std::chrono::milliseconds(300));
+    if (r == 2)
+      return; // leaves without taking part
+    auto t = rank_input(r, 100);
+    allreduce(t, g);
+  });
+  auto took =
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+  BOOST_TEST(took < 5.0);
+  for (int r = 0; r < 2; ++r)
+    BOOST_TEST(errors[static_cast<size_t>(r)].find("rank") != std::string::npos,
+               errors[static_cast<size_t>(r)]);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

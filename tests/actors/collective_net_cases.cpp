@@ -1,0 +1,95 @@
+#include <boost/test/unit_test.hpp>
+
+// The cases only a group across processes has: the bytes each algorithm
+// puts on the wire, buffers far larger than a socket holds, and a member
+// that never joins (collective_net_test, beside collective_test.cpp's).
+
+#include "members.hpp"
+
+using namespace lumen::collective;
+using namespace lumen::test;
+using lumen::ml::tensor;
+
+BOOST_AUTO_TEST_SUITE(collective_net)
+
+BOOST_AUTO_TEST_CASE(each_rank_sends_the_bytes_its_algorithm_promises) {
+  for (int n : {2, 3, 4, 7})
+    for (size_t length : {size_t{1000}, size_t{1} << 20})
+      for (auto algo : {allreduce_algorithm::ring, allreduce_algorithm::direct,
+                        allreduce_algorithm::naive}) {
+        auto g = fresh_group();
+        auto errors = on_ranks(n, g, [&](int r) {
+          set_algorithm(g, algo);
+          auto before = traffic_of(g);
+          auto t = rank_input(r, length);
+          allreduce(t, g, reduce_op::sum);
+          EXPECT(matches(t, reduce_op::sum, n));
+          auto after = traffic_of(g);
+          auto sent = after.bytes_sent - before.bytes_sent;
+          auto received = after.bytes_received - before.bytes_received;
+          size_t bytes = length * 4,
+                 left = static_cast<size_t>((r + n - 1) % n);
+          auto others = static_cast<size_t>(n - 1) * bytes;
+          if (algo == allreduce_algorithm::ring) {
+            // 2·S·(N-1)/N, to the byte: the chunks it forwards.
+            EXPECT(sent == ring_bytes_per_rank(length, 4,
+                                               static_cast<size_t>(n),
+                                               static_cast<size_t>(r)));
+            EXPECT(received == ring_bytes_per_rank(
+                                 length, 4, static_cast<size_t>(n), left));
+          } else if (algo == allreduce_algorithm::direct) {
+            EXPECT(sent == others);
+            EXPECT(received == others);
+          } else {
+            EXPECT(sent == (r == 0 ? others : bytes));
+            EXPECT(received == (r == 0 ? others : bytes));
+          }
+        });
+        for (auto& e : errors)
+          BOOST_TEST(e.empty(), e);
+      }
+}
+
+BOOST_AUTO_TEST_CASE(buffers_far_larger_than_the_sockets_go_round_the_ring) {
+  // 64 MiB: each chunk is many times what a socket holds, so a member
+  // that waited for its own forwards to leave would wait forever.
+  const size_t length = size_t{16} << 20;
+  auto g = fresh_group();
+  auto errors = on_ranks(3, g, [&](int r) {
+    auto t = rank_input(r, length);
+    allreduce(t, g, reduce_op::sum);
+    EXPECT(matches(t, reduce_op::sum, 3));
+    std::vector<tensor> all;
+    allgather(all, rank_input(r, length / 4), g);
+    EXPECT(all.size() == 3u && all[2] == rank_input(2, length / 4));
+  });
+  for (auto& e : errors)
+    BOOST_TEST(e.empty(), e);
+}
+
+BOOST_AUTO_TEST_CASE(a_member_that_never_joins_fails_the_others_naming_it) {
+  auto g = fresh_group();
+  set_timeout(g, std::chrono::milliseconds(300)); // for the joining
+  auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> members;
+  for (int r = 0; r < 2; ++r)
+    members.emplace_back([&, r] {
+      try {
+        join(3, r, g); // rank 2 never comes
+      } catch (const collective_error& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& m : members)
+    m.join();
+  BOOST_TEST(
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count() < 5.0);
+  for (auto& e : errors) {
+    BOOST_TEST(e.find("group '" + g + "'") != std::string::npos, e);
+    BOOST_TEST(e.find("rank(s) 2") != std::string::npos, e);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
