@@ -1,6 +1,7 @@
 #include "net_group.hpp"
 
 #include <cstring>
+#include <thread>
 
 namespace lumen::collective::detail {
 
@@ -79,14 +80,28 @@ net_group::net_group(std::string name, int world, int rank,
     // Lower ranks first: rank 0 only accepts, and each rank accepts once
     // it reached every rank below it, so nobody waits in a circle.
     for (int q = 0; q < rank; ++q) {
-      auto c = lumen::connect(endpoint(name, q), left_until(deadline));
-      c.set_timeout(left_until(deadline));
-      mine.to = q;
-      c.send(&mine, sizeof(mine));
-      hello theirs;
-      c.recv(&theirs, sizeof(theirs));
-      check(theirs, q);
-      peers[static_cast<size_t>(q)] = std::move(c);
+      for (;;) {
+        auto c = lumen::connect(endpoint(name, q), left_until(deadline));
+        c.set_timeout(left_until(deadline));
+        mine.to = q;
+        hello theirs;
+        try {
+          c.send(&mine, sizeof(mine));
+          c.recv(&theirs, sizeof(theirs));
+        } catch (const lumen::channel_error& e) {
+          // A member that made the group again at once can reach rank q's
+          // listener of the group before, which closes as q leaves it:
+          // q's new listener comes soon.
+          if (e.code() != lumen::errc::channel_closed ||
+              clock::now() >= deadline)
+            throw;
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          continue;
+        }
+        check(theirs, q);
+        peers[static_cast<size_t>(q)] = std::move(c);
+        break;
+      }
     }
     for (int i = rank + 1; i < world; ++i) {
       auto c = listener_.accept(left_until(deadline));

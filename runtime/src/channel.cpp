@@ -186,14 +186,17 @@ channel connect(const std::string& name, std::chrono::milliseconds timeout) {
   auto deadline = clock::now() + timeout;
   auto pause = std::chrono::milliseconds(1);
   while (true) {
-    // A name can be in the directory a moment before its listener is
-    // gone, or be taken by a new one a moment after: try until the deadline.
+    // A name can be in the directory a moment before its listener is up,
+    // or after it is gone: try until the deadline.
     if (auto where = rt.find_endpoint(name)) {
       try {
         return detail::open_channel(*where, name, rt.link_credentials(),
                                     left_until(deadline));
-      } catch (const channel_error&) {
-        if (clock::now() >= deadline)
+      } catch (const error& e) {
+        // Refused, or nobody there: the directory may still name a
+        // listener that is gone, or a process that died, for a moment.
+        // A wrong token or TLS setting is for the caller.
+        if (e.code() != errc::unreachable || clock::now() >= deadline)
           throw;
       }
     }

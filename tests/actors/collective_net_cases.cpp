@@ -92,4 +92,36 @@ BOOST_AUTO_TEST_CASE(a_member_that_never_joins_fails_the_others_naming_it) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_group_made_again_at_once_meets_its_new_members) {
+  // Each member goes on to the next incarnation as soon as it is done with
+  // the last: a fast one connects while a slow one's old listener is still
+  // up (and then closes), and must try again, not fail.
+  auto g = fresh_group();
+  set_timeout(g, std::chrono::milliseconds(5000)); // for every joining
+  const int n = 3, rounds = 8;
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> members;
+  for (int r = 0; r < n; ++r)
+    members.emplace_back([&, r] {
+      try {
+        for (int round = 0; round < rounds; ++round) {
+          join(n, r, g);
+          auto u = rank_input(r, 10);
+          allreduce(u, g);
+          EXPECT(matches(u, reduce_op::sum, n));
+          if (r == 0) // the slow one
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          destroy_group(g);
+        }
+      } catch (const collective_error& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& m : members)
+    m.join();
+  report_failures();
+  for (auto& e : errors)
+    BOOST_TEST(e.empty(), e);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

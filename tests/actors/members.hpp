@@ -69,6 +69,14 @@ inline std::string fresh_group() {
   return "g" + std::to_string(next_group++);
 }
 
+/// Reports what the members' threads recorded, on the test's thread.
+inline void report_failures() {
+  std::lock_guard<std::mutex> guard{failures_mtx};
+  for (auto& f : failures)
+    BOOST_ERROR(f);
+  failures.clear();
+}
+
 /// Runs `body(rank)` on `n` threads, each a member of group `g`; returns
 /// the message of each rank's collective_error ("" if none).
 inline std::vector<std::string> on_ranks(int n, const std::string& g,
@@ -89,10 +97,7 @@ inline std::vector<std::string> on_ranks(int n, const std::string& g,
     });
   for (auto& t : threads)
     t.join();
-  std::lock_guard<std::mutex> guard{failures_mtx};
-  for (auto& f : failures)
-    BOOST_ERROR(f);
-  failures.clear();
+  report_failures();
   return errors;
 }
 
