@@ -1,5 +1,4 @@
 #include <poll.h>
-#include <sys/uio.h>
 
 #include "net_link.hpp"
 
@@ -18,9 +17,8 @@ void net_links::exchange(int right, int left, exchange_plan& plan,
   auto& rd = readers_[static_cast<size_t>(left)];
   if (rd.buf.empty())
     rd.buf.resize(64 * 1024);
-  // The piece on its way out: its frame header, then its bytes.
-  frame_header out_header{};
-  size_t out_done = 0;
+  // The piece on its way out, as a writer's job (written from here).
+  job out_job;
   bool out_busy = false;
   // The piece coming in.
   bool have_header = false;
@@ -62,9 +60,14 @@ void net_links::exchange(int right, int left, exchange_plan& plan,
       continue;
     }
     if (!out_busy && !plan.out.empty()) {
-      out_header = {frame_magic, static_cast<uint32_t>(frame_kind::data),
-                    plan.out.front().n};
-      out_done = 0;
+      auto& p = plan.out.front();
+      out_job = job{};
+      out_job.peer = right;
+      out_job.second = {frame_magic, static_cast<uint32_t>(frame_kind::data),
+                        p.n};
+      out_job.data = p.data;
+      out_job.n = p.n;
+      out_job.has_second = true;
       out_busy = true;
     }
     pollfd fds[2];
@@ -90,20 +93,20 @@ void net_links::exchange(int right, int left, exchange_plan& plan,
       auto ev = fds[f].revents;
       if (out_busy && fds[f].fd == out.native_handle() &&
           (ev & (POLLOUT | POLLERR | POLLHUP))) {
-        auto& p = plan.out.front();
-        iovec parts[2] = {{&out_header, sizeof(out_header)}, {p.data, p.n}};
-        int first = out_done < sizeof(out_header) ? 0 : 1;
-        size_t skip = first == 0 ? out_done : out_done - sizeof(out_header);
-        parts[first].iov_base =
-          static_cast<char*>(parts[first].iov_base) + skip;
-        parts[first].iov_len -= skip;
-        try {
-          out_done += out.send_some(parts + first, 2 - first);
-        } catch (const lumen::channel_error& e) {
-          lost(right, doing, e.code() == lumen::errc::timeout);
+        auto how = write_job(out_job, true);
+        {
+          std::lock_guard<std::mutex> guard{mtx_};
+          cut_peer_ = right;
+          cut_left_ =
+            how == written::ok ? frame_bytes(out_job) - out_job.done : 0;
         }
-        if (out_done == sizeof(out_header) + p.n) {
-          sent += p.n;
+        if (how == written::timed_out)
+          lost(right, doing, true);
+        if (how == written::gone)
+          fail(last_words(right)); // it may have left the first cause
+
+        if (out_job.done == frame_bytes(out_job)) {
+          sent += out_job.n;
           ++sent_pieces_;
           plan.out.pop_front();
           out_busy = false;

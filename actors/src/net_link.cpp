@@ -60,8 +60,29 @@ net_links::~net_links() {
     stopping_ = true;
     cv_.notify_all();
   }
-  close_all();
   writer_.join();
+  // The writer ended this end's sending after the aborts. Until the peers
+  // end theirs, what was sent may still be on its way (through a TLS
+  // relay of this process, which dies with it): wait for them a while.
+  auto deadline = std::chrono::steady_clock::now() + abort_grace;
+  std::vector<char> skip(64 * 1024);
+  for (auto& c : peers_) {
+    if (!c)
+      continue;
+    try {
+      for (;;) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0)
+          break;
+        c.set_timeout(left);
+        c.recv_some(skip.data(), skip.size());
+      }
+    } catch (const lumen::error&) {
+      // The peer ended too (or went quiet): nothing more to wait for.
+    }
+  }
+  close_all();
 }
 
 void net_links::set_timeout(std::chrono::milliseconds timeout) {
@@ -163,13 +184,16 @@ void net_links::flush() {
 }
 
 size_t net_links::frame_bytes(const job& j) noexcept {
-  return (j.has_first ? sizeof(frame_header) + j.owned.size() : 0) +
+  return (j.raw ? j.owned.size() : 0) +
+         (j.has_first ? sizeof(frame_header) + j.owned.size() : 0) +
          (j.has_second ? sizeof(frame_header) + j.n : 0);
 }
 
 net_links::written net_links::write_job(job& j, bool dont_wait) {
   iovec parts[4];
   int count = 0;
+  if (j.raw)
+    parts[count++] = {j.owned.data(), j.owned.size()};
   if (j.has_first) {
     parts[count++] = {&j.first, sizeof(j.first)};
     parts[count++] = {j.owned.data(), j.owned.size()};
@@ -246,9 +270,9 @@ void net_links::write_loop() {
     writing_ = false;
     finish_locked(j, how);
     if (aborts_out_ && j.is_abort()) {
-      lock.unlock();
-      close_all();
-      lock.lock();
+      // The peers read the aborts, then the end of the stream.
+      for (auto& c : peers_)
+        c.shutdown_send();
     }
   }
 }
@@ -261,6 +285,13 @@ bool net_links::break_locked(const std::string& why) {
   // failure. The aborts go next, one to every peer.
   queue_.clear();
   sent_ = posted_;
+  if (cut_peer_ >= 0 && cut_left_ > 0) {
+    job pad;
+    pad.peer = cut_peer_;
+    pad.raw = true;
+    pad.owned.assign(cut_left_, '\0');
+    queue_.push_back(std::move(pad));
+  }
   for (int p = 0; p < world_; ++p)
     if (p != rank_) {
       job j;

@@ -191,6 +191,7 @@ private:
     bool has_second = false;
     size_t done = 0; // bytes of the frames already written
     uint64_t ticket = 0;
+    bool raw = false; // `owned` alone, no frame: the rest of a cut frame
 
     bool is_abort() const noexcept {
       return has_first &&
@@ -251,6 +252,10 @@ private:
   link_traffic traffic_;
   uint64_t received_ = 0;  // op thread only, folded into traffic_
   size_t sent_pieces_ = 0; // of the exchange under way
+  // The exchange's frame cut short by a failure: its peer and the bytes it
+  // still owes, sent (as zeros) before the aborts so they stay frames.
+  int cut_peer_ = -1;
+  size_t cut_left_ = 0;
   std::thread writer_;
 };
 

@@ -121,6 +121,11 @@ void channel::set_timeout(std::chrono::milliseconds timeout) {
   ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
+void channel::shutdown_send() noexcept {
+  if (fd_ >= 0)
+    ::shutdown(fd_, SHUT_WR);
+}
+
 void channel::shutdown() noexcept {
   if (fd_ >= 0)
     ::shutdown(fd_, SHUT_RDWR);

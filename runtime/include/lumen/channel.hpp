@@ -75,6 +75,10 @@ public:
   /// (default: forever; a dead peer's process fails them at once).
   void set_timeout(std::chrono::milliseconds timeout);
 
+  /// Ends this end's sending: the peer reads what was sent, then the end
+  /// of the stream; receiving goes on.
+  void shutdown_send() noexcept;
+
   /// Ends the channel both ways: the peer's calls fail, and so do this
   /// end's, also ones blocked on other threads.
   void shutdown() noexcept;
