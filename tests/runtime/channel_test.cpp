@@ -58,6 +58,25 @@ BOOST_AUTO_TEST_CASE(recv_some_takes_what_has_arrived) {
   BOOST_CHECK_THROW(server.recv_some(got, sizeof(got)), lumen::channel_error);
 }
 
+BOOST_AUTO_TEST_CASE(ending_the_sending_keeps_the_receiving) {
+  auto l = lumen::listen("half");
+  auto c = lumen::connect("half", deadline);
+  auto server = l.accept(deadline);
+  c.send("bye", 3);
+  c.shutdown_send();
+  char got[3] = {};
+  server.recv(got, 3); // what was sent first arrives whole
+  BOOST_TEST(std::string(got, 3) == "bye");
+  BOOST_CHECK_EXCEPTION(server.recv(got, 1), lumen::channel_error,
+                        [](const lumen::channel_error& e) {
+                          return has_code(e, lumen::errc::channel_closed);
+                        });
+  server.send("ok", 2); // and the other way still works
+  char back[2] = {};
+  c.recv(back, 2);
+  BOOST_TEST(std::string(back, 2) == "ok");
+}
+
 BOOST_AUTO_TEST_CASE(gathered_buffers_arrive_as_one_stream) {
   auto l = lumen::listen("parts");
   std::thread sender{[] {
