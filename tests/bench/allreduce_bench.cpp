@@ -111,7 +111,7 @@ std::string algorithm_of(size_t bytes) {
 
 } // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   if (argc > 1 && std::string{argv[1]} == "--member")
     return lumen::bench::run_member(argc, argv);
   lumen::bench::tcp_echo echo; // forks: before any thread starts
@@ -178,4 +178,16 @@ int main(int argc, char** argv) {
     "tcp_bulk", "GB/s", {tcp / 1e9}, 1, opts.smoke ? (1 << 20) : (64 << 20)};
   figs.push_back(bulk);
   lumen::bench::print("allreduce_bench", figs, opts.json);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  // Caught, so that the stack unwinds: the head, the members and the echo
+  // server this run started end with it, also when a figure is wrong.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "allreduce_bench: %s\n", e.what());
+    return 1;
+  }
 }
