@@ -114,11 +114,7 @@ size_t channel::recv_some(void* data, size_t n) {
 void channel::set_timeout(std::chrono::milliseconds timeout) {
   if (fd_ < 0)
     return;
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
-  ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  detail::set_socket_timeout(fd_, timeout, true);
 }
 
 void channel::shutdown_send() noexcept {

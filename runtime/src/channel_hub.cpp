@@ -20,17 +20,6 @@ channel_listener::queue::~queue() {
 
 namespace lumen::detail {
 
-namespace {
-
-void set_receive_timeout(int fd, std::chrono::milliseconds t) {
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(t.count() / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((t.count() % 1000) * 1000);
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-}
-
-} // namespace
-
 void check_channel_name(const std::string& name) {
   if (name.empty() || name.size() > max_channel_name)
     throw usage_error("a channel name has 1 to " +
@@ -77,6 +66,11 @@ channel_hub::open(const std::string& name) {
   return q;
 }
 
+bool channel_hub::listening(const std::string& name) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return queues_.count(name) > 0;
+}
+
 void channel_hub::close(const std::string& name) {
   std::shared_ptr<channel_listener::queue> q;
   {
@@ -104,7 +98,7 @@ void channel_hub::admit(int fd) {
   greeters_.start([this, fd] {
     // Admitted peers have the token; the deadline only keeps a stuck one
     // from holding its thread.
-    set_receive_timeout(fd, std::chrono::milliseconds(2000));
+    set_socket_timeout(fd, std::chrono::milliseconds(2000), false);
     char len[2];
     std::string name;
     bool named = read_all(fd, len, 2);
@@ -116,7 +110,7 @@ void channel_hub::admit(int fd) {
         named = read_all(fd, name.data(), n);
       }
     }
-    set_receive_timeout(fd, std::chrono::milliseconds(0));
+    set_socket_timeout(fd, std::chrono::milliseconds(0), false);
     std::shared_ptr<channel_listener::queue> q;
     {
       std::lock_guard<std::mutex> guard{mtx_};
@@ -154,11 +148,12 @@ channel open_channel(const std::string& where, const std::string& name,
   char len[2];
   put_u16(len, name.size());
   char verdict = static_cast<char>(channel_unknown);
-  set_receive_timeout(fd, std::max(timeout, std::chrono::milliseconds(1)));
+  set_socket_timeout(fd, std::max(timeout, std::chrono::milliseconds(1)),
+                     false);
   bool answered = write_all(fd, len, 2) &&
                   write_all(fd, name.data(), name.size()) &&
                   read_all(fd, &verdict, 1);
-  set_receive_timeout(fd, std::chrono::milliseconds(0));
+  set_socket_timeout(fd, std::chrono::milliseconds(0), false);
   if (!answered || verdict != static_cast<char>(channel_taken)) {
     ::close(fd);
     throw channel_error("nobody listens under the channel name '" + name +

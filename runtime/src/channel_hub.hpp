@@ -64,6 +64,9 @@ public:
   /// (`errc::name_taken`) if a listener here has it.
   std::shared_ptr<channel_listener::queue> open(const std::string& name);
 
+  /// Whether a listener here has `name`.
+  bool listening(const std::string& name);
+
   /// Stops queuing for `name` and closes what waits there.
   void close(const std::string& name);
 

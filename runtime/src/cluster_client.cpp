@@ -10,14 +10,6 @@
 
 namespace lumen::detail {
 
-namespace {
-
-// The head answers lookups at once; one that takes longer is as good as
-// gone for a caller that must fail within 2 s.
-constexpr auto head_timeout = std::chrono::seconds(2);
-
-} // namespace
-
 cluster_client::cluster_client(process_services& rt, const address& head,
                                credentials creds, const std::string& role)
   : sys_(rt.system())

@@ -10,10 +10,6 @@ namespace lumen::detail {
 
 namespace {
 
-// The head answers directory queries at once; one that takes longer is as
-// good as gone for a caller that must fail within 2 s.
-constexpr auto head_timeout = std::chrono::seconds(2);
-
 constexpr auto fresh_for = std::chrono::seconds(1);
 
 } // namespace

@@ -8,8 +8,6 @@ namespace lumen::detail {
 
 namespace {
 
-constexpr auto head_timeout = std::chrono::seconds(2);
-
 caf::behavior endpoint_owner() {
   return {[](drop_endpoint_atom) {}};
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -17,6 +18,11 @@
 #include "process_services.hpp"
 
 namespace lumen::detail {
+
+/// How long a request to the head may take: it answers at once, and one
+/// that takes longer is as good as gone for a caller that must fail
+/// within 2 s.
+inline constexpr auto head_timeout = std::chrono::seconds(2);
 
 /// This process's link to the head: its control handle, a probe every
 /// 500 ms (does the head answer, and does it count this node alive?), and,

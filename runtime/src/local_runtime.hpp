@@ -95,7 +95,8 @@ protected:
   /// before the first channel.
   void serve_channels(std::string host, credentials creds);
 
-  /// Registers the channel name `name` at `address`; false if it is taken.
+  /// Registers the channel name `name` at `address` where other processes
+  /// look it up; false if it is taken. Outside a cluster there are none.
   virtual bool bind_endpoint(const std::string& name,
                              const std::string& address);
 
@@ -146,7 +147,6 @@ private:
   std::string channel_host_ = "127.0.0.1";
   credentials link_creds_;
   std::unique_ptr<channel_hub> hub_;
-  std::map<std::string, std::string> endpoints_; // outside a cluster
 };
 
 /// The process's runtime, whatever its role; throws `usage_error` if Lumen

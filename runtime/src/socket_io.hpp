@@ -4,12 +4,26 @@
 // raw TCP baselines.
 
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 
 namespace lumen::detail {
+
+/// Bounds how long a blocking receive (and, with `sending`, a send) on
+/// `fd` waits; 0 waits forever.
+inline void set_socket_timeout(int fd, std::chrono::milliseconds t,
+                               bool sending) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(t.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((t.count() % 1000) * 1000);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  if (sending)
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
 
 /// Writes all of `iov` (advancing it); false if the peer is gone.
 inline bool write_all(int fd, iovec* iov, int count) {
