@@ -126,6 +126,10 @@ using detail::net_group;
 using detail::registry;
 
 void set_timeout(const std::string& group, std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0)
+    throw collective_error("group '" + group + "': a timeout of " +
+                           std::to_string(timeout.count()) +
+                           " ms; give a positive one (the default is 30 s)");
   auto& mine = my_groups();
   auto i = mine.find(group);
   if (i == mine.end()) {

@@ -112,6 +112,10 @@ size_t channel::recv_some(void* data, size_t n) {
 }
 
 void channel::set_timeout(std::chrono::milliseconds timeout) {
+  if (timeout.count() < 0)
+    throw usage_error("channel '" + name_ + "': a timeout of " +
+                      std::to_string(timeout.count()) +
+                      " ms; give 0 (wait forever) or a positive one");
   if (fd_ < 0)
     return;
   detail::set_socket_timeout(fd_, timeout, true);

@@ -113,6 +113,11 @@ BOOST_AUTO_TEST_CASE(a_member_whose_thread_ends_leaves_its_group) {
 }
 
 BOOST_AUTO_TEST_CASE(bad_ranks_and_unknown_groups_are_clear_errors) {
+  BOOST_CHECK_EXCEPTION(set_timeout("t", std::chrono::milliseconds(0)),
+                        collective_error, [](const collective_error& e) {
+                          return std::string{e.what()}.find("positive") !=
+                                 std::string::npos;
+                        });
   BOOST_CHECK_EXCEPTION(
     init_group(4, 4, "x"), collective_error, [](const collective_error& e) {
       return std::string{e.what()}.find("ranks 0 to 3") != std::string::npos;

@@ -145,6 +145,7 @@ BOOST_AUTO_TEST_CASE(accept_times_out_and_recv_times_out) {
                         });
   auto c = lumen::connect("quiet", deadline);
   auto server = l.accept(deadline);
+  BOOST_CHECK_THROW(server.set_timeout(-1ms), lumen::usage_error);
   server.set_timeout(50ms);
   char b;
   BOOST_CHECK_EXCEPTION(server.recv(&b, 1), lumen::channel_error,

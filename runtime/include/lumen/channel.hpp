@@ -72,7 +72,8 @@ public:
   size_t recv_some(void* data, size_t n);
 
   /// How long `send` and `recv` wait for the peer before they fail
-  /// (default: forever; a dead peer's process fails them at once).
+  /// (default and 0: forever; a dead peer's process fails them at once);
+  /// throws `usage_error` for a negative one.
   void set_timeout(std::chrono::milliseconds timeout);
 
   /// Ends this end's sending: the peer reads what was sent, then the end

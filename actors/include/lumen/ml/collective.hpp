@@ -48,7 +48,7 @@ public:
 /// a group across processes, for any step of it) before it fails with
 /// `collective_error` (default 30 s). Called before `init_group`, it sets
 /// the time the next member of `group` in this process waits for the
-/// others to join.
+/// others to join. Throws `collective_error` unless it is positive.
 void set_timeout(const std::string& group, std::chrono::milliseconds timeout);
 
 /// How an all-reduce runs.
