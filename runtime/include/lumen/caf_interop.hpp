@@ -29,6 +29,15 @@
   static const bool LUMEN_PP_CAT(lumen_typed_registered_, __COUNTER__) =       \
     ::lumen::detail::register_typed_actor(name, fn)
 
+/// Announces a type that typed actors' messages carry between processes,
+/// under a name every process uses for it (CAF's add_message_type): the
+/// type needs CAF's `inspect`; a message holding a type no process
+/// announced cannot leave its process. LUMEN_MESSAGE_TYPE(my::point,
+/// "my::point").
+#define LUMEN_MESSAGE_TYPE(type, name)                                         \
+  static const bool LUMEN_PP_CAT(lumen_message_type_, __COUNTER__) =           \
+    ::lumen::detail::register_message_type<type>(name)
+
 namespace lumen {
 
 /// The CAF actor system of this process's runtime; valid between
@@ -53,45 +62,45 @@ private:
 
 /// Sends a request to a typed CAF actor and returns a ref to the response,
 /// so that `lumen::get` / `lumen::wait` serve CAF actors as they serve Lumen
-/// actors. An error response makes `get` throw `task_error`; a receiver that
-/// is gone, `actor_died`.
+/// actors. String literals go as std::string. An error response makes `get`
+/// throw `task_error`; a receiver that is gone, `actor_died`.
 template <class Handle, class... Ts>
 auto call(const Handle& h, Ts&&... xs) {
   static_assert(caf::is_typed_actor<Handle>::value,
                 "lumen::call takes a typed CAF actor handle");
-  using rt =
-    caf::response_type<typename Handle::signatures, std::decay_t<Ts>...>;
+  using rt = caf::response_type<typename Handle::signatures,
+                                detail::message_arg_t<Ts>...>;
   static_assert(rt::valid, "lumen::call: the actor's interface has no "
                            "handler for these argument types");
   using outs = typename rt::type;
   using R = typename detail::result_of<outs>::type;
   auto st = std::make_shared<detail::value_state<R>>();
   auto req = std::make_shared<detail::open_request<R>>(st);
-  detail::run_as_requester(
-    [req, h, args = std::make_tuple(std::decay_t<Ts>(std::forward<Ts>(xs))...)](
-      caf::event_based_actor* self) mutable {
-      if (h->node() != self->node()) {
-        req->watched = h.address();
-        // Weak: the watch must not keep the request open.
-        std::weak_ptr<detail::open_request<R>> weak = req;
-        req->token =
-          detail::watch(self, caf::actor_cast<caf::actor>(h), [weak] {
-            if (auto r = weak.lock())
-              r->st->set_error(
-                std::make_exception_ptr(actor_died("the typed actor's node "
-                                                   "went down")));
+  detail::run_as_requester([req, h,
+                            args = std::make_tuple(detail::message_arg_t<Ts>(
+                              std::forward<Ts>(xs))...)](
+                             caf::event_based_actor* self) mutable {
+    if (h->node() != self->node()) {
+      req->watched = h.address();
+      // Weak: the watch must not keep the request open.
+      std::weak_ptr<detail::open_request<R>> weak = req;
+      req->token = detail::watch(self, caf::actor_cast<caf::actor>(h), [weak] {
+        if (auto r = weak.lock())
+          r->st->set_error(
+            std::make_exception_ptr(actor_died("the typed actor's node "
+                                               "went down")));
+      });
+    }
+    std::apply(
+      [&](auto&... ys) {
+        self->request(h, caf::infinite, std::move(ys)...)
+          .then(detail::response_sink<R, outs>{req}, [req](caf::error& e) {
+            req->settle();
+            req->st->set_error(detail::from_caf_error(e));
           });
-      }
-      std::apply(
-        [&](auto&... ys) {
-          self->request(h, caf::infinite, std::move(ys)...)
-            .then(detail::response_sink<R, outs>{req}, [req](caf::error& e) {
-              req->settle();
-              req->st->set_error(detail::from_caf_error(e));
-            });
-        },
-        args);
-    });
+      },
+      args);
+  });
   return ObjectRef<R>{std::move(st)};
 }
 

@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 #include <caf/actor.hpp>
 #include <caf/actor_system_config.hpp>
@@ -41,6 +42,21 @@ bool register_typed_actor(const char* name, F fn) {
   return add_config_step(
     [name = std::string{name}, fn](caf::actor_system_config& cfg) {
       cfg.add_actor_type(name, fn);
+    });
+}
+
+/// What an argument of lumen::call travels as: its value, and a C string
+/// as the std::string that handlers take.
+template <class T>
+using message_arg_t =
+  std::conditional_t<std::is_convertible<std::decay_t<T>, const char*>::value,
+                     std::string, std::decay_t<T>>;
+
+template <class T>
+bool register_message_type(const char* name) {
+  return add_config_step(
+    [name = std::string{name}](caf::actor_system_config& cfg) {
+      cfg.add_message_type<T>(name);
     });
 }
 

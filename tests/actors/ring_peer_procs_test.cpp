@@ -1,0 +1,195 @@
+#define BOOST_TEST_MODULE ring_peer_procs
+#define BOOST_TEST_NO_MAIN
+#include <boost/test/unit_test.hpp>
+
+// Ring peers spawned by name on the nodes of a real cluster (a head and
+// nodes started from this very program, `ring_peer_procs_test start ...`,
+// the test as the driver): a group over peers in four processes, and a
+// node killed with SIGKILL while its peer's group waits for it.
+
+#include <limits.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <lumen/caf_interop.hpp>
+#include <lumen/cli.hpp>
+#include <lumen/lumen.hpp>
+#include <lumen/ml.hpp>
+
+#include "closed_forms.hpp"
+#include "process.hpp"
+
+namespace coll = lumen::collective;
+using namespace std::chrono;
+using coll::reduce_op;
+using coll::ring_peer;
+using lumen::ml::tensor;
+using lumen::test::matches;
+using lumen::test::process;
+using lumen::test::rank_input;
+
+namespace {
+
+constexpr auto deadline = seconds(30);
+const char* self_path = nullptr;
+
+struct node {
+  std::unique_ptr<process> proc;
+  std::string id;
+};
+
+/// A head and two nodes, all this program, and the test as their driver.
+struct cluster {
+  std::string home = [] {
+    char tmpl[] = "/tmp/lumen-ring-peer-XXXXXX";
+    auto dir = ::mkdtemp(tmpl);
+    BOOST_REQUIRE(dir != nullptr);
+    return std::string{dir};
+  }();
+  std::string token_file = home + "/token";
+  std::string address;
+  std::vector<node> nodes;
+
+  node start(std::vector<std::string> extra) {
+    std::vector<std::string> argv{
+      self_path,  "start",      "--block", "--token-file",
+      token_file, "--num-cpus", "2"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto p =
+      std::make_unique<process>(argv, std::vector<std::string>{"HOME=" + home});
+    auto out = p->await_output("(pid", seconds(30));
+    BOOST_REQUIRE_MESSAGE(out, "a node did not start: " << p->output());
+    auto s = lumen::test::parse_started(*out);
+    BOOST_REQUIRE(s);
+    if (address.empty())
+      address = s->address;
+    return {std::move(p), s->id};
+  }
+
+  cluster() {
+    nodes.push_back(start({"--head", "--port", "0"}));
+    nodes.push_back(start({"--address", address}));
+    nodes.push_back(start({"--address", address}));
+    lumen::init_options opts;
+    opts.address = address;
+    opts.token_file = token_file;
+    lumen::init(opts);
+  }
+
+  ~cluster() {
+    lumen::shutdown();
+    for (auto& n : nodes)
+      if (n.proc->running())
+        n.proc->kill(SIGTERM);
+  }
+};
+
+cluster* the_cluster = nullptr;
+
+struct cluster_fixture {
+  cluster_fixture()
+    : c(std::make_unique<cluster>()) {
+    the_cluster = c.get();
+  }
+  std::unique_ptr<cluster> c;
+};
+
+/// Every peer's allreduce of its rank's input; the refs, all sent first.
+std::vector<lumen::ObjectRef<tensor>>
+allreduce_on(const std::vector<ring_peer>& peers, const std::string& group,
+             size_t length) {
+  std::vector<lumen::ObjectRef<tensor>> refs;
+  for (size_t r = 0; r < peers.size(); ++r)
+    refs.push_back(lumen::call(peers[r], coll::allreduce_atom::value, group,
+                               rank_input(static_cast<int>(r), length),
+                               reduce_op::sum));
+  return refs;
+}
+
+} // namespace
+
+BOOST_TEST_GLOBAL_FIXTURE(cluster_fixture);
+
+BOOST_AUTO_TEST_SUITE(ring_peer_procs)
+
+BOOST_AUTO_TEST_CASE(peers_on_four_processes_allreduce_a_megabyte_and_gather) {
+  auto& c = *the_cluster;
+  std::vector<ring_peer> peers{coll::spawn_ring_peer(c.nodes[1].id),
+                               coll::spawn_ring_peer(c.nodes[2].id),
+                               coll::spawn_ring_peer(c.nodes[0].id),
+                               coll::spawn_ring_peer(lumen::this_node_id())};
+  BOOST_CHECK(peers[0]->node() != lumen::system().node());
+  coll::create_group(peers, "spread");
+  const size_t length = 1 << 20;
+  for (auto& t : lumen::get(allreduce_on(peers, "spread", length), deadline)) {
+    BOOST_TEST(t.numel() == length);
+    BOOST_TEST(matches(t, reduce_op::sum, 4));
+  }
+  std::vector<lumen::ObjectRef<std::vector<tensor>>> gathers;
+  for (size_t r = 0; r < peers.size(); ++r)
+    gathers.push_back(lumen::call(peers[r], coll::allgather_atom::value,
+                                  "spread",
+                                  rank_input(static_cast<int>(r), 7)));
+  for (auto& all : lumen::get(gathers, deadline)) {
+    BOOST_REQUIRE_EQUAL(all.size(), 4u);
+    BOOST_TEST(all[3].to_vector<float>() ==
+               rank_input(3, 7).to_vector<float>());
+  }
+  coll::destroy_group(peers, "spread");
+}
+
+BOOST_AUTO_TEST_CASE(a_killed_node_fails_its_group_within_2_s_naming_the_rank) {
+  auto& c = *the_cluster;
+  c.nodes.push_back(c.start({"--address", c.address}));
+  auto& victim = c.nodes.back();
+  std::vector<ring_peer> peers{coll::spawn_ring_peer(lumen::this_node_id()),
+                               coll::spawn_ring_peer(c.nodes[1].id),
+                               coll::spawn_ring_peer(victim.id)};
+  coll::create_group(peers, "kill");
+  // Ranks 0 and 1 wait inside the all-reduce for rank 2, which never comes.
+  auto waiting = allreduce_on({peers[0], peers[1]}, "kill", 1000);
+  std::this_thread::sleep_for(milliseconds(300));
+  auto killed = steady_clock::now();
+  victim.proc->kill(SIGKILL);
+  for (int r : {0, 1}) {
+    try {
+      lumen::get(waiting[static_cast<size_t>(r)], deadline);
+      BOOST_ERROR("rank " << r << " did not fail");
+    } catch (const lumen::typed_actor_error& e) {
+      auto took = duration<double>(steady_clock::now() - killed).count();
+      BOOST_TEST(took < 2.0, "rank " << r << " took " << took << " s");
+      std::string what = e.what();
+      BOOST_TEST_MESSAGE("rank " << r << " failed after " << took
+                                 << " s: " << what);
+      BOOST_TEST(what.find("group 'kill'") != std::string::npos, what);
+      BOOST_TEST(what.find("rank 2") != std::string::npos, what);
+    }
+  }
+  BOOST_CHECK_THROW(
+    lumen::get(lumen::call(peers[2], coll::barrier_atom::value, "kill"),
+               deadline),
+    lumen::actor_died);
+  // The survivors leave; the name takes a new rank 2 on a live node.
+  coll::destroy_group({peers[0], peers[1]}, "kill");
+  peers[2] = coll::spawn_ring_peer(c.nodes[2].id);
+  coll::create_group(peers, "kill");
+  for (auto& t : lumen::get(allreduce_on(peers, "kill", 1000), deadline))
+    BOOST_TEST(matches(t, reduce_op::sum, 3));
+  coll::destroy_group(peers, "kill");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+int main(int argc, char** argv) {
+  // `ring_peer_procs_test start ...`: this program as a head or a node.
+  if (argc > 1 && std::string{argv[1]} == "start")
+    return lumen::cli_main(argc, argv);
+  static char self[PATH_MAX];
+  self_path = ::realpath(argv[0], self);
+  return boost::unit_test::unit_test_main(&init_unit_test, argc, argv);
+}
