@@ -93,6 +93,8 @@ const char* to_string(allreduce_algorithm a) noexcept {
       return "direct";
     case allreduce_algorithm::ring:
       return "ring";
+    case allreduce_algorithm::halving_doubling:
+      return "halving_doubling";
     case allreduce_algorithm::naive:
       return "naive";
   }
@@ -102,12 +104,14 @@ const char* to_string(allreduce_algorithm a) noexcept {
 void set_algorithm(const std::string& group, allreduce_algorithm a) {
   auto& m = member_of(group);
   bool threads_only = a == allreduce_algorithm::slices;
-  bool processes_only =
-    a == allreduce_algorithm::ring || a == allreduce_algorithm::naive;
+  bool processes_only = a == allreduce_algorithm::ring ||
+                        a == allreduce_algorithm::halving_doubling ||
+                        a == allreduce_algorithm::naive;
   if ((m.net && threads_only) || (!m.net && processes_only))
     throw collective_error(
       "group '" + group + "' has no algorithm '" + to_string(a) + "': " +
-      (m.net ? "across processes it has ring, direct and naive"
+      (m.net ? "across processes it has ring, halving_doubling, direct "
+               "and naive"
              : "in one process it has slices and direct"));
   if (m.net)
     m.net->set_algorithm(a);
@@ -118,7 +122,7 @@ void set_algorithm(const std::string& group, allreduce_algorithm a) {
 allreduce_algorithm algorithm_for(const std::string& group, size_t bytes) {
   auto& m = member_of(group);
   if (m.net)
-    return net_choose(m.net->algorithm(), bytes);
+    return net_choose(m.net->algorithm(), bytes, m.net->world());
   return choose(m.group->algorithm(), bytes);
 }
 

@@ -1,4 +1,4 @@
-#include <poll.h>
+#include <sched.h>
 
 #include "net_link.hpp"
 
@@ -8,6 +8,17 @@
 // gloo's progress loops do, instead of two that take turns on its cores.
 
 namespace lumen::collective::detail {
+
+int spin_poll(pollfd* fds, nfds_t count) {
+  using clock = std::chrono::steady_clock;
+  int ready = ::poll(fds, count, 0);
+  auto until = clock::now() + std::chrono::microseconds(200);
+  while (ready == 0 && clock::now() < until) {
+    ::sched_yield();
+    ready = ::poll(fds, count, 0);
+  }
+  return ready;
+}
 
 void net_links::exchange(int right, int left, exchange_plan& plan,
                          const char* doing) {
@@ -84,7 +95,9 @@ void net_links::exchange(int right, int left, exchange_plan& plan,
       // Sends come before the pieces that wait for them: cannot happen.
       fail("group '" + group_ + "': the ring's exchange stalled during " +
            doing);
-    int ready = ::poll(fds, count, static_cast<int>(timeout_.count()));
+    int ready = spin_poll(fds, count);
+    if (ready == 0)
+      ready = ::poll(fds, count, static_cast<int>(timeout_.count()));
     if (ready == 0)
       lost(wants_in() ? left : right, doing, true);
     if (ready < 0)

@@ -17,6 +17,7 @@
 // every member's error names the rank that started it, not the neighbour
 // that told it.
 
+#include <poll.h>
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -110,6 +111,13 @@ struct link_traffic {
   uint64_t sent = 0;
   uint64_t received = 0;
 };
+
+/// poll() without sleeping, for up to 200 µs, giving the core away
+/// between tries; returns what poll() returned last (0: nothing ready, go
+/// on to wait). A peer's frame on loopback comes within microseconds, and
+/// a sleeping member's wake-up costs more than that on a busy machine,
+/// which is why MPI's progress loops spin too.
+int spin_poll(pollfd* fds, nfds_t count);
 
 class net_links {
 public:

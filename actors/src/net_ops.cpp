@@ -16,6 +16,12 @@ namespace {
 /// (a latency) beats the ring's 2(N-1) steps for small buffers.
 constexpr size_t net_direct_limit = 64 * 1024;
 
+/// In a power-of-two group of more than two: `direct` up to the first,
+/// `halving_doubling` up to the second (measured on loopback with four
+/// members, allreduce_bench), `ring` above.
+constexpr size_t halving_direct_limit = 32 * 1024;
+constexpr size_t halving_limit = 1024 * 1024;
+
 /// Up to here a direct all-reduce's data leaves with its descriptor.
 constexpr size_t direct_inline = 64 * 1024;
 
@@ -46,11 +52,6 @@ void ring_allreduce(net_group& g, char* data, ml::dtype type, size_t numel,
   // All-gather: copy the complete chunks in as they come round.
   ring.pass(0, false, op, false);
   ring.run();
-  with_type(type, [&](auto t) {
-    using T = decltype(t);
-    finish(reinterpret_cast<T*>(data), numel, op,
-           static_cast<size_t>(g.world()));
-  });
 }
 
 /// Reduces the `n` buffers at `bufs` (rank order) into `out`, so that every
@@ -131,24 +132,39 @@ void naive_allreduce(net_group& g, char* data, ml::dtype type, size_t numel,
 
 } // namespace
 
-allreduce_algorithm net_choose(allreduce_algorithm a, size_t bytes) {
+allreduce_algorithm net_choose(allreduce_algorithm a, size_t bytes, int world) {
   if (a != allreduce_algorithm::automatic)
     return a;
-  return bytes <= net_direct_limit ? allreduce_algorithm::direct
-                                   : allreduce_algorithm::ring;
+  // At N = 2 halving-doubling is the ring; above, fewer steps win where
+  // the ring's would be short.
+  bool halving = world > 2 && (world & (world - 1)) == 0;
+  if (bytes <= (halving ? halving_direct_limit : net_direct_limit))
+    return allreduce_algorithm::direct;
+  return halving && bytes <= halving_limit
+           ? allreduce_algorithm::halving_doubling
+           : allreduce_algorithm::ring;
 }
 
 void net_allreduce(net_group& g, char* data, ml::dtype type, size_t numel,
                    reduce_op op) {
   auto d = describe(operation_kind::allreduce, type, numel);
   d.op = static_cast<uint8_t>(op);
-  auto algorithm = net_choose(g.algorithm(), numel * ml::size_of(type));
+  auto algorithm =
+    net_choose(g.algorithm(), numel * ml::size_of(type), g.world());
+  std::string problem;
+  if (algorithm == allreduce_algorithm::halving_doubling &&
+      (g.world() & (g.world() - 1)) != 0)
+    problem = "halving_doubling needs a power-of-two world size and the "
+              "group has " +
+              std::to_string(g.world()) + " members; use ring";
   d.algorithm = static_cast<uint8_t>(algorithm);
   if (algorithm == allreduce_algorithm::direct)
     return direct_allreduce(g, d, data, type, numel, op);
-  g.start(d, true);
+  g.start(d, true, problem);
   if (algorithm == allreduce_algorithm::naive)
     naive_allreduce(g, data, type, numel, op);
+  else if (algorithm == allreduce_algorithm::halving_doubling)
+    halving_doubling_allreduce(g, data, type, numel, op);
   else
     ring_allreduce(g, data, type, numel, op);
 }
@@ -250,10 +266,6 @@ void net_reducescatter(net_group& g, ml::tensor& out,
   auto mine = (static_cast<size_t>(g.rank()) + 1) % n;
   if (bytes > 0)
     std::memcpy(out.raw(), all.data() + mine * bytes, bytes);
-  with_type(out.type(), [&](auto t) {
-    using T = decltype(t);
-    finish(out.data<T>(), out.numel(), op, n);
-  });
 }
 
 void net_barrier(net_group& g) {

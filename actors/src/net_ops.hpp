@@ -13,7 +13,7 @@ namespace lumen::collective::detail {
 
 /// The algorithm an all-reduce of `bytes` bytes takes when `a` is asked
 /// for across processes.
-allreduce_algorithm net_choose(allreduce_algorithm a, size_t bytes);
+allreduce_algorithm net_choose(allreduce_algorithm a, size_t bytes, int world);
 
 void net_allreduce(net_group& g, char* data, ml::dtype type, size_t numel,
                    reduce_op op);

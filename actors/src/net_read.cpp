@@ -23,6 +23,10 @@ void net_links::fill(int peer, void* into, size_t n) {
     out += take;
     n -= take;
   }
+  if (n == 0)
+    return;
+  pollfd fd{c.native_handle(), POLLIN, 0};
+  spin_poll(&fd, 1); // then the channel's own wait, with its timeout
   if (n >= read_buffer / 2) {
     c.recv(out, n); // large: no detour through the buffer
     return;

@@ -67,6 +67,9 @@ public:
   /// N-1 steps; at step s the chunk (r - s - offset) mod N comes in from
   /// the left and is reduced with `op` (or, if `reduce` is false, copied
   /// in), then forwarded, except at the last step unless `forward_last`.
+  /// A reduction's last step completes the rank's own chunk: an average
+  /// divides it there, while it is in cache and 1/N of the buffer, and
+  /// the all-gather spreads the quotient.
   void pass(size_t offset, bool reduce, reduce_op op, bool forward_last) {
     op_ = op;
     // What went out of each chunk before this pass: a chunk copied in must
@@ -78,7 +81,8 @@ public:
       auto ch = chunk_of(numel_, n_, c);
       bool forward = s + 2 < n_ || forward_last;
       for (size_t b = ch.begin; b < ch.end; b += seg_) {
-        pieces_.push_back({b, std::min(ch.end, b + seg_), reduce, forward,
+        pieces_.push_back({b, std::min(ch.end, b + seg_), reduce,
+                           reduce && s + 2 == n_, forward,
                            reduce ? 0 : before[c]});
         if (forward)
           last_send_[c] = ++sends_;
@@ -105,9 +109,11 @@ public:
       if (p.reduce)
         with_type(type_, [&](auto t) {
           using T = decltype(t);
-          reduce_into(reinterpret_cast<T*>(at),
-                      reinterpret_cast<const T*>(tmp_.data()), p.end - p.begin,
-                      op_);
+          auto acc = reinterpret_cast<T*>(at);
+          reduce_into(acc, reinterpret_cast<const T*>(tmp_.data()),
+                      p.end - p.begin, op_);
+          if (p.complete)
+            finish(acc, p.end - p.begin, op_, n_);
         });
       if (p.forward)
         plan_.out.push_back({at, (p.end - p.begin) * elem_});
@@ -121,7 +127,7 @@ private:
   /// must be out before it may overwrite its place.
   struct piece {
     size_t begin, end;
-    bool reduce, forward;
+    bool reduce, complete, forward;
     size_t after_sends;
   };
 
@@ -138,5 +144,8 @@ private:
   std::vector<piece> pieces_;
   exchange_plan plan_;
 };
+
+void halving_doubling_allreduce(net_group& g, char* data, ml::dtype type,
+                                size_t numel, reduce_op op);
 
 } // namespace lumen::collective::detail

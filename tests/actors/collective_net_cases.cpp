@@ -50,6 +50,70 @@ BOOST_AUTO_TEST_CASE(each_rank_sends_the_bytes_its_algorithm_promises) {
       }
 }
 
+BOOST_AUTO_TEST_CASE(halving_doubling_matches_the_closed_forms_and_the_bytes) {
+  // Lengths that split evenly into N blocks send exactly the ring's
+  // 2·S·(N-1)/N each way; the others (and N = 1) must still be right.
+  for (int n : {1, 2, 4, 8})
+    for (size_t length :
+         {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{1} << 18})
+      for (auto op : {reduce_op::sum, reduce_op::product, reduce_op::min,
+                      reduce_op::max, reduce_op::average}) {
+        auto g = fresh_group();
+        auto errors = on_ranks(n, g, [&](int r) {
+          set_algorithm(g, allreduce_algorithm::halving_doubling);
+          auto before = traffic_of(g);
+          auto t = rank_input(r, length);
+          allreduce(t, g, op);
+          EXPECT(matches(t, op, n));
+          auto after = traffic_of(g);
+          if (length % static_cast<size_t>(n) == 0) {
+            auto bytes = 2 * length * 4 * static_cast<size_t>(n - 1) /
+                         static_cast<size_t>(n);
+            EXPECT(after.bytes_sent - before.bytes_sent == bytes);
+            EXPECT(after.bytes_received - before.bytes_received == bytes);
+          }
+        });
+        for (auto& e : errors)
+          BOOST_TEST(e.empty(), "n=" << n << " length=" << length
+                                     << " op=" << to_string(op) << ": " << e);
+      }
+}
+
+BOOST_AUTO_TEST_CASE(automatic_picks_halving_doubling_for_medium_buffers) {
+  auto g = fresh_group();
+  auto errors = on_ranks(4, g, [&](int r) {
+    EXPECT(algorithm_for(g, 16 << 10) == allreduce_algorithm::direct);
+    EXPECT(algorithm_for(g, 256 << 10) ==
+           allreduce_algorithm::halving_doubling);
+    EXPECT(algorithm_for(g, 4 << 20) == allreduce_algorithm::ring);
+    auto t = rank_input(r, 64 << 10);
+    allreduce(t, g, reduce_op::average);
+    EXPECT(matches(t, reduce_op::average, 4));
+  });
+  for (auto& e : errors)
+    BOOST_TEST(e.empty(), e);
+}
+
+BOOST_AUTO_TEST_CASE(halving_doubling_in_a_group_of_three_fails_every_rank) {
+  auto g = fresh_group();
+  auto errors = on_ranks(3, g, [&](int r) {
+    set_algorithm(g, allreduce_algorithm::halving_doubling);
+    auto t = rank_input(r, 1000);
+    try {
+      allreduce(t, g);
+      EXPECT(false);
+    } catch (const collective_error& e) {
+      EXPECT(std::string{e.what()}.find("power-of-two") != std::string::npos);
+    }
+    // The group goes on with an algorithm it has.
+    set_algorithm(g, allreduce_algorithm::ring);
+    allreduce(t, g);
+    EXPECT(matches(t, reduce_op::sum, 3));
+  });
+  for (auto& e : errors)
+    BOOST_TEST(e.empty(), e);
+}
+
 BOOST_AUTO_TEST_CASE(buffers_far_larger_than_the_sockets_go_round_the_ring) {
   // 64 MiB: each chunk is many times what a socket holds, so a member
   // that waited for its own forwards to leave would wait forever.
