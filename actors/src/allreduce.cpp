@@ -95,6 +95,8 @@ const char* to_string(allreduce_algorithm a) noexcept {
       return "ring";
     case allreduce_algorithm::halving_doubling:
       return "halving_doubling";
+    case allreduce_algorithm::recursive_doubling:
+      return "recursive_doubling";
     case allreduce_algorithm::naive:
       return "naive";
   }
@@ -106,12 +108,13 @@ void set_algorithm(const std::string& group, allreduce_algorithm a) {
   bool threads_only = a == allreduce_algorithm::slices;
   bool processes_only = a == allreduce_algorithm::ring ||
                         a == allreduce_algorithm::halving_doubling ||
+                        a == allreduce_algorithm::recursive_doubling ||
                         a == allreduce_algorithm::naive;
   if ((m.net && threads_only) || (!m.net && processes_only))
     throw collective_error(
       "group '" + group + "' has no algorithm '" + to_string(a) + "': " +
-      (m.net ? "across processes it has ring, halving_doubling, direct "
-               "and naive"
+      (m.net ? "across processes it has ring, halving_doubling, "
+               "recursive_doubling, direct and naive"
              : "in one process it has slices and direct"));
   if (m.net)
     m.net->set_algorithm(a);

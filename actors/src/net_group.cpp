@@ -9,6 +9,17 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
+/// What a member of a power-of-two group tells its partner in a round of
+/// agreeing on an operation (net_group::agree_by_doubling).
+struct agreement {
+  op_descriptor mine; // the sender's own
+  int32_t bad = 0;    // some members it heard of disagree:
+  int32_t a = -1;     // the lowest such pair, b's descriptor
+  int32_t b = -1;     // against a's
+  op_descriptor da{};
+  op_descriptor db{};
+};
+
 /// What two members say to each other once their channel is open.
 struct hello {
   uint32_t magic = 0x4c4c4548; // "HELL"
@@ -131,6 +142,8 @@ net_group::net_group(std::string name, int world, int rank,
 void net_group::start(op_descriptor mine, bool same_op,
                       const std::string& problem, const void* payload,
                       size_t payload_bytes) {
+  if (agrees_by_doubling())
+    return agree_by_doubling(mine, same_op, problem);
   mine.seq = ++seq_;
   mine.invalid = problem.empty() ? 0 : 1;
   mine.inline_bytes = payload != nullptr ? payload_bytes : 0;
@@ -138,7 +151,8 @@ void net_group::start(op_descriptor mine, bool same_op,
   auto r = rank();
   for (int k = 1; k < n; ++k)
     if (payload != nullptr)
-      links_->post_op_and_data((r + k) % n, mine, payload, payload_bytes);
+      links_->post_head_and_data((r + k) % n, frame_kind::op, &mine,
+                                 sizeof(mine), payload, payload_bytes);
     else
       links_->post_copy((r + k) % n, frame_kind::op, &mine, sizeof(mine));
   auto doing = to_string(static_cast<operation_kind>(mine.what));
@@ -151,7 +165,7 @@ void net_group::start(op_descriptor mine, bool same_op,
     auto theirs = links_->read_op(p, doing);
     payloads[static_cast<size_t>(p)] = theirs.inline_bytes;
     if (why.empty())
-      why = disagreement(theirs, mine, p, same_op);
+      why = disagreement(theirs, p, mine, r, same_op);
   }
   if (why.empty())
     return;
@@ -162,11 +176,65 @@ void net_group::start(op_descriptor mine, bool same_op,
   throw collective_error("group '" + name() + "': " + why);
 }
 
-std::string net_group::disagreement(const op_descriptor& theirs,
-                                    const op_descriptor& mine, int p,
-                                    bool same_op) const {
+void net_group::agree_by_doubling(op_descriptor mine, bool same_op,
+                                  const std::string& problem,
+                                  const doubling_data* data) {
+  mine.seq = ++seq_;
+  mine.invalid = problem.empty() ? 0 : 1;
+  auto doing = to_string(static_cast<operation_kind>(mine.what));
+  agreement known;
+  // Keeps the lowest disagreeing pair: b's descriptor against a's.
+  auto note = [&](int a, const op_descriptor& da, int b,
+                  const op_descriptor& db) {
+    if (known.bad && std::make_pair(known.a, known.b) <= std::make_pair(a, b))
+      return;
+    known.bad = 1;
+    known.a = a;
+    known.b = b;
+    known.da = da;
+    known.db = db;
+  };
+  int r = rank();
+  for (int d = 1; d < world(); d *= 2) {
+    int p = r ^ d;
+    std::pair<const char*, size_t> out{nullptr, 0};
+    if (data)
+      out = data->send();
+    mine.inline_bytes = out.second;
+    known.mine = mine;
+    links_->post_head_and_data(p, frame_kind::agree, &known, sizeof(known),
+                               out.first, out.second);
+    agreement theirs;
+    links_->read_head(p, frame_kind::agree, &theirs, sizeof(theirs), doing);
+    if (theirs.bad)
+      note(theirs.a, theirs.da, theirs.b, theirs.db);
+    int lo = std::min(r, p), hi = std::max(r, p);
+    const auto& dlo = r < p ? mine : theirs.mine;
+    const auto& dhi = r < p ? theirs.mine : mine;
+    // The pair's subject: the member that refused its own input, else
+    // the higher rank.
+    if (dlo.invalid && !dhi.invalid)
+      note(hi, dhi, lo, dlo);
+    else if (!disagreement(dhi, hi, dlo, lo, same_op).empty())
+      note(lo, dlo, hi, dhi);
+    links_->flush(); // what we sent may change now
+    if (data)
+      data->take(p, theirs.mine.inline_bytes, !known.bad);
+  }
+  if (!known.bad)
+    return;
+  throw collective_error(
+    "group '" + name() + "': " +
+    (problem.empty()
+       ? disagreement(known.db, known.b, known.da, known.a, same_op)
+       : problem));
+}
+
+std::string net_group::disagreement(const op_descriptor& theirs, int p,
+                                    const op_descriptor& mine, int me_rank,
+                                    bool same_op) {
   auto who = "rank " + std::to_string(p);
-  auto me = "rank " + std::to_string(rank());
+  auto me = "rank " + std::to_string(me_rank);
   if (theirs.what != mine.what)
     return who + " called " +
            to_string(static_cast<operation_kind>(theirs.what)) + " while " +

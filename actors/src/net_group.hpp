@@ -7,8 +7,10 @@
 // pair of members has one channel. The operations are in net_ops.cpp.
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <lumen/channel.hpp>
@@ -48,24 +50,55 @@ public:
     return algorithm_;
   }
 
-  /// Starts an operation: sends `mine` to every other member and checks
-  /// theirs against it. A disagreement, or a `problem` a member found with
-  /// its own input, fails the operation on every member (each sees it),
-  /// and the group goes on. `same_op`: the reduction must agree too.
-  /// With `payload`, the first `payload_bytes` of data for every peer
-  /// leave with the descriptor, in one write (a small operation's whole
-  /// message); a failed start takes the peers' payloads in and drops them.
+  /// Starts an operation: checks `mine` against every other member's
+  /// descriptor. A disagreement, or a `problem` a member found with its
+  /// own input, fails the operation on every member (each sees it), and
+  /// the group goes on. `same_op`: the reduction must agree too. All to
+  /// all (every member sends its descriptor to every other), or, in a
+  /// power-of-two group of more than two, by recursive doubling
+  /// (`agree_by_doubling`). With `payload` (all to all only), the first
+  /// `payload_bytes` of data for every peer leave with the descriptor, in
+  /// one write (a small operation's whole message); a failed start takes
+  /// the peers' payloads in and drops them.
   void start(op_descriptor mine, bool same_op, const std::string& problem = {},
              const void* payload = nullptr, size_t payload_bytes = 0);
+
+  /// Whether `start` agrees by recursive doubling.
+  bool agrees_by_doubling() const noexcept {
+    return world() > 2 && (world() & (world() - 1)) == 0;
+  }
+
+  /// What each round of agreeing by doubling carries besides the
+  /// agreement: this member's partial result (`send`, written with the
+  /// agreement frame), and how to take the partner's in (`take`: its
+  /// bytes, and whether everyone heard of so far agrees), which makes
+  /// the rounds a recursive-doubling all-reduce.
+  struct doubling_data {
+    std::function<std::pair<const char*, size_t>()> send;
+    std::function<void(int partner, uint64_t bytes, bool agreed)> take;
+  };
+
+  /// `start` in a power-of-two group: log2 N rounds, rank r with rank
+  /// r XOR 2^k in round k, both ways at once. Each member tells its
+  /// partner its own descriptor and what it knows: whether the members
+  /// it heard of disagree, with the lowest pair of ranks that does. If
+  /// its own and its partner's half agree each within and with each
+  /// other, so does their union; after the last round every member knows
+  /// of all, and all name the same pair. With `data`, as described there.
+  void agree_by_doubling(op_descriptor mine, bool same_op,
+                         const std::string& problem,
+                         const doubling_data* data = nullptr);
 
   /// Scratch buffer `i` (0 to 3) of the member's operations (one runs at
   /// a time), at least `bytes` long.
   std::vector<char>& scratch(size_t i, size_t bytes);
 
 private:
-  std::string disagreement(const op_descriptor& theirs,
-                           const op_descriptor& mine, int p,
-                           bool same_op) const;
+  /// What is wrong between rank `p`'s descriptor and rank `me`'s, or
+  /// empty.
+  static std::string disagreement(const op_descriptor& theirs, int p,
+                                  const op_descriptor& mine, int me,
+                                  bool same_op);
 
   lumen::channel_listener listener_; // holds the rank while the group lives
   std::unique_ptr<net_links> links_;

@@ -113,12 +113,13 @@ void net_links::post_copy(int peer, frame_kind kind, const void* bytes,
   push(std::move(j));
 }
 
-uint64_t net_links::post_op_and_data(int peer, const op_descriptor& d,
-                                     const void* data, size_t n) {
+uint64_t net_links::post_head_and_data(int peer, frame_kind kind,
+                                       const void* head, size_t head_n,
+                                       const void* data, size_t n) {
   job j;
   j.peer = peer;
-  j.first = {frame_magic, static_cast<uint32_t>(frame_kind::op), sizeof(d)};
-  j.owned.assign(reinterpret_cast<const char*>(&d), sizeof(d));
+  j.first = {frame_magic, static_cast<uint32_t>(kind), head_n};
+  j.owned.assign(static_cast<const char*>(head), head_n);
   j.has_first = true;
   j.second = {frame_magic, static_cast<uint32_t>(frame_kind::data), n};
   j.data = data;

@@ -38,7 +38,9 @@
 
 namespace lumen::collective::detail {
 
-enum class frame_kind : uint32_t { op = 1, data, abort };
+/// `agree`: what a member of a power-of-two group knows of the members'
+/// agreement on an operation (net_group::start).
+enum class frame_kind : uint32_t { op = 1, data, abort, agree };
 
 struct frame_header {
   uint32_t magic;
@@ -153,10 +155,11 @@ public:
   /// As `post`, with a copy of `bytes` (a descriptor, an answer).
   void post_copy(int peer, frame_kind kind, const void* bytes, size_t n);
 
-  /// An op descriptor and the data after it, written in one go (a small
-  /// operation's whole message to a peer); as `post` for the data.
-  uint64_t post_op_and_data(int peer, const op_descriptor& d, const void* data,
-                            size_t n);
+  /// A frame of `kind` with a copy of `head` (a descriptor), then a data
+  /// frame of `data`, written in one go (a small operation's whole message
+  /// to a peer); as `post` for the data.
+  uint64_t post_head_and_data(int peer, frame_kind kind, const void* head,
+                              size_t head_n, const void* data, size_t n);
 
   /// Returns once the writer sent everything up to `ticket`; throws the
   /// group's failure if it broke first.
@@ -171,6 +174,11 @@ public:
 
   /// Reads the next op descriptor from `peer`.
   op_descriptor read_op(int peer, const char* doing);
+
+  /// Reads the next frame from `peer`, which must be of `kind` and `n`
+  /// bytes, into `into`.
+  void read_head(int peer, frame_kind kind, void* into, size_t n,
+                 const char* doing);
 
   /// Reads exactly `n` bytes of data frames from `peer` into `into`.
   void read_data(int peer, void* into, size_t n, const char* doing);

@@ -12,14 +12,15 @@ namespace lumen::collective::detail {
 
 namespace {
 
-/// Up to here an all-reduce goes `direct` across processes: one exchange
-/// (a latency) beats the ring's 2(N-1) steps for small buffers.
+/// Up to here an all-reduce goes `direct` across processes (by
+/// `recursive_doubling` in a power-of-two group of more than two): one
+/// exchange, or log2 N, beat the ring's 2(N-1) steps for small buffers.
 constexpr size_t net_direct_limit = 64 * 1024;
 
-/// In a power-of-two group of more than two: `direct` up to the first,
-/// `halving_doubling` up to the second (measured on loopback with four
-/// members, allreduce_bench), `ring` above.
-constexpr size_t halving_direct_limit = 32 * 1024;
+/// In a power-of-two group of more than two, `halving_doubling` up to
+/// here (above net_direct_limit, where `recursive_doubling` takes the
+/// small ones; measured on loopback with four members, allreduce_bench),
+/// `ring` above.
 constexpr size_t halving_limit = 1024 * 1024;
 
 /// Up to here a direct all-reduce's data leaves with its descriptor.
@@ -77,7 +78,7 @@ void direct_allreduce(net_group& g, op_descriptor d, char* data, ml::dtype type,
   auto& l = g.links();
   int n = g.world(), r = g.rank();
   auto bytes = numel * ml::size_of(type);
-  if (bytes <= direct_inline) {
+  if (bytes <= direct_inline && !g.agrees_by_doubling()) {
     g.start(d, true, {}, data, bytes); // the data leaves with the start
   } else {
     g.start(d, true);
@@ -102,6 +103,48 @@ void direct_allreduce(net_group& g, op_descriptor d, char* data, ml::dtype type,
     std::memcpy(mine.data(), data, bytes);
   bufs[static_cast<size_t>(r)] = mine.data();
   reduce_in_rank_order(bufs, data, type, numel, op);
+}
+
+/// Recursive doubling: log2 N rounds, rank r and rank r XOR 2^k swap
+/// their partial results in round k and both reduce them, the lower
+/// rank's first, so that both get the same bits; the rounds carry the
+/// start's agreement too, so a small all-reduce costs log2 N latencies
+/// and sends S·log2 N bytes per rank. The buffer changes only once all
+/// agreed.
+void doubling_allreduce(net_group& g, const op_descriptor& d, char* data,
+                        ml::dtype type, size_t numel, reduce_op op) {
+  auto& l = g.links();
+  auto bytes = numel * ml::size_of(type);
+  auto& acc = g.scratch(1, bytes);
+  if (bytes > 0)
+    std::memcpy(acc.data(), data, bytes);
+  net_group::doubling_data rounds;
+  rounds.send = [&] { return std::make_pair(acc.data(), bytes); };
+  rounds.take = [&](int partner, uint64_t n, bool agreed) {
+    auto& in = g.scratch(0, n);
+    l.read_data(partner, in.data(), n, "allreduce");
+    if (!agreed || n != bytes)
+      return;
+    with_type(type, [&](auto t) {
+      using T = decltype(t);
+      auto mine = reinterpret_cast<T*>(acc.data());
+      auto theirs = reinterpret_cast<T*>(in.data());
+      if (g.rank() < partner) {
+        reduce_into(mine, theirs, numel, op);
+      } else {
+        reduce_into(theirs, mine, numel, op);
+        std::memcpy(mine, theirs, bytes);
+      }
+    });
+  };
+  g.agree_by_doubling(d, true, {}, &rounds);
+  if (bytes > 0)
+    std::memcpy(data, acc.data(), bytes);
+  with_type(type, [&](auto t) {
+    using T = decltype(t);
+    finish(reinterpret_cast<T*>(data), numel, op,
+           static_cast<size_t>(g.world()));
+  });
 }
 
 /// Gather to rank 0, reduce there, broadcast back: the baseline the ring
@@ -138,11 +181,12 @@ allreduce_algorithm net_choose(allreduce_algorithm a, size_t bytes, int world) {
   // At N = 2 halving-doubling is the ring; above, fewer steps win where
   // the ring's would be short.
   bool halving = world > 2 && (world & (world - 1)) == 0;
-  if (bytes <= (halving ? halving_direct_limit : net_direct_limit))
-    return allreduce_algorithm::direct;
-  return halving && bytes <= halving_limit
-           ? allreduce_algorithm::halving_doubling
-           : allreduce_algorithm::ring;
+  if (halving)
+    return bytes <= net_direct_limit ? allreduce_algorithm::recursive_doubling
+           : bytes <= halving_limit  ? allreduce_algorithm::halving_doubling
+                                     : allreduce_algorithm::ring;
+  return bytes <= net_direct_limit ? allreduce_algorithm::direct
+                                   : allreduce_algorithm::ring;
 }
 
 void net_allreduce(net_group& g, char* data, ml::dtype type, size_t numel,
@@ -152,12 +196,19 @@ void net_allreduce(net_group& g, char* data, ml::dtype type, size_t numel,
   auto algorithm =
     net_choose(g.algorithm(), numel * ml::size_of(type), g.world());
   std::string problem;
-  if (algorithm == allreduce_algorithm::halving_doubling &&
-      (g.world() & (g.world() - 1)) != 0)
-    problem = "halving_doubling needs a power-of-two world size and the "
-              "group has " +
-              std::to_string(g.world()) + " members; use ring";
+  bool pairwise = algorithm == allreduce_algorithm::halving_doubling ||
+                  algorithm == allreduce_algorithm::recursive_doubling;
+  if (pairwise && (g.world() & (g.world() - 1)) != 0)
+    problem = std::string{to_string(algorithm)} +
+              " needs a power-of-two world size and the group has " +
+              std::to_string(g.world()) + " members; use ring or direct";
   d.algorithm = static_cast<uint8_t>(algorithm);
+  if (algorithm == allreduce_algorithm::recursive_doubling && problem.empty()) {
+    if (g.agrees_by_doubling())
+      return doubling_allreduce(g, d, data, type, numel, op);
+    // One or two members: a swap, as direct does it.
+    return direct_allreduce(g, d, data, type, numel, op);
+  }
   if (algorithm == allreduce_algorithm::direct)
     return direct_allreduce(g, d, data, type, numel, op);
   g.start(d, true, problem);

@@ -146,22 +146,27 @@ frame_header net_links::read_header(int peer, const char* doing) {
     fail(why);
   }
   if (h.kind != static_cast<uint32_t>(frame_kind::op) &&
-      h.kind != static_cast<uint32_t>(frame_kind::data))
+      h.kind != static_cast<uint32_t>(frame_kind::data) &&
+      h.kind != static_cast<uint32_t>(frame_kind::agree))
     junk();
   return h;
 }
 
 op_descriptor net_links::read_op(int peer, const char* doing) {
+  op_descriptor d;
+  read_head(peer, frame_kind::op, &d, sizeof(d), doing);
+  return d;
+}
+
+void net_links::read_head(int peer, frame_kind kind, void* into, size_t n,
+                          const char* doing) {
   auto h = read_header(peer, doing);
-  if (h.kind != static_cast<uint32_t>(frame_kind::op) ||
-      h.length != sizeof(op_descriptor))
+  if (h.kind != static_cast<uint32_t>(kind) || h.length != n)
     fail("group '" + group_ + "': rank " + std::to_string(peer) +
          " sent data where rank " + std::to_string(rank_) +
          " expected the start of " + doing +
          "; every rank must call the same collectives in the same order");
-  op_descriptor d;
-  recv_exact(peer, &d, sizeof(d), doing);
-  return d;
+  recv_exact(peer, into, n, doing);
 }
 
 void net_links::read_data(int peer, void* into, size_t n, const char* doing) {

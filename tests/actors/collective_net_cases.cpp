@@ -79,10 +79,56 @@ BOOST_AUTO_TEST_CASE(halving_doubling_matches_the_closed_forms_and_the_bytes) {
       }
 }
 
-BOOST_AUTO_TEST_CASE(automatic_picks_halving_doubling_for_medium_buffers) {
+BOOST_AUTO_TEST_CASE(recursive_doubling_matches_the_closed_forms_and_bytes) {
+  // S·log2 N bytes each way: the whole partial result, once a round.
+  for (int n : {4, 8})
+    for (size_t length : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}})
+      for (auto op : {reduce_op::sum, reduce_op::product, reduce_op::min,
+                      reduce_op::max, reduce_op::average}) {
+        auto g = fresh_group();
+        auto errors = on_ranks(n, g, [&](int r) {
+          set_algorithm(g, allreduce_algorithm::recursive_doubling);
+          auto before = traffic_of(g);
+          auto t = rank_input(r, length);
+          allreduce(t, g, op);
+          EXPECT(matches(t, op, n));
+          auto rounds = n == 4 ? 2u : 3u;
+          auto after = traffic_of(g);
+          EXPECT(after.bytes_sent - before.bytes_sent == rounds * length * 4);
+          EXPECT(after.bytes_received - before.bytes_received ==
+                 rounds * length * 4);
+        });
+        for (auto& e : errors)
+          BOOST_TEST(e.empty(), "n=" << n << " length=" << length
+                                     << " op=" << to_string(op) << ": " << e);
+      }
+}
+
+BOOST_AUTO_TEST_CASE(a_rank_refusing_its_input_fails_all_by_doubling) {
+  // Rank 2 alone names a root out of range: it says why, the others
+  // name it, and the group goes on.
   auto g = fresh_group();
   auto errors = on_ranks(4, g, [&](int r) {
-    EXPECT(algorithm_for(g, 16 << 10) == allreduce_algorithm::direct);
+    auto t = rank_input(r, 16);
+    try {
+      broadcast(t, r == 2 ? 9 : 0, g);
+      EXPECT(false);
+    } catch (const collective_error& e) {
+      std::string what = e.what();
+      EXPECT(what.find("rank 2") != std::string::npos ||
+             what.find("out of range") != std::string::npos);
+    }
+    barrier(g);
+  });
+  for (auto& e : errors)
+    BOOST_TEST(e.empty(), e);
+}
+
+BOOST_AUTO_TEST_CASE(automatic_picks_pairwise_algorithms_in_groups_of_four) {
+  auto g = fresh_group();
+  auto errors = on_ranks(4, g, [&](int r) {
+    EXPECT(algorithm_for(g, 16 << 10) ==
+           allreduce_algorithm::recursive_doubling);
     EXPECT(algorithm_for(g, 256 << 10) ==
            allreduce_algorithm::halving_doubling);
     EXPECT(algorithm_for(g, 4 << 20) == allreduce_algorithm::ring);

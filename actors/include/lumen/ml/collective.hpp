@@ -61,25 +61,30 @@ void set_timeout(const std::string& group, std::chrono::milliseconds timeout);
 ///   ring, 2·S·(N-1)/N bytes sent per member (for large buffers);
 ///   `halving_doubling` (Rabenseifner's; power-of-two groups only), the
 ///   same bytes in 2·log2(N) pairwise steps instead of 2(N-1) (for
-///   medium buffers);
+///   medium buffers); `recursive_doubling` (power-of-two groups only),
+///   partners swap and reduce whole partial results, log2(N) steps, S
+///   bytes each (for small buffers);
 ///   `direct`, every member sends its buffer to every other and reduces
 ///   all N (one step: for small buffers); `naive`, gather to rank 0,
 ///   reduce there, broadcast back (the baseline the ring is measured
 ///   against).
 /// `automatic` (the default) takes `direct` up to 16 KiB in one process,
-/// `slices` above; across processes `direct` up to 64 KiB (32 KiB in a
-/// power-of-two group of more than two), `halving_doubling` up to 1 MiB
-/// in such a group, `ring` above.
+/// `slices` above; across processes, in a power-of-two group of more
+/// than two, `recursive_doubling` up to 64 KiB, `halving_doubling` up to
+/// 1 MiB, `ring` above; in other groups `direct` up to 64 KiB, `ring`
+/// above.
 enum class allreduce_algorithm {
   automatic,
   slices,
   direct,
   ring,
   halving_doubling,
+  recursive_doubling,
   naive
 };
 
-/// "automatic", "slices", "direct", "ring", "halving_doubling", "naive".
+/// "automatic", "slices", "direct", "ring", "halving_doubling",
+/// "recursive_doubling", "naive".
 const char* to_string(allreduce_algorithm a) noexcept;
 
 /// Forces the algorithm for this member (in one process: for all the
