@@ -123,7 +123,7 @@ void doubling_allreduce(net_group& g, const op_descriptor& d, char* data,
   rounds.take = [&](int partner, uint64_t n, bool agreed) {
     auto& in = g.scratch(0, n);
     l.read_data(partner, in.data(), n, "allreduce");
-    if (!agreed || n != bytes)
+    if (!agreed || n != bytes || bytes == 0)
       return;
     with_type(type, [&](auto t) {
       using T = decltype(t);
