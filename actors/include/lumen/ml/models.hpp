@@ -1,0 +1,101 @@
+#pragma once
+
+// Models on Eigen with hand-written gradients, each holding its
+// parameters as one flat float32 vector: what a parameter server keeps, a
+// worker sends as its gradient and an all-reduce averages.
+//
+//   lumen::ml::softmax_regression m{784, 10};
+//   auto w = m.init(seed);
+//   std::vector<float> g(m.num_params());
+//   float loss = m.loss_and_gradient(w.data(), batch, g.data());
+//
+// No CAF here: tests, exercises and the browser playground use it alike.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lumen/ml/data.hpp"
+
+namespace lumen::ml {
+
+class model {
+public:
+  virtual ~model() = default;
+
+  /// "linear_regression", "softmax_regression", "mlp 784-128-10".
+  virtual std::string name() const = 0;
+
+  /// How many floats the parameters (and so a gradient) take.
+  virtual size_t num_params() const = 0;
+
+  /// Parameters to start from: zeros for the linear models, as the seed's
+  /// parameter server starts; the MLP's weights drawn from `seed` (He
+  /// initialization), its biases zeros.
+  virtual std::vector<float> init(uint64_t seed) const = 0;
+
+  /// The batch's mean loss at `params`; writes its gradient to `grad`
+  /// (num_params() floats). Throws `usage_error` for a batch whose feature
+  /// count or labels do not fit the model.
+  virtual float loss_and_gradient(const float* params, const dataset& batch,
+                                  float* grad) const = 0;
+
+  /// The batch's mean loss alone.
+  virtual float loss(const float* params, const dataset& batch) const = 0;
+
+  /// The fraction of the batch classified right (classifiers; a
+  /// regression throws `usage_error`).
+  virtual float accuracy(const float* params, const dataset& batch) const;
+};
+
+/// y ≈ x·w + b, loss ½·mean((x·w + b − y)²); parameters w (dim), then b.
+class linear_regression : public model {
+public:
+  explicit linear_regression(size_t dim);
+  std::string name() const override;
+  size_t num_params() const override;
+  std::vector<float> init(uint64_t seed) const override;
+  float loss_and_gradient(const float* params, const dataset& batch,
+                          float* grad) const override;
+  float loss(const float* params, const dataset& batch) const override;
+
+private:
+  size_t dim_;
+};
+
+/// A multi-layer perceptron: ReLU hidden layers of the given widths, then
+/// softmax cross-entropy; parameters layer by layer, W (in × out,
+/// row-major) then b (out). mlp{784, {256, 128}, 10} has 235,146
+/// parameters (a 940,584-byte gradient).
+class mlp : public model {
+public:
+  mlp(size_t dim, std::vector<size_t> hidden, size_t classes);
+  std::string name() const override;
+  size_t num_params() const override;
+  std::vector<float> init(uint64_t seed) const override;
+  float loss_and_gradient(const float* params, const dataset& batch,
+                          float* grad) const override;
+  float loss(const float* params, const dataset& batch) const override;
+  float accuracy(const float* params, const dataset& batch) const override;
+
+private:
+  /// The forward pass (and the backward one if `grad`): the mean loss,
+  /// and the number of rows classified right if `right`.
+  float run(const float* params, const dataset& batch, float* grad,
+            size_t* right) const;
+
+  std::vector<size_t> widths_; // dim, hidden..., classes
+};
+
+/// Class probabilities softmax(x·W + b), loss the mean cross-entropy;
+/// parameters W (dim × classes, row-major), then b (classes): an MLP
+/// without hidden layers, starting from zeros.
+class softmax_regression : public mlp {
+public:
+  softmax_regression(size_t dim, size_t classes);
+  std::string name() const override;
+  std::vector<float> init(uint64_t seed) const override;
+};
+
+} // namespace lumen::ml

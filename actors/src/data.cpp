@@ -1,0 +1,222 @@
+#include "lumen/ml/data.hpp"
+
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+
+namespace lumen::ml {
+
+namespace {
+
+constexpr uint32_t idx_unsigned_bytes = 0x08;
+
+/// gzread reads plain files too, so one reader serves both.
+struct gz_closer {
+  void operator()(gzFile f) const {
+    gzclose(f);
+  }
+};
+
+[[noreturn]] void bad_file(const std::string& path, const std::string& what) {
+  throw data_error("cannot use " + path + ": " + what);
+}
+
+/// Reads exactly `n` bytes; false at a clean end of file before the
+/// first byte, `data_error` for a file cut short or damaged.
+bool read_exactly(gzFile f, const std::string& path, void* into, size_t n,
+                  const char* what) {
+  auto out = static_cast<char*>(into);
+  size_t got = 0;
+  while (got < n) {
+    auto chunk = static_cast<unsigned>(std::min<size_t>(n - got, 1u << 30));
+    int k = gzread(f, out + got, chunk);
+    if (k < 0) {
+      int code = 0;
+      bad_file(path, std::string{"its compressed data is damaged ("} +
+                       gzerror(f, &code) + ")");
+    }
+    if (k == 0)
+      break;
+    got += static_cast<size_t>(k);
+  }
+  if (got == 0 && n > 0)
+    return false;
+  if (got < n)
+    bad_file(path, "it is truncated: " + std::to_string(got) + " of the " +
+                     std::to_string(n) + " bytes of its " + what +
+                     " are there; download or reinstall it");
+  return true;
+}
+
+uint32_t big_endian(const unsigned char* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) |
+         (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+}
+
+} // namespace
+
+idx_file read_idx(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw data_error(path + " does not exist; Fashion-MNIST comes with "
+                            "Debian's package: apt-get install "
+                            "dataset-fashion-mnist");
+  std::unique_ptr<gzFile_s, gz_closer> f{gzopen(path.c_str(), "rb")};
+  if (!f)
+    bad_file(path, std::string{"it cannot be opened: "} + std::strerror(errno));
+  unsigned char head[4];
+  if (!read_exactly(f.get(), path, head, 4, "header"))
+    bad_file(path, "it is empty");
+  if (head[0] != 0 || head[1] != 0 || head[2] != idx_unsigned_bytes ||
+      head[3] == 0 || head[3] > 4)
+    bad_file(path, "it is not an IDX file of unsigned bytes (its first four "
+                   "bytes should be 0 0 8 and a rank of 1 to 4)");
+  idx_file out;
+  size_t total = 1;
+  for (int i = 0; i < head[3]; ++i) {
+    unsigned char d[4];
+    read_exactly(f.get(), path, d, 4, "header");
+    out.dims.push_back(big_endian(d));
+    total *= out.dims.back();
+    if (total > (size_t{1} << 33))
+      bad_file(path, "its dimensions claim more than 8 GiB");
+  }
+  out.bytes.resize(total);
+  read_exactly(f.get(), path, out.bytes.data(), total, "data");
+  char extra;
+  if (gzread(f.get(), &extra, 1) > 0)
+    bad_file(path, "it holds more bytes than its dimensions say");
+  return out;
+}
+
+dataset dataset::take(const std::vector<size_t>& rows) const {
+  auto d = dim();
+  dataset out;
+  out.features =
+    tensor({static_cast<int64_t>(rows.size()), static_cast<int64_t>(d)});
+  out.labels = tensor({static_cast<int64_t>(rows.size())}, labels.type());
+  auto elem = size_of(labels.type());
+  auto from = features.data<float>();
+  auto to = out.features.data<float>();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] >= size())
+      throw usage_error("dataset::take: row " + std::to_string(rows[i]) +
+                        " of a data set of " + std::to_string(size()));
+    std::memcpy(to + i * d, from + rows[i] * d, d * sizeof(float));
+    std::memcpy(out.labels.raw() + i * elem, labels.raw() + rows[i] * elem,
+                elem);
+  }
+  return out;
+}
+
+dataset load_fashion_mnist(split which, const std::string& dir) {
+  std::string stem = which == split::train ? "train" : "t10k";
+  auto images_path = dir + "/" + stem + "-images-idx3-ubyte.gz";
+  auto labels_path = dir + "/" + stem + "-labels-idx1-ubyte.gz";
+  auto images = read_idx(images_path);
+  auto labels = read_idx(labels_path);
+  if (images.dims.size() != 3 || images.dims[1] != 28 || images.dims[2] != 28)
+    bad_file(images_path, "it does not hold 28x28 images");
+  if (labels.dims.size() != 1 || labels.dims[0] != images.dims[0])
+    bad_file(labels_path,
+             "it has " +
+               std::to_string(labels.dims.empty() ? 0 : labels.dims[0]) +
+               " labels for the " + std::to_string(images.dims[0]) +
+               " images of " + images_path);
+  auto n = static_cast<int64_t>(images.dims[0]);
+  dataset out;
+  out.features = tensor({n, 784});
+  out.labels = tensor({n}, dtype::int32);
+  auto x = out.features.data<float>();
+  for (size_t i = 0; i < images.bytes.size(); ++i)
+    x[i] = images.bytes[i] / 255.0f;
+  auto y = out.labels.data<int32_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    auto label = labels.bytes[static_cast<size_t>(i)];
+    if (label > 9)
+      bad_file(labels_path, "label " + std::to_string(label) + " at row " +
+                              std::to_string(i) + " is not a class (0-9)");
+    y[i] = label;
+  }
+  return out;
+}
+
+const std::vector<std::string>& fashion_mnist_classes() {
+  static const std::vector<std::string> names{
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+    "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+  return names;
+}
+
+void standardize(dataset& d, float mean, float stddev) {
+  if (!(stddev > 0))
+    throw usage_error("standardize: a standard deviation of " +
+                      std::to_string(stddev) + "; give a positive one");
+  auto x = d.features.vec<float>();
+  x = (x.array() - mean) / stddev;
+}
+
+std::vector<size_t> shuffled_rows(size_t n, uint64_t seed) {
+  std::vector<size_t> rows(n);
+  for (size_t i = 0; i < n; ++i)
+    rows[i] = i;
+  std::mt19937_64 gen{seed};
+  // std::shuffle and the distributions differ between standard libraries;
+  // this draw is the same everywhere.
+  for (size_t i = n; i > 1; --i) {
+    auto j = static_cast<size_t>(gen() % i);
+    std::swap(rows[i - 1], rows[j]);
+  }
+  return rows;
+}
+
+std::vector<size_t> shard_rows(const std::vector<size_t>& rows, size_t worker,
+                               size_t workers) {
+  if (worker >= workers)
+    throw usage_error("shard_rows: worker " + std::to_string(worker) + " of " +
+                      std::to_string(workers) +
+                      "; workers are numbered 0 to workers-1");
+  auto begin = rows.size() * worker / workers;
+  auto end = rows.size() * (worker + 1) / workers;
+  return {rows.begin() + static_cast<std::ptrdiff_t>(begin),
+          rows.begin() + static_cast<std::ptrdiff_t>(end)};
+}
+
+linear_problem make_linear_regression(size_t n, size_t dim, uint64_t seed,
+                                      float noise) {
+  std::mt19937_64 gen{seed};
+  // Box-Muller over the generator's raw bits: the same numbers on every
+  // standard library, unlike std::normal_distribution.
+  auto uniform = [&] {
+    return (static_cast<double>(gen() >> 11) + 0.5) / 9007199254740992.0;
+  };
+  auto normal = [&] {
+    return static_cast<float>(std::sqrt(-2.0 * std::log(uniform())) *
+                              std::cos(6.283185307179586 * uniform()));
+  };
+  linear_problem p;
+  p.weights.resize(dim);
+  for (auto& w : p.weights)
+    w = normal();
+  p.bias = normal();
+  p.data.features =
+    tensor({static_cast<int64_t>(n), static_cast<int64_t>(dim)});
+  p.data.labels = tensor({static_cast<int64_t>(n)});
+  auto x = p.data.features.data<float>();
+  auto y = p.data.labels.data<float>();
+  for (size_t i = 0; i < n; ++i) {
+    float acc = p.bias;
+    for (size_t j = 0; j < dim; ++j) {
+      x[i * dim + j] = normal();
+      acc += x[i * dim + j] * p.weights[j];
+    }
+    y[i] = acc + noise * normal();
+  }
+  return p;
+}
+
+} // namespace lumen::ml

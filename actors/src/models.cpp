@@ -1,0 +1,241 @@
+#include "lumen/ml/models.hpp"
+
+#include <cmath>
+#include <random>
+
+#include <Eigen/Dense>
+
+namespace lumen::ml {
+
+namespace {
+
+using matrix =
+  Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using const_matrix_map = Eigen::Map<const matrix>;
+using matrix_map = Eigen::Map<matrix>;
+using const_vector_map = Eigen::Map<const Eigen::VectorXf>;
+using vector_map = Eigen::Map<Eigen::VectorXf>;
+
+auto idx(size_t n) {
+  return static_cast<Eigen::Index>(n);
+}
+
+/// The batch fits a model of `dim` features: its labels are float32
+/// targets (`classes` 0) or int32 classes below `classes`.
+void check_batch(const std::string& model, const dataset& batch, size_t dim,
+                 size_t classes) {
+  if (batch.features.shape().size() != 2 || batch.dim() != dim)
+    throw usage_error(model + " takes " + std::to_string(dim) +
+                      " features a row; the batch has " +
+                      (batch.features.shape().size() == 2
+                         ? std::to_string(batch.dim())
+                         : "no rows of features") +
+                      "; build the model for the data's width");
+  if (batch.size() == 0)
+    throw usage_error(model + ": an empty batch; give it one row at least");
+  if (batch.labels.numel() != batch.size())
+    throw usage_error(model + ": " + std::to_string(batch.labels.numel()) +
+                      " labels for " + std::to_string(batch.size()) + " rows");
+  auto want = classes == 0 ? dtype::float32 : dtype::int32;
+  if (batch.labels.type() != want)
+    throw usage_error(model + " takes " + to_string(want) + " labels (" +
+                      (classes == 0 ? "regression targets" : "class indices") +
+                      "), not " + to_string(batch.labels.type()));
+  if (classes == 0)
+    return;
+  auto y = batch.labels.data<int32_t>();
+  for (size_t i = 0; i < batch.size(); ++i)
+    if (y[i] < 0 || static_cast<size_t>(y[i]) >= classes)
+      throw usage_error(model + ": label " + std::to_string(y[i]) + " at row " +
+                        std::to_string(i) + " is not a class (0-" +
+                        std::to_string(classes - 1) + ")");
+}
+
+} // namespace
+
+float model::accuracy(const float*, const dataset&) const {
+  throw usage_error(name() + " is a regression: it has a loss, no accuracy");
+}
+
+linear_regression::linear_regression(size_t dim)
+  : dim_(dim) {}
+
+std::string linear_regression::name() const {
+  return "linear_regression";
+}
+
+size_t linear_regression::num_params() const {
+  return dim_ + 1;
+}
+
+std::vector<float> linear_regression::init(uint64_t) const {
+  return std::vector<float>(num_params(), 0.0f);
+}
+
+float linear_regression::loss_and_gradient(const float* params,
+                                           const dataset& batch,
+                                           float* grad) const {
+  check_batch(name(), batch, dim_, 0);
+  auto n = batch.size();
+  const_matrix_map x{batch.features.data<float>(), idx(n), idx(dim_)};
+  const_vector_map y{batch.labels.data<float>(), idx(n)};
+  const_vector_map w{params, idx(dim_)};
+  Eigen::VectorXf r = ((x * w).array() + params[dim_]).matrix() - y;
+  if (grad != nullptr) {
+    vector_map{grad, idx(dim_)} = x.transpose() * r / static_cast<float>(n);
+    grad[dim_] = r.mean();
+  }
+  return 0.5f * r.squaredNorm() / static_cast<float>(n);
+}
+
+float linear_regression::loss(const float* params, const dataset& batch) const {
+  return loss_and_gradient(params, batch, nullptr);
+}
+
+mlp::mlp(size_t dim, std::vector<size_t> hidden, size_t classes) {
+  if (dim == 0 || classes < 2)
+    throw usage_error("mlp: " + std::to_string(dim) + " features and " +
+                      std::to_string(classes) +
+                      " classes; it needs one feature and two classes at "
+                      "least");
+  widths_.push_back(dim);
+  for (auto h : hidden) {
+    if (h == 0)
+      throw usage_error("mlp: a hidden layer of width 0");
+    widths_.push_back(h);
+  }
+  widths_.push_back(classes);
+}
+
+std::string mlp::name() const {
+  std::string out = "mlp ";
+  for (size_t i = 0; i < widths_.size(); ++i)
+    out += (i ? "-" : "") + std::to_string(widths_[i]);
+  return out;
+}
+
+size_t mlp::num_params() const {
+  size_t n = 0;
+  for (size_t l = 0; l + 1 < widths_.size(); ++l)
+    n += (widths_[l] + 1) * widths_[l + 1];
+  return n;
+}
+
+std::vector<float> mlp::init(uint64_t seed) const {
+  std::vector<float> p(num_params(), 0.0f);
+  std::mt19937_64 gen{seed};
+  size_t at = 0;
+  for (size_t l = 0; l + 1 < widths_.size(); ++l) {
+    auto in = widths_[l], out = widths_[l + 1];
+    // He: uniform in ±sqrt(6 / fan-in), for ReLU layers.
+    auto bound = std::sqrt(6.0 / static_cast<double>(in));
+    for (size_t i = 0; i < in * out; ++i) {
+      auto u = static_cast<double>(gen() >> 11) / 9007199254740992.0;
+      p[at + i] = static_cast<float>((2 * u - 1) * bound);
+    }
+    at += (in + 1) * out; // the biases stay zero
+  }
+  return p;
+}
+
+float mlp::run(const float* params, const dataset& batch, float* grad,
+               size_t* right) const {
+  check_batch(name(), batch, widths_.front(), widths_.back());
+  auto n = batch.size();
+  auto layers = widths_.size() - 1;
+  // acts[l] is layer l's input; acts[0] is the batch.
+  std::vector<matrix> acts(layers);
+  std::vector<size_t> offsets(layers);
+  size_t at = 0;
+  for (size_t l = 0; l < layers; ++l) {
+    offsets[l] = at;
+    at += (widths_[l] + 1) * widths_[l + 1];
+  }
+  auto weights = [&](size_t l) {
+    return const_matrix_map{params + offsets[l], idx(widths_[l]),
+                            idx(widths_[l + 1])};
+  };
+  auto biases = [&](size_t l) {
+    return const_vector_map{params + offsets[l] + widths_[l] * widths_[l + 1],
+                            idx(widths_[l + 1])};
+  };
+  const_matrix_map x{batch.features.data<float>(), idx(n), idx(widths_[0])};
+  matrix z;
+  for (size_t l = 0; l < layers; ++l) {
+    if (l == 0)
+      z = x * weights(0);
+    else
+      z = acts[l] * weights(l);
+    z.rowwise() += biases(l).transpose();
+    if (l + 1 < layers)
+      acts[l + 1] = z.cwiseMax(0.0f);
+  }
+  // Softmax cross-entropy on the logits z, stable: shifted by each row's
+  // largest logit.
+  auto y = batch.labels.data<int32_t>();
+  Eigen::VectorXf top = z.rowwise().maxCoeff();
+  double total = 0;
+  size_t hits = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Eigen::Index best;
+    z.row(idx(i)).maxCoeff(&best);
+    hits += best == y[i];
+    z.row(idx(i)).array() -= top(idx(i));
+    float label_logit = z(idx(i), y[i]);
+    z.row(idx(i)) = z.row(idx(i)).array().exp().matrix();
+    float sum = z.row(idx(i)).sum();
+    total += std::log(sum) - label_logit;
+    z.row(idx(i)) /= sum; // now the probabilities
+  }
+  if (right != nullptr)
+    *right = hits;
+  if (grad != nullptr) {
+    // dL/dz = (p - onehot(y)) / n, then back through the layers.
+    for (size_t i = 0; i < n; ++i)
+      z(idx(i), y[i]) -= 1.0f;
+    z /= static_cast<float>(n);
+    for (size_t l = layers; l-- > 0;) {
+      matrix_map dw{grad + offsets[l], idx(widths_[l]), idx(widths_[l + 1])};
+      vector_map db{grad + offsets[l] + widths_[l] * widths_[l + 1],
+                    idx(widths_[l + 1])};
+      if (l == 0)
+        dw.noalias() = x.transpose() * z;
+      else
+        dw.noalias() = acts[l].transpose() * z;
+      db = z.colwise().sum().transpose();
+      if (l > 0) {
+        matrix back = z * weights(l).transpose();
+        z = (acts[l].array() > 0.0f).select(back, 0.0f);
+      }
+    }
+  }
+  return static_cast<float>(total / static_cast<double>(n));
+}
+
+float mlp::loss_and_gradient(const float* params, const dataset& batch,
+                             float* grad) const {
+  return run(params, batch, grad, nullptr);
+}
+
+float mlp::loss(const float* params, const dataset& batch) const {
+  return run(params, batch, nullptr, nullptr);
+}
+
+float mlp::accuracy(const float* params, const dataset& batch) const {
+  size_t right = 0;
+  run(params, batch, nullptr, &right);
+  return static_cast<float>(right) / static_cast<float>(batch.size());
+}
+
+softmax_regression::softmax_regression(size_t dim, size_t classes)
+  : mlp(dim, {}, classes) {}
+
+std::string softmax_regression::name() const {
+  return "softmax_regression";
+}
+
+std::vector<float> softmax_regression::init(uint64_t) const {
+  return std::vector<float>(num_params(), 0.0f);
+}
+
+} // namespace lumen::ml

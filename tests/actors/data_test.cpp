@@ -1,0 +1,186 @@
+#define BOOST_TEST_MODULE data
+#include <boost/test/unit_test.hpp>
+
+// The data the models learn from: Fashion-MNIST as Debian ships it, read
+// whole and checked; damaged and missing files named with their fix; the
+// epoch's shuffle and the workers' shares; the synthetic regression.
+
+#include <stdlib.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <fstream>
+#include <numeric>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <lumen/ml.hpp>
+
+using namespace lumen::ml;
+
+namespace {
+
+/// A scratch directory, removed with its files.
+struct temp_dir {
+  std::string path = [] {
+    char tmpl[] = "/tmp/lumen-data-XXXXXX";
+    auto p = ::mkdtemp(tmpl);
+    BOOST_REQUIRE(p != nullptr);
+    return std::string{p};
+  }();
+  std::vector<std::string> files;
+
+  /// Writes `bytes` gzip-compressed to `name`.
+  std::string gz(const std::string& name, const std::string& bytes) {
+    auto file = path + "/" + name;
+    auto f = gzopen(file.c_str(), "wb");
+    BOOST_REQUIRE(f != nullptr);
+    if (!bytes.empty())
+      gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+    gzclose(f);
+    files.push_back(file);
+    return file;
+  }
+
+  ~temp_dir() {
+    for (auto& f : files)
+      ::unlink(f.c_str());
+    ::rmdir(path.c_str());
+  }
+};
+
+std::string idx_header(std::vector<uint32_t> dims) {
+  std::string h{'\0', '\0', '\x08', static_cast<char>(dims.size())};
+  for (auto d : dims)
+    for (int shift = 24; shift >= 0; shift -= 8)
+      h.push_back(static_cast<char>((d >> shift) & 0xff));
+  return h;
+}
+
+template <class F>
+bool fails_with(F f, const std::string& text) {
+  try {
+    f();
+  } catch (const data_error& e) {
+    BOOST_TEST_MESSAGE(e.what());
+    return std::string{e.what()}.find(text) != std::string::npos;
+  }
+  return false;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(data)
+
+BOOST_AUTO_TEST_CASE(fashion_mnist_loads_whole_with_balanced_classes) {
+  auto train = load_fashion_mnist(split::train);
+  auto test = load_fashion_mnist(split::test);
+  BOOST_TEST(train.size() == 60000u);
+  BOOST_TEST(test.size() == 10000u);
+  BOOST_TEST(train.dim() == 784u);
+  std::vector<size_t> per_class(10, 0);
+  for (size_t i = 0; i < test.size(); ++i)
+    ++per_class[static_cast<size_t>(test.labels.data<int32_t>()[i])];
+  for (auto c : per_class)
+    BOOST_TEST(c == 1000u); // the test set has 1,000 of each class
+  auto x = train.features.vec<float>();
+  BOOST_TEST(x.minCoeff() == 0.0f);
+  BOOST_TEST(x.maxCoeff() == 1.0f);
+  // The published mean pixel of the training set.
+  BOOST_TEST(std::abs(x.mean() - 0.2860f) < 1e-3f);
+  BOOST_TEST(fashion_mnist_classes().size() == 10u);
+  standardize(train, 0.2860f, 0.3530f);
+  BOOST_TEST(std::abs(train.features.vec<float>().mean()) < 1e-3f);
+}
+
+BOOST_AUTO_TEST_CASE(damaged_and_missing_files_are_named_with_the_fix) {
+  temp_dir dir;
+  BOOST_TEST(fails_with([&] { read_idx(dir.path + "/nothing.gz"); },
+                        "apt-get install dataset-fashion-mnist"));
+  auto empty = dir.gz("empty.gz", "");
+  BOOST_TEST(fails_with([&] { read_idx(empty); }, "empty"));
+  auto text = dir.gz("text.gz", "hello, world");
+  BOOST_TEST(fails_with([&] { read_idx(text); }, "not an IDX file"));
+  auto cut = dir.gz("cut.gz", idx_header({10, 28, 28}) + std::string(100, 'x'));
+  BOOST_TEST(fails_with([&] { read_idx(cut); }, "truncated: 100 of the 7840"));
+  auto long_one = dir.gz("long.gz", idx_header({2}) + "abc");
+  BOOST_TEST(fails_with([&] { read_idx(long_one); }, "more bytes"));
+  auto huge = dir.gz("huge.gz", idx_header({1u << 30, 1u << 30}));
+  BOOST_TEST(fails_with([&] { read_idx(huge); }, "more than 8 GiB"));
+  // Damaged compression: a real file with its middle overwritten.
+  auto good = dir.gz("t10k-images-idx3-ubyte.gz",
+                     idx_header({3, 28, 28}) + std::string(3 * 784, '\x10'));
+  {
+    std::fstream f{good, std::ios::in | std::ios::out | std::ios::binary};
+    f.seekp(20);
+    f.write("\xff\xff\xff\xff\xff\xff\xff\xff", 8);
+  }
+  BOOST_TEST(fails_with([&] { read_idx(good); }, good));
+  // Images and labels that do not pair up.
+  dir.gz("t10k-images-idx3-ubyte.gz",
+         idx_header({3, 28, 28}) + std::string(3 * 784, '\x10'));
+  dir.gz("t10k-labels-idx1-ubyte.gz", idx_header({2}) + "\x01\x02");
+  BOOST_TEST(fails_with([&] { load_fashion_mnist(split::test, dir.path); },
+                        "2 labels for the 3 images"));
+  dir.gz("t10k-labels-idx1-ubyte.gz", idx_header({3}) + "\x01\x0c\x02");
+  BOOST_TEST(fails_with([&] { load_fashion_mnist(split::test, dir.path); },
+                        "label 12 at row 1"));
+  dir.gz("t10k-labels-idx1-ubyte.gz", idx_header({3}) + "\x01\x09\x02");
+  auto ok = load_fashion_mnist(split::test, dir.path);
+  BOOST_TEST(ok.size() == 3u);
+  BOOST_TEST(ok.features.data<float>()[0] == 16 / 255.0f);
+}
+
+BOOST_AUTO_TEST_CASE(shuffles_are_seeded_permutations_and_shards_cover_them) {
+  auto a = shuffled_rows(1000, 7), b = shuffled_rows(1000, 7),
+       c = shuffled_rows(1000, 8);
+  BOOST_TEST(a == b);
+  BOOST_TEST(a != c);
+  auto sorted = a;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<size_t> all(1000);
+  std::iota(all.begin(), all.end(), size_t{0});
+  BOOST_TEST(sorted == all);
+  // The first rows of seed 7, the same on every standard library.
+  BOOST_TEST_MESSAGE(a[0] << " " << a[1] << " " << a[2]);
+  for (size_t workers : {1u, 3u, 7u}) {
+    std::multiset<size_t> seen;
+    for (size_t w = 0; w < workers; ++w) {
+      auto share = shard_rows(a, w, workers);
+      BOOST_TEST(share.size() >= 1000 / workers);
+      BOOST_TEST(share.size() <= 1000 / workers + 1);
+      seen.insert(share.begin(), share.end());
+    }
+    BOOST_TEST(seen.size() == 1000u);
+    BOOST_TEST(std::set<size_t>(seen.begin(), seen.end()).size() == 1000u);
+  }
+  BOOST_CHECK_THROW(shard_rows(a, 3, 3), lumen::usage_error);
+}
+
+BOOST_AUTO_TEST_CASE(take_copies_rows_and_labels_in_the_order_asked) {
+  auto p = make_linear_regression(10, 3, 1);
+  auto batch = p.data.take({4, 0, 4});
+  BOOST_TEST(batch.size() == 3u);
+  BOOST_TEST(batch.features.data<float>()[0] ==
+             p.data.features.data<float>()[12]);
+  BOOST_TEST(batch.labels.data<float>()[1] == p.data.labels.data<float>()[0]);
+  BOOST_TEST(batch.labels.data<float>()[2] == p.data.labels.data<float>()[4]);
+  BOOST_CHECK_THROW(p.data.take({10}), lumen::usage_error);
+}
+
+BOOST_AUTO_TEST_CASE(the_synthetic_regression_is_its_weights_plus_noise) {
+  auto p = make_linear_regression(2000, 5, 42, 0.01f);
+  BOOST_TEST(p.weights.size() == 5u);
+  auto x = p.data.features.mat<float>();
+  Eigen::Map<const Eigen::VectorXf> w{p.weights.data(), 5};
+  Eigen::VectorXf residual =
+    (x * w).array() + p.bias - p.data.labels.vec<float>().array();
+  auto rms = std::sqrt(residual.squaredNorm() / 2000);
+  BOOST_TEST(rms > 0.005);
+  BOOST_TEST(rms < 0.02);
+  BOOST_TEST(make_linear_regression(10, 5, 42).weights == p.weights);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
