@@ -1,11 +1,14 @@
 #pragma once
 
-/// The ML layer: tensors, data and models (lumen::ml), and collectives
+/// The ML layer: tensors, data, models, optimizers and gradient
+/// compression (lumen::ml), and collectives
 /// (lumen::collective) with ring peers, their typed actors.
 
 #include "lumen/ml/collective.hpp"
+#include "lumen/ml/compress.hpp"
 #include "lumen/ml/data.hpp"
 #include "lumen/ml/models.hpp"
+#include "lumen/ml/optimizer.hpp"
 #include "lumen/ml/ring.hpp"
 #include "lumen/ml/ring_peer.hpp"
 #include "lumen/ml/tensor.hpp"

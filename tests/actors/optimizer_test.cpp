@@ -1,0 +1,93 @@
+#define BOOST_TEST_MODULE optimizer
+#include <boost/test/unit_test.hpp>
+
+// The update rules against their definitions (torch.optim's), clipping,
+// the staleness scale, and configurations that make no sense.
+
+#include <cmath>
+#include <vector>
+
+#include <lumen/errors.hpp>
+#include <lumen/ml.hpp>
+
+using namespace lumen::ml;
+
+BOOST_AUTO_TEST_SUITE(optimizer_suite)
+
+BOOST_AUTO_TEST_CASE(sgd_and_momentum_follow_their_definitions) {
+  std::vector<float> w{1.0f, -2.0f}, g{0.5f, 1.0f};
+  optimizer sgd{{optimizer_kind::sgd, 0.1f}, 2};
+  sgd.step(w.data(), g.data(), 2);
+  BOOST_TEST(w[0] == 0.95f);
+  BOOST_TEST(w[1] == -2.1f);
+  sgd.step(w.data(), g.data(), 2, 0.5f); // a stale gradient: half the rate
+  BOOST_TEST(std::abs(w[0] - 0.925f) < 1e-7f);
+  std::vector<float> v{1.0f};
+  std::vector<float> gv{1.0f};
+  optimizer_config cfg{optimizer_kind::momentum, 0.1f};
+  optimizer mom{cfg, 1};
+  mom.step(v.data(), gv.data(), 1); // velocity 1
+  mom.step(v.data(), gv.data(), 1); // velocity 0.9 + 1
+  BOOST_TEST(std::abs(v[0] - (1.0f - 0.1f - 0.19f)) < 1e-6f);
+  BOOST_TEST(mom.steps() == 2u);
+  BOOST_TEST(mom.state().size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(adam_follows_its_definition_with_bias_correction) {
+  std::vector<float> w{0.0f};
+  optimizer adam{{optimizer_kind::adam, 0.001f}, 1};
+  // Step 1: m̂ = g, v̂ = g², so the step is lr·g/(|g| + eps) = lr.
+  std::vector<float> g{4.0f};
+  adam.step(w.data(), g.data(), 1);
+  BOOST_TEST(std::abs(w[0] + 0.001f) < 1e-7f);
+  // Step 2 with g = 2: m = 0.9·0.4 + 0.1·2, v = 0.999·0.016 + 0.001·4.
+  g[0] = 2.0f;
+  adam.step(w.data(), g.data(), 1);
+  double m = (0.9 * 0.4 + 0.2) / (1 - 0.81);
+  double v = (0.999 * 0.016 + 0.004) / (1 - 0.999 * 0.999);
+  BOOST_TEST(std::abs(w[0] - (-0.001 - 0.001 * m / (std::sqrt(v) + 1e-8))) <
+             1e-6);
+  BOOST_TEST(adam.state().size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(every_optimizer_minimizes_a_quadratic) {
+  for (auto kind :
+       {optimizer_kind::sgd, optimizer_kind::momentum, optimizer_kind::adam}) {
+    std::vector<float> w{3.0f, -4.0f}, g(2);
+    optimizer opt{{kind, kind == optimizer_kind::adam ? 0.05f : 0.05f}, 2};
+    for (int step = 0; step < 2000; ++step) {
+      g = {w[0] - 1.0f, 2 * (w[1] + 2.0f)}; // minimum at (1, -2)
+      opt.step(w.data(), g.data(), 2);
+    }
+    BOOST_TEST(std::abs(w[0] - 1.0f) < 1e-2f, to_string(kind));
+    BOOST_TEST(std::abs(w[1] + 2.0f) < 1e-2f, to_string(kind));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(clipping_scales_to_the_norm_and_only_above_it) {
+  std::vector<float> g{3.0f, 4.0f};
+  BOOST_TEST(clip_by_global_norm(g.data(), 2, 10.0f) == 5.0f);
+  BOOST_TEST(g[0] == 3.0f);
+  BOOST_TEST(clip_by_global_norm(g.data(), 2, 1.0f) == 5.0f);
+  BOOST_TEST(std::abs(g[0] - 0.6f) < 1e-6f);
+  BOOST_TEST(std::abs(g[1] - 0.8f) < 1e-6f);
+  BOOST_CHECK_THROW(clip_by_global_norm(g.data(), 2, 0.0f), lumen::usage_error);
+}
+
+BOOST_AUTO_TEST_CASE(staleness_divides_the_rate_and_bad_configs_are_refused) {
+  BOOST_TEST(staleness_scale(0) == 1.0f);
+  BOOST_TEST(staleness_scale(1) == 1.0f);
+  BOOST_TEST(staleness_scale(4) == 0.25f);
+  BOOST_CHECK_THROW((optimizer{{optimizer_kind::sgd, 0.0f}, 2}),
+                    lumen::usage_error);
+  BOOST_CHECK_THROW((optimizer{{optimizer_kind::sgd, NAN}, 2}),
+                    lumen::usage_error);
+  optimizer_config bad{optimizer_kind::momentum, 0.1f};
+  bad.momentum = 1.0f;
+  BOOST_CHECK_THROW((optimizer{bad, 2}), lumen::usage_error);
+  optimizer ok{{optimizer_kind::sgd, 0.1f}, 2};
+  std::vector<float> w(3), g(3);
+  BOOST_CHECK_THROW(ok.step(w.data(), g.data(), 3), lumen::usage_error);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
