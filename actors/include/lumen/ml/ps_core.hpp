@@ -1,0 +1,117 @@
+#pragma once
+
+// The rules of a parameter server, without the actor around it: the
+// weights and their version, the optimizer, and what happens to each
+// pushed gradient.
+//   sync: a step closes once `workers − backup` gradients of the current
+//     version are in; their mean is applied, the version goes up, and
+//     every gradient of that step is answered with the new weights (the
+//     actor holds their response promises until then). Gradients of an
+//     older version (a backup step closed without them) are dropped and
+//     counted.
+//   async: each gradient is applied when it comes, its learning rate
+//     divided by its staleness (current version − the gradient's), after
+//     clipping; gradients staler than `max_staleness` are rejected and
+//     counted; a histogram of staleness is kept.
+// A gradient of the wrong size, with NaN or Inf values, or of a version
+// from the future is rejected with its code, counted, and changes
+// nothing.
+//
+// No CAF here: tests, exercises and the browser playground use it alike.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lumen/ml/optimizer.hpp"
+
+namespace lumen::ml {
+
+enum class ps_mode : uint8_t { sync, async };
+
+/// "sync", "async".
+const char* to_string(ps_mode m) noexcept;
+
+struct ps_config {
+  ps_mode mode = ps_mode::sync;
+  size_t workers = 1; // gradients a sync step waits for, backups included
+  size_t backup = 0;  // sync: a step closes without the last `backup`
+  optimizer_config optimizer;
+  float clip_norm = 0; // > 0: gradients are clipped to this global norm
+  uint64_t max_staleness = UINT64_MAX; // async: older gradients are rejected
+};
+
+/// Why a gradient was not taken.
+enum class ps_refusal : uint8_t {
+  none,
+  wrong_size, // not num_params values
+  not_finite, // NaN or Inf among them
+  future,     // a version the server has not reached
+  too_stale,  // async: older than max_staleness
+  late,       // sync: its step closed without it (a backup step)
+};
+
+/// "none", "wrong_size", ...
+const char* to_string(ps_refusal r) noexcept;
+
+/// What a push did.
+struct push_outcome {
+  ps_refusal refused = ps_refusal::none;
+  std::string why;          // for a refusal: the problem and the fix
+  bool closed_step = false; // sync: this push closed the step
+  uint64_t staleness = 0;   // async: how stale the gradient was
+};
+
+/// Counts for reports and tests.
+struct ps_stats {
+  uint64_t applied = 0; // gradients that went into the weights
+  uint64_t steps = 0;   // updates of the weights
+  std::map<ps_refusal, uint64_t> refused;
+  std::map<uint64_t, uint64_t> staleness; // async: staleness -> gradients
+};
+
+class ps_core {
+public:
+  /// Throws `usage_error` for a config that cannot work (no workers, as
+  /// many backups as workers, a bad optimizer).
+  ps_core(ps_config cfg, std::vector<float> initial);
+
+  /// Takes worker's gradient `g` (`n` values) computed at `version`.
+  push_outcome push(uint64_t version, const float* g, size_t n);
+
+  const std::vector<float>& weights() const noexcept {
+    return weights_;
+  }
+  uint64_t version() const noexcept {
+    return version_;
+  }
+  const ps_stats& stats() const noexcept {
+    return stats_;
+  }
+  const ps_config& config() const noexcept {
+    return cfg_;
+  }
+  optimizer& update_rule() noexcept {
+    return opt_;
+  }
+
+  /// Sync: gradients of the open step so far.
+  size_t pending() const noexcept {
+    return pending_;
+  }
+
+private:
+  push_outcome refuse(ps_refusal r, std::string why);
+
+  ps_config cfg_;
+  std::vector<float> weights_;
+  optimizer opt_;
+  uint64_t version_ = 0;
+  std::vector<float> sum_; // sync: the open step's gradients, summed
+  size_t pending_ = 0;
+  std::vector<float> clipped_;
+  ps_stats stats_;
+};
+
+} // namespace lumen::ml

@@ -1,0 +1,113 @@
+#include "lumen/ml/ps_core.hpp"
+
+#include <cmath>
+
+#include <lumen/errors.hpp>
+
+namespace lumen::ml {
+
+const char* to_string(ps_mode m) noexcept {
+  return m == ps_mode::sync ? "sync" : "async";
+}
+
+const char* to_string(ps_refusal r) noexcept {
+  switch (r) {
+    case ps_refusal::none:
+      return "none";
+    case ps_refusal::wrong_size:
+      return "wrong_size";
+    case ps_refusal::not_finite:
+      return "not_finite";
+    case ps_refusal::future:
+      return "future";
+    case ps_refusal::too_stale:
+      return "too_stale";
+    case ps_refusal::late:
+      return "late";
+  }
+  return "unknown";
+}
+
+ps_core::ps_core(ps_config cfg, std::vector<float> initial)
+  : cfg_(cfg)
+  , weights_(std::move(initial))
+  , opt_(cfg.optimizer, weights_.size()) {
+  if (cfg.workers == 0)
+    throw usage_error("parameter server: no workers; give it one at least");
+  if (cfg.mode == ps_mode::sync && cfg.backup >= cfg.workers)
+    throw usage_error("parameter server: " + std::to_string(cfg.backup) +
+                      " backup workers of " + std::to_string(cfg.workers) +
+                      "; a step needs one gradient at least");
+  if (cfg.clip_norm < 0 || !std::isfinite(cfg.clip_norm))
+    throw usage_error("parameter server: a clipping norm of " +
+                      std::to_string(cfg.clip_norm) +
+                      "; give a positive one, or 0 for none");
+  sum_.assign(weights_.size(), 0.0f);
+}
+
+push_outcome ps_core::refuse(ps_refusal r, std::string why) {
+  ++stats_.refused[r];
+  return {r, std::move(why), false, 0};
+}
+
+push_outcome ps_core::push(uint64_t version, const float* g, size_t n) {
+  if (n != weights_.size())
+    return refuse(ps_refusal::wrong_size,
+                  "a gradient of " + std::to_string(n) + " values for " +
+                    std::to_string(weights_.size()) +
+                    " parameters; compute it with the server's model");
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(g[i]))
+      return refuse(ps_refusal::not_finite,
+                    "value " + std::to_string(i) + " of the gradient is " +
+                      std::to_string(g[i]) +
+                      "; lower the learning rate or clip the gradients");
+  if (version > version_)
+    return refuse(ps_refusal::future,
+                  "a gradient of version " + std::to_string(version) +
+                    " while the server is at " + std::to_string(version_) +
+                    "; a worker must compute on weights it pulled");
+  auto staleness = version_ - version;
+  if (cfg_.mode == ps_mode::sync) {
+    if (staleness > 0)
+      return refuse(ps_refusal::late,
+                    "step " + std::to_string(version) +
+                      " closed without this gradient (a backup step)");
+    for (size_t i = 0; i < n; ++i)
+      sum_[i] += g[i];
+    ++stats_.applied;
+    if (++pending_ < cfg_.workers - cfg_.backup)
+      return {};
+    // The step's mean gradient, clipped as one.
+    for (auto& x : sum_)
+      x /= static_cast<float>(pending_);
+    if (cfg_.clip_norm > 0)
+      clip_by_global_norm(sum_.data(), n, cfg_.clip_norm);
+    opt_.step(weights_.data(), sum_.data(), n);
+    std::fill(sum_.begin(), sum_.end(), 0.0f);
+    pending_ = 0;
+    ++version_;
+    ++stats_.steps;
+    return {ps_refusal::none, {}, true, 0};
+  }
+  if (staleness > cfg_.max_staleness)
+    return refuse(ps_refusal::too_stale, "a gradient " +
+                                           std::to_string(staleness) +
+                                           " versions old, past the limit of " +
+                                           std::to_string(cfg_.max_staleness) +
+                                           "; pull fresher weights");
+  const float* use = g;
+  if (cfg_.clip_norm > 0) {
+    clipped_.assign(g, g + n);
+    clip_by_global_norm(clipped_.data(), n, cfg_.clip_norm);
+    use = clipped_.data();
+  }
+  opt_.step(weights_.data(), use, n, staleness_scale(staleness));
+  ++version_;
+  ++stats_.applied;
+  ++stats_.steps;
+  ++stats_.staleness[staleness];
+  return {ps_refusal::none, {}, false, staleness};
+}
+
+} // namespace lumen::ml
