@@ -12,8 +12,10 @@ using clock = std::chrono::steady_clock;
 /// What a member of a power-of-two group tells its partner in a round of
 /// agreeing on an operation (net_group::agree_by_doubling).
 struct agreement {
-  op_descriptor mine; // the sender's own
-  int32_t bad = 0;    // some members it heard of disagree:
+  op_descriptor mine; // the sender's own (its data's length)
+  int32_t rep = -1;   // the lowest rank of the members it heard of,
+  op_descriptor drep; // and its descriptor, which they all share unless
+  int32_t bad = 0;    // some of them disagree:
   int32_t a = -1;     // the lowest such pair, b's descriptor
   int32_t b = -1;     // against a's
   op_descriptor da{};
@@ -195,6 +197,8 @@ void net_group::agree_by_doubling(op_descriptor mine, bool same_op,
     known.db = db;
   };
   int r = rank();
+  known.rep = r;
+  known.drep = mine;
   for (int d = 1; d < world(); d *= 2) {
     int p = r ^ d;
     std::pair<const char*, size_t> out{nullptr, 0};
@@ -206,20 +210,33 @@ void net_group::agree_by_doubling(op_descriptor mine, bool same_op,
                                out.first, out.second);
     agreement theirs;
     links_->read_head(p, frame_kind::agree, &theirs, sizeof(theirs), doing);
+    // Both halves agreed within: they agree together if their lowest
+    // ranks do. Every member of both halves compares the same two, so all
+    // of them note the same pair.
+    bool both_agreed = !known.bad && !theirs.bad;
     if (theirs.bad)
       note(theirs.a, theirs.da, theirs.b, theirs.db);
-    int lo = std::min(r, p), hi = std::max(r, p);
-    const auto& dlo = r < p ? mine : theirs.mine;
-    const auto& dhi = r < p ? theirs.mine : mine;
+    bool mine_lower = known.rep < theirs.rep;
+    int lo = mine_lower ? known.rep : theirs.rep;
+    int hi = mine_lower ? theirs.rep : known.rep;
+    auto dlo = mine_lower ? known.drep : theirs.drep;
+    auto dhi = mine_lower ? theirs.drep : known.drep;
     // The pair's subject: the member that refused its own input, else
     // the higher rank.
-    if (dlo.invalid && !dhi.invalid)
+    if (both_agreed && dlo.invalid && !dhi.invalid)
       note(hi, dhi, lo, dlo);
-    else if (!disagreement(dhi, hi, dlo, lo, same_op).empty())
+    else if (both_agreed && !disagreement(dhi, hi, dlo, lo, same_op).empty())
       note(lo, dlo, hi, dhi);
+    known.rep = lo;
+    known.drep = dlo;
     links_->flush(); // what we sent may change now
+    // The partner's data is read whatever this member does with it, so
+    // that the channel stays in step when the two called different
+    // operations.
     if (data)
       data->take(p, theirs.mine.inline_bytes, !known.bad);
+    else if (auto bytes = theirs.mine.inline_bytes; bytes > 0)
+      links_->read_data(p, scratch(0, bytes).data(), bytes, doing);
   }
   if (!known.bad)
     return;

@@ -60,19 +60,60 @@ BOOST_AUTO_TEST_CASE(mismatched_dtypes_and_roots_fail_on_every_rank) {
 }
 
 BOOST_AUTO_TEST_CASE(different_collectives_on_different_ranks_fail_cleanly) {
+  // Then the group goes on: whatever the others sent with their call
+  // (a small all-reduce's data rides with its start) was taken in.
+  for (int n : {3, 4, 8})
+    for (bool with_data : {false, true}) {
+      auto g = fresh_group();
+      auto errors = on_ranks(n, g, [&](int r) {
+        std::vector<tensor> all;
+        auto t = rank_input(r, 10);
+        try {
+          if (r == n - 1)
+            barrier(g);
+          else if (with_data)
+            allreduce(t, g);
+          else
+            allgather(all, rank_input(r, 4), g);
+          EXPECT(false);
+        } catch (const collective_error& e) {
+          EXPECT(std::string{e.what()}.find(
+                   "every rank must call the same collective") !=
+                 std::string::npos);
+        }
+        allreduce(t, g);
+        EXPECT(matches(t, reduce_op::sum, n));
+      });
+      for (auto& e : errors)
+        BOOST_TEST(e.empty(), "n=" << n << ": " << e);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(lengths_across_an_algorithm_threshold_fail_and_go_on) {
+  // 16384 floats are 64 KiB: a small all-reduce's algorithm; one more is
+  // a large one's. Agreeing by doubling, every rank names the same pair.
   for (int n : {3, 4}) {
     auto g = fresh_group();
+    std::vector<std::string> seen(static_cast<size_t>(n));
     auto errors = on_ranks(n, g, [&](int r) {
-      std::vector<tensor> all;
-      if (r == n - 1)
-        barrier(g);
-      else
-        allgather(all, rank_input(r, 4), g);
+      auto t = rank_input(r, r == 1 ? 16385 : 16384);
+      try {
+        allreduce(t, g);
+        EXPECT(false);
+      } catch (const collective_error& e) {
+        seen[static_cast<size_t>(r)] = e.what();
+      }
+      auto u = rank_input(r, 100);
+      allreduce(u, g);
+      EXPECT(matches(u, reduce_op::sum, n));
     });
     for (auto& e : errors)
-      BOOST_TEST(e.find("every rank must call the same collective") !=
-                   std::string::npos,
-                 e);
+      BOOST_TEST(e.empty(), "n=" << n << ": " << e);
+    for (auto& s : seen) {
+      BOOST_TEST(s.find("rank 1 passed 16385 float32") != std::string::npos, s);
+      if (n == 4 && test_backend == backend::processes)
+        BOOST_TEST(s == seen[0]);
+    }
   }
 }
 
