@@ -35,6 +35,13 @@ void check_finite(const float* v, size_t n, codec c) {
   }
 }
 
+void check_codec(codec c) {
+  if (c != codec::none && c != codec::fp16 && c != codec::int8)
+    throw usage_error("codec " + std::to_string(static_cast<int>(c)) +
+                      " is none of none, fp16 and int8; the message is "
+                      "damaged");
+}
+
 } // namespace
 
 const char* to_string(codec c) noexcept {
@@ -62,6 +69,7 @@ size_t compressed_size(codec c, size_t numel) noexcept {
 }
 
 compressed compress(const float* v, size_t n, codec c) {
+  check_codec(c);
   check_finite(v, n, c);
   compressed out;
   out.kind = c;
@@ -96,6 +104,7 @@ compressed compress(const float* v, size_t n, codec c) {
 }
 
 void decompress(const compressed& in, float* out, size_t n) {
+  check_codec(in.kind);
   if (in.numel != n)
     throw usage_error("decompress: the message holds " +
                       std::to_string(in.numel) + " values, the buffer " +

@@ -25,9 +25,9 @@ struct gz_closer {
   throw data_error("cannot use " + path + ": " + what);
 }
 
-/// Reads exactly `n` bytes; false at a clean end of file before the
-/// first byte, `data_error` for a file cut short or damaged.
-bool read_exactly(gzFile f, const std::string& path, void* into, size_t n,
+/// Reads exactly `n` bytes, or throws `data_error` for a file cut short
+/// or damaged.
+void read_exactly(gzFile f, const std::string& path, void* into, size_t n,
                   const char* what) {
   auto out = static_cast<char*>(into);
   size_t got = 0;
@@ -43,13 +43,10 @@ bool read_exactly(gzFile f, const std::string& path, void* into, size_t n,
       break;
     got += static_cast<size_t>(k);
   }
-  if (got == 0 && n > 0)
-    return false;
   if (got < n)
     bad_file(path, "it is truncated: " + std::to_string(got) + " of the " +
                      std::to_string(n) + " bytes of its " + what +
                      " are there; download or reinstall it");
-  return true;
 }
 
 uint32_t big_endian(const unsigned char* p) {
@@ -62,15 +59,14 @@ uint32_t big_endian(const unsigned char* p) {
 idx_file read_idx(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
-    throw data_error(path + " does not exist; Fashion-MNIST comes with "
-                            "Debian's package: apt-get install "
-                            "dataset-fashion-mnist");
+    bad_file(path, "it does not exist");
   std::unique_ptr<gzFile_s, gz_closer> f{gzopen(path.c_str(), "rb")};
   if (!f)
     bad_file(path, std::string{"it cannot be opened: "} + std::strerror(errno));
   unsigned char head[4];
-  if (!read_exactly(f.get(), path, head, 4, "header"))
+  if (gzread(f.get(), head, 1) == 0)
     bad_file(path, "it is empty");
+  read_exactly(f.get(), path, head + 1, 3, "header");
   if (head[0] != 0 || head[1] != 0 || head[2] != idx_unsigned_bytes ||
       head[3] == 0 || head[3] > 4)
     bad_file(path, "it is not an IDX file of unsigned bytes (its first four "
@@ -81,15 +77,19 @@ idx_file read_idx(const std::string& path) {
     unsigned char d[4];
     read_exactly(f.get(), path, d, 4, "header");
     out.dims.push_back(big_endian(d));
-    total *= out.dims.back();
-    if (total > (size_t{1} << 33))
+    constexpr size_t limit = size_t{1} << 33;
+    if (out.dims.back() != 0 && total > limit / out.dims.back())
       bad_file(path, "its dimensions claim more than 8 GiB");
+    total *= out.dims.back();
   }
   out.bytes.resize(total);
   read_exactly(f.get(), path, out.bytes.data(), total, "data");
   char extra;
-  if (gzread(f.get(), &extra, 1) > 0)
+  int tail = gzread(f.get(), &extra, 1);
+  if (tail > 0)
     bad_file(path, "it holds more bytes than its dimensions say");
+  if (tail < 0) // the gzip trailer's length or checksum is wrong
+    bad_file(path, "its compressed data is damaged");
   return out;
 }
 
@@ -117,6 +117,13 @@ dataset load_fashion_mnist(split which, const std::string& dir) {
   std::string stem = which == split::train ? "train" : "t10k";
   auto images_path = dir + "/" + stem + "-images-idx3-ubyte.gz";
   auto labels_path = dir + "/" + stem + "-labels-idx1-ubyte.gz";
+  struct stat st {};
+  for (auto& path : {images_path, labels_path})
+    if (::stat(path.c_str(), &st) != 0)
+      throw data_error("Fashion-MNIST is not in " + dir + " (" + path +
+                       " is missing): install Debian's package, apt-get "
+                       "install dataset-fashion-mnist, or pass the "
+                       "directory that holds the files");
   auto images = read_idx(images_path);
   auto labels = read_idx(labels_path);
   if (images.dims.size() != 3 || images.dims[1] != 28 || images.dims[2] != 28)
@@ -195,8 +202,10 @@ linear_problem make_linear_regression(size_t n, size_t dim, uint64_t seed,
     return (static_cast<double>(gen() >> 11) + 0.5) / 9007199254740992.0;
   };
   auto normal = [&] {
-    return static_cast<float>(std::sqrt(-2.0 * std::log(uniform())) *
-                              std::cos(6.283185307179586 * uniform()));
+    double u1 = uniform();
+    double u2 = uniform(); // drawn in this order on every compiler
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) *
+                              std::cos(6.283185307179586 * u2));
   };
   linear_problem p;
   p.weights.resize(dim);

@@ -97,6 +97,12 @@ BOOST_AUTO_TEST_CASE(damaged_messages_are_refused) {
   cut.bytes.pop_back();
   BOOST_CHECK_THROW(decompress(cut, out.data(), out.size()),
                     lumen::usage_error);
+  auto unknown = c;
+  unknown.kind = static_cast<codec>(7);
+  BOOST_CHECK_THROW(decompress(unknown, out.data(), out.size()),
+                    lumen::usage_error);
+  BOOST_CHECK_THROW(compress(g.data(), g.size(), static_cast<codec>(7)),
+                    lumen::usage_error);
   auto bad_scale = c;
   float nan = std::numeric_limits<float>::quiet_NaN();
   std::memcpy(bad_scale.bytes.data(), &nan, sizeof(nan));
