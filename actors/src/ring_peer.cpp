@@ -32,7 +32,8 @@ struct peer_state {
   uint64_t next_job = 0;
   std::unordered_map<uint64_t, std::function<void()>> answers;
   // Last: its destructor runs what is queued and joins the thread, while
-  // the rest is still there.
+  // the rest is still there. (A request left unanswered when the peer
+  // ends fails its caller all the same: CAF answers it.)
   std::unique_ptr<detail::async_lane> member =
     std::make_unique<detail::async_lane>();
 };
@@ -167,11 +168,12 @@ void ask_all(const std::vector<ring_peer>& peers, const std::string& group,
     else
       pending.push_back(lumen::call(p, atom, group));
   }
-  while (!pending.empty()) {
-    auto w = lumen::wait(pending);
-    lumen::get(w.ready.front());
-    pending = std::move(w.pending);
-  }
+  // Every answer first: a peer still joining when another failed would
+  // otherwise hold its thread past the call, and a retry would queue
+  // behind it.
+  lumen::wait(pending, pending.size());
+  for (auto& ref : pending)
+    lumen::get(ref);
 }
 
 } // namespace
@@ -190,6 +192,14 @@ void create_group(const std::vector<ring_peer>& peers,
   if (peers.empty())
     throw collective_error("create_group('" + group +
                            "'): no peers given; pass one ring_peer per rank");
+  // One thread cannot hold two ranks: its second join would wait behind
+  // its first, which waits for the second.
+  for (size_t i = 0; i < peers.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (peers[i] == peers[j])
+        throw collective_error("create_group('" + group + "'): ranks " +
+                               std::to_string(j) + " and " + std::to_string(i) +
+                               " are the same ring_peer; spawn one per rank");
   ask_all(peers, group, join_atom::value);
 }
 

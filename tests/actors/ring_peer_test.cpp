@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include <caf/exit_reason.hpp>
+#include <caf/send.hpp>
+
 #include <lumen/caf_interop.hpp>
 #include <lumen/lumen.hpp>
 #include <lumen/ml.hpp>
@@ -186,6 +189,39 @@ BOOST_AUTO_TEST_CASE(a_taken_name_fails_and_is_free_again_once_destroyed) {
   for (auto& t : out)
     BOOST_TEST(matches(t, reduce_op::average, 2));
   coll::destroy_group(second, "twice");
+}
+
+BOOST_AUTO_TEST_CASE(one_peer_twice_is_refused_before_anything_waits) {
+  auto peers = spawn_peers(2);
+  peers.push_back(peers[0]);
+  BOOST_CHECK_EXCEPTION(
+    coll::create_group(peers, "twice-over"), coll::collective_error,
+    [](const coll::collective_error& e) {
+      return std::string{e.what()}.find("ranks 0 and 2 are the same") !=
+             std::string::npos;
+    });
+}
+
+BOOST_AUTO_TEST_CASE(a_peer_killed_while_waiting_fails_its_caller) {
+  auto peers = spawn_peers(2);
+  coll::create_group(peers, "ended");
+  // Rank 0 waits inside the all-reduce for rank 1, which never calls it;
+  // rank 0's peer is killed meanwhile: its caller hears at once.
+  auto waiting = lumen::call(peers[0], coll::allreduce_atom::value, "ended",
+                             rank_input(0, 10), reduce_op::sum);
+  auto answered = lumen::call(peers[0], coll::barrier_atom::value, "nobody");
+  caf::anon_send_exit(peers[0], caf::exit_reason::kill);
+  try {
+    lumen::get(waiting, deadline);
+    BOOST_ERROR("the call on a killed peer did not fail");
+  } catch (const lumen::get_timeout&) {
+    BOOST_ERROR("the call on a killed peer was left unanswered");
+  } catch (const lumen::error& e) {
+    BOOST_TEST_MESSAGE(e.what());
+  }
+  BOOST_CHECK_THROW(lumen::get(answered, deadline), lumen::error);
+  // Rank 1 leaving ends rank 0's collective, and with it its thread.
+  caf::anon_send_exit(peers[1], caf::exit_reason::kill);
 }
 
 BOOST_AUTO_TEST_CASE(no_peers_is_a_usage_error_naming_the_group) {
