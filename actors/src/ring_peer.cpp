@@ -29,13 +29,26 @@ using done_atom = caf::atom_constant<caf::atom("lcdone")>;
 /// scheduler's; the thread tells the peer when one is done, and the peer
 /// answers from its own context, as CAF's response promises want.
 struct peer_state {
+  /// A request under way: how to answer it, and its promise, to fail it
+  /// if the peer ends first (CAF would leave its caller waiting).
+  struct pending {
+    std::function<void()> answer;
+    caf::response_promise promise;
+  };
   uint64_t next_job = 0;
-  std::unordered_map<uint64_t, std::function<void()>> answers;
+  std::unordered_map<uint64_t, pending> answers;
   // Last: its destructor runs what is queued and joins the thread, while
-  // the rest is still there. (A request left unanswered when the peer
-  // ends fails its caller all the same: CAF answers it.)
+  // the rest is still there (their answers find the peer gone: the
+  // destructor has failed their callers, as CAF would not).
   std::unique_ptr<detail::async_lane> member =
     std::make_unique<detail::async_lane>();
+
+  ~peer_state() {
+    for (auto& [id, p] : answers)
+      p.promise.deliver(caf::make_error(
+        caf::sec::runtime_error, std::string{"the ring peer ended before its "
+                                             "collective did"}));
+  }
 };
 
 using peer_pointer = ring_peer::stateful_pointer<peer_state>;
@@ -63,13 +76,15 @@ on_member(peer_pointer self, const std::string& group, bool joining, F run) {
   };
   auto out = std::make_shared<outcome>();
   auto id = ++self->state.next_job;
-  self->state.answers.emplace(id, [rp, out]() mutable {
-    caf::response_promise& untyped = rp;
-    if (out->err)
-      untyped.deliver(std::move(out->err));
-    else
-      untyped.deliver(std::move(out->result));
-  });
+  caf::response_promise untyped = rp;
+  self->state.answers.emplace(
+    id, peer_state::pending{[untyped, out]() mutable {
+                              if (out->err)
+                                untyped.deliver(std::move(out->err));
+                              else
+                                untyped.deliver(std::move(out->result));
+                            },
+                            untyped});
   caf::weak_actor_ptr peer = self->ctrl();
   self->state.member->post([=]() mutable {
     try {
@@ -99,7 +114,7 @@ ring_peer::behavior_type peer(peer_pointer self) {
       if (msg.match_elements<done_atom, uint64_t>()) {
         auto i = self->state.answers.find(msg.get_as<uint64_t>(1));
         if (i != self->state.answers.end()) {
-          i->second();
+          i->second.answer();
           self->state.answers.erase(i);
         }
         return caf::message{};
