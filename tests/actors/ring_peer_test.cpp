@@ -17,6 +17,7 @@
 #include <lumen/ml.hpp>
 
 #include "closed_forms.hpp"
+#include "runtime_fixture.hpp"
 
 namespace coll = lumen::collective;
 using coll::reduce_op;
@@ -28,15 +29,6 @@ using lumen::test::rank_input;
 namespace {
 
 constexpr auto deadline = std::chrono::seconds(30);
-
-struct runtime {
-  runtime() {
-    lumen::init();
-  }
-  ~runtime() {
-    lumen::shutdown();
-  }
-};
 
 std::vector<ring_peer> spawn_peers(int n) {
   std::vector<ring_peer> peers;
@@ -76,7 +68,8 @@ bool all_fail_with(const std::vector<ring_peer>& peers, F make_call,
 
 } // namespace
 
-BOOST_TEST_GLOBAL_FIXTURE(runtime);
+using lumen::test::local_runtime;
+BOOST_TEST_GLOBAL_FIXTURE(local_runtime);
 
 BOOST_AUTO_TEST_SUITE(ring_peer_suite)
 

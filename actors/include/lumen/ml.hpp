@@ -1,7 +1,7 @@
 #pragma once
 
 /// The ML layer: tensors, data, models, optimizers, gradient compression
-/// and a parameter server's rules (lumen::ml), and collectives
+/// and the parameter server (lumen::ml), and collectives
 /// (lumen::collective) with ring peers, their typed actors.
 
 #include "lumen/ml/collective.hpp"
@@ -9,6 +9,7 @@
 #include "lumen/ml/data.hpp"
 #include "lumen/ml/models.hpp"
 #include "lumen/ml/optimizer.hpp"
+#include "lumen/ml/parameter_server.hpp"
 #include "lumen/ml/ps_core.hpp"
 #include "lumen/ml/ring.hpp"
 #include "lumen/ml/ring_peer.hpp"

@@ -42,6 +42,18 @@ struct ps_config {
   uint64_t max_staleness = UINT64_MAX; // async: older gradients are rejected
 };
 
+/// A config as CAF messages carry it (to a node that spawns a server).
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, optimizer_config& x) {
+  return f(x.kind, x.lr, x.momentum, x.beta1, x.beta2, x.eps);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ps_config& x) {
+  return f(x.mode, x.workers, x.backup, x.optimizer, x.clip_norm,
+           x.max_staleness);
+}
+
 /// Why a gradient was not taken.
 enum class ps_refusal : uint8_t {
   none,

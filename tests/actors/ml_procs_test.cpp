@@ -1,11 +1,13 @@
-#define BOOST_TEST_MODULE ring_peer_procs
+#define BOOST_TEST_MODULE ml_procs
 #define BOOST_TEST_NO_MAIN
 #include <boost/test/unit_test.hpp>
 
-// Ring peers spawned by name on the nodes of a real cluster (a head and
-// nodes started from this very program, `ring_peer_procs_test start ...`,
-// the test as the driver): a group over peers in four processes, and a
-// node killed with SIGKILL while its peer's group waits for it.
+// The ML layer's typed actors spawned by name on the nodes of a real
+// cluster (a head and nodes started from this very program,
+// `ml_procs_test start ...`, the test as the driver): a group of ring
+// peers in four processes, a node killed with SIGKILL while its peer's
+// group waits for it, and a parameter server on another node answering
+// the MLP's gradient and refusing with codes that cross processes.
 
 #include <limits.h>
 #include <stdlib.h>
@@ -46,7 +48,7 @@ struct node {
 /// A head and two nodes, all this program, and the test as their driver.
 struct cluster {
   std::string home = [] {
-    char tmpl[] = "/tmp/lumen-ring-peer-XXXXXX";
+    char tmpl[] = "/tmp/lumen-ml-procs-XXXXXX";
     auto dir = ::mkdtemp(tmpl);
     BOOST_REQUIRE(dir != nullptr);
     return std::string{dir};
@@ -115,7 +117,7 @@ allreduce_on(const std::vector<ring_peer>& peers, const std::string& group,
 
 BOOST_TEST_GLOBAL_FIXTURE(cluster_fixture);
 
-BOOST_AUTO_TEST_SUITE(ring_peer_procs)
+BOOST_AUTO_TEST_SUITE(ml_procs)
 
 BOOST_AUTO_TEST_CASE(peers_on_four_processes_allreduce_a_megabyte_and_gather) {
   auto& c = *the_cluster;
@@ -183,10 +185,42 @@ BOOST_AUTO_TEST_CASE(a_killed_node_fails_its_group_within_2_s_naming_the_rank) {
   coll::destroy_group(peers, "kill");
 }
 
+BOOST_AUTO_TEST_CASE(a_parameter_server_on_a_node_takes_the_mlps_gradient) {
+  auto& c = *the_cluster;
+  lumen::ml::mlp model{784, {256, 128}, 10};
+  lumen::ml::ps_config cfg;
+  cfg.workers = 2;
+  auto ps =
+    lumen::ml::spawn_parameter_server(cfg, model.init(1), c.nodes[1].id);
+  BOOST_CHECK(ps->node() != lumen::system().node());
+  // Two workers' 940,584-byte gradients close the step; both hear of it.
+  tensor g({static_cast<int64_t>(model.num_params())});
+  std::fill(g.data<float>(), g.data<float>() + g.numel(), 1.0f);
+  std::vector<lumen::ObjectRef<std::tuple<uint64_t, tensor>>> pushes;
+  for (int w = 0; w < 2; ++w)
+    pushes.push_back(
+      lumen::call(ps, lumen::ml::push_atom::value, uint64_t{0}, g));
+  auto start = model.init(1);
+  for (auto& [version, weights] : lumen::get(pushes, deadline)) {
+    BOOST_TEST(version == 1u);
+    BOOST_TEST(weights.numel() == model.num_params());
+    BOOST_TEST(std::abs(weights.data<float>()[5] - (start[5] - 0.01f)) < 1e-6f);
+  }
+  // A refusal keeps its code across processes.
+  try {
+    lumen::get(lumen::call(ps, lumen::ml::push_atom::value, uint64_t{9}, g),
+               deadline);
+    BOOST_ERROR("a gradient from the future was taken");
+  } catch (const lumen::typed_actor_error& e) {
+    BOOST_TEST((lumen::ml::refusal_of(e) == lumen::ml::ps_refusal::future),
+               e.what());
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 int main(int argc, char** argv) {
-  // `ring_peer_procs_test start ...`: this program as a head or a node.
+  // `ml_procs_test start ...`: this program as a head or a node.
   if (argc > 1 && std::string{argv[1]} == "start")
     return lumen::cli_main(argc, argv);
   static char self[PATH_MAX];

@@ -1,0 +1,157 @@
+#define BOOST_TEST_MODULE parameter_server
+#include <boost/test/unit_test.hpp>
+
+// The parameter server actor in one process: the sync barrier answering
+// a step's workers alike, the seed's program fitting the synthetic
+// regression, refusals as error codes that leave the weights alone, and
+// its counts.
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <lumen/caf_interop.hpp>
+#include <lumen/lumen.hpp>
+#include <lumen/ml.hpp>
+
+#include "runtime_fixture.hpp"
+
+using namespace lumen::ml;
+
+namespace {
+
+constexpr auto deadline = std::chrono::seconds(30);
+
+ps_config config(ps_mode mode, size_t workers, float lr = 0.1f) {
+  ps_config cfg;
+  cfg.mode = mode;
+  cfg.workers = workers;
+  cfg.optimizer.lr = lr;
+  return cfg;
+}
+
+tensor grad(std::vector<float> values) {
+  return tensor::from(values);
+}
+
+/// The refusal a call failed with, or none if it did not fail so.
+template <class T>
+std::optional<ps_refusal> refusal(const lumen::ObjectRef<T>& ref) {
+  try {
+    lumen::get(ref, deadline);
+  } catch (const lumen::typed_actor_error& e) {
+    BOOST_TEST_MESSAGE(e.what());
+    return refusal_of(e);
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+using lumen::test::local_runtime;
+BOOST_TEST_GLOBAL_FIXTURE(local_runtime);
+
+BOOST_AUTO_TEST_SUITE(parameter_server_suite)
+
+BOOST_AUTO_TEST_CASE(a_sync_step_answers_all_its_workers_with_one_version) {
+  auto ps = spawn_parameter_server(config(ps_mode::sync, 3), {1.0f, 1.0f},
+                                   lumen::this_node_id());
+  std::vector<lumen::ObjectRef<std::tuple<uint64_t, tensor>>> pushes;
+  for (float g : {1.0f, 2.0f, 3.0f})
+    pushes.push_back(
+      lumen::call(ps, push_atom::value, uint64_t{0}, grad({g, 0})));
+  auto answers = lumen::get(pushes, deadline);
+  for (auto& [version, weights] : answers) {
+    BOOST_TEST(version == 1u);
+    BOOST_TEST(std::abs(weights.data<float>()[0] - 0.8f) < 1e-6f);
+    BOOST_CHECK(weights == std::get<1>(answers[0]));
+  }
+  auto [version, weights] = lumen::get(lumen::call(ps, pull_atom::value));
+  BOOST_TEST(version == 1u);
+  BOOST_TEST(weights.data<float>()[1] == 1.0f);
+}
+
+// The seed's driver loop: get the weights, every worker computes its
+// gradient, the server applies them and answers with the new weights.
+BOOST_AUTO_TEST_CASE(the_seeds_loop_fits_the_synthetic_regression) {
+  auto problem = make_linear_regression(3000, 4, 5, 0.001f);
+  linear_regression model{4};
+  auto rows = shuffled_rows(problem.data.size(), 2);
+  std::vector<dataset> shards;
+  for (size_t w = 0; w < 3; ++w)
+    shards.push_back(problem.data.take(shard_rows(rows, w, 3)));
+  auto ps = spawn_parameter_server(config(ps_mode::sync, 3, 0.3f),
+                                   model.init(0), lumen::this_node_id());
+  auto weights = lumen::get(lumen::call(ps, get_weights_atom::value));
+  std::vector<float> g(model.num_params());
+  for (int step = 0; step < 400; ++step) {
+    std::vector<lumen::ObjectRef<tensor>> applied;
+    for (auto& shard : shards) {
+      model.loss_and_gradient(weights.data<float>(), shard, g.data());
+      applied.push_back(
+        lumen::call(ps, apply_gradients_atom::value, tensor::from(g)));
+    }
+    weights = lumen::get(applied, deadline)[0];
+  }
+  for (size_t i = 0; i < 4; ++i)
+    BOOST_TEST(std::abs(weights.data<float>()[i] - problem.weights[i]) < 1e-3f);
+  auto report = lumen::get(lumen::call(ps, ps_stats_atom::value));
+  BOOST_TEST(report.version == 400u);
+  BOOST_TEST(report.applied == 1200u);
+}
+
+BOOST_AUTO_TEST_CASE(refusals_come_as_codes_and_leave_the_weights_alone) {
+  auto ps = spawn_parameter_server(config(ps_mode::sync, 2), {1.0f, 2.0f},
+                                   lumen::this_node_id());
+  auto nan = std::numeric_limits<float>::quiet_NaN();
+  BOOST_TEST((refusal(lumen::call(ps, push_atom::value, uint64_t{0},
+                                  grad({1.0f}))) == ps_refusal::wrong_size));
+  BOOST_TEST(
+    (refusal(lumen::call(ps, push_atom::value, uint64_t{0},
+                         grad({1.0f, nan}))) == ps_refusal::not_finite));
+  BOOST_TEST((refusal(lumen::call(ps, push_atom::value, uint64_t{7},
+                                  grad({1.0f, 1.0f}))) == ps_refusal::future));
+  BOOST_TEST((refusal(lumen::call(ps, apply_gradients_atom::value,
+                                  tensor({2}, dtype::float64))) ==
+              ps_refusal::wrong_size));
+  auto [version, weights] = lumen::get(lumen::call(ps, pull_atom::value));
+  BOOST_TEST(version == 0u);
+  BOOST_TEST((weights.to_vector<float>() == std::vector<float>{1.0f, 2.0f}));
+  auto report = lumen::get(lumen::call(ps, ps_stats_atom::value));
+  BOOST_TEST(report.refused[static_cast<size_t>(ps_refusal::not_finite) - 1] ==
+             1u);
+  BOOST_TEST(report.applied == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(backup_and_async_refusals_name_late_and_stale) {
+  auto cfg = config(ps_mode::sync, 3);
+  cfg.backup = 1;
+  auto ps = spawn_parameter_server(cfg, {0.0f}, lumen::this_node_id());
+  auto a = lumen::call(ps, push_atom::value, uint64_t{0}, grad({1.0f}));
+  auto b = lumen::call(ps, push_atom::value, uint64_t{0}, grad({1.0f}));
+  lumen::get(a, deadline);
+  lumen::get(b, deadline); // 2 of 3 closed the step
+  BOOST_TEST((refusal(lumen::call(ps, push_atom::value, uint64_t{0},
+                                  grad({1.0f}))) == ps_refusal::late));
+  auto acfg = config(ps_mode::async, 2);
+  acfg.max_staleness = 1;
+  auto as = spawn_parameter_server(acfg, {0.0f}, lumen::this_node_id());
+  for (int i = 0; i < 2; ++i)
+    lumen::get(lumen::call(as, push_atom::value, uint64_t{0}, grad({1.0f})),
+               deadline);
+  BOOST_TEST((refusal(lumen::call(as, push_atom::value, uint64_t{0},
+                                  grad({1.0f}))) == ps_refusal::too_stale));
+  auto report = lumen::get(lumen::call(as, ps_stats_atom::value));
+  BOOST_TEST((report.staleness == std::vector<uint64_t>{1, 1}));
+}
+
+BOOST_AUTO_TEST_CASE(a_config_that_cannot_work_is_refused_at_spawn) {
+  auto cfg = config(ps_mode::sync, 2);
+  cfg.backup = 2;
+  BOOST_CHECK_THROW(spawn_parameter_server(cfg, {0.0f}, lumen::this_node_id()),
+                    lumen::usage_error);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
