@@ -33,9 +33,8 @@ namespace ml = lumen::ml;
 class DataParallelWorker {
 public:
   DataParallelWorker(int worker_id, int workers)
-    : shard_(ml::make_linear_regression(3000, 4, /*seed=*/7)
-               .data.take(ml::shard_rows(ml::shuffled_rows(3000, 1), worker_id,
-                                         workers))) {}
+    : shard_(ml::shard_of(ml::make_linear_regression(3000, 4, /*seed=*/7).data,
+                          worker_id, workers, /*seed=*/1)) {}
 
   std::vector<float> compute_gradient(std::vector<float> weights) {
     std::vector<float> grad(model_.num_params());

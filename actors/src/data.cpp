@@ -193,6 +193,11 @@ std::vector<size_t> shard_rows(const std::vector<size_t>& rows, size_t worker,
           rows.begin() + static_cast<std::ptrdiff_t>(end)};
 }
 
+dataset shard_of(const dataset& d, size_t worker, size_t workers,
+                 uint64_t seed) {
+  return d.take(shard_rows(shuffled_rows(d.size(), seed), worker, workers));
+}
+
 linear_problem make_linear_regression(size_t n, size_t dim, uint64_t seed,
                                       float noise) {
   std::mt19937_64 gen{seed};

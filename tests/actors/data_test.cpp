@@ -167,6 +167,13 @@ BOOST_AUTO_TEST_CASE(shuffles_are_seeded_permutations_and_shards_cover_them) {
     BOOST_TEST(std::set<size_t>(seen.begin(), seen.end()).size() == 1000u);
   }
   BOOST_CHECK_THROW(shard_rows(a, 3, 3), lumen::usage_error);
+  // shard_of: the same rows as shuffling, sharding and taking by hand.
+  auto p = make_linear_regression(10, 2, 3);
+  auto mine = shard_of(p.data, 1, 3, 9);
+  auto by_hand = p.data.take(shard_rows(shuffled_rows(10, 9), 1, 3));
+  BOOST_TEST(mine.labels.to_vector<float>() ==
+             by_hand.labels.to_vector<float>());
+  BOOST_TEST(mine.size() == 3u);
 }
 
 BOOST_AUTO_TEST_CASE(take_copies_rows_and_labels_in_the_order_asked) {

@@ -78,10 +78,9 @@ BOOST_AUTO_TEST_CASE(a_sync_step_answers_all_its_workers_with_one_version) {
 BOOST_AUTO_TEST_CASE(the_seeds_loop_fits_the_synthetic_regression) {
   auto problem = make_linear_regression(3000, 4, 5, 0.001f);
   linear_regression model{4};
-  auto rows = shuffled_rows(problem.data.size(), 2);
   std::vector<dataset> shards;
   for (size_t w = 0; w < 3; ++w)
-    shards.push_back(problem.data.take(shard_rows(rows, w, 3)));
+    shards.push_back(shard_of(problem.data, w, 3, 2));
   auto ps = spawn_parameter_server(config(ps_mode::sync, 3, 0.3f),
                                    model.init(0), lumen::this_node_id());
   auto weights = lumen::get(lumen::call(ps, get_weights_atom::value));

@@ -90,6 +90,12 @@ std::vector<size_t> shuffled_rows(size_t n, uint64_t seed);
 std::vector<size_t> shard_rows(const std::vector<size_t>& rows, size_t worker,
                                size_t workers);
 
+/// Worker `worker`'s shard of `d` for data-parallel training: its share
+/// (shard_rows) of the rows shuffled with `seed`, copied. The shards of
+/// workers 0 to workers-1 are disjoint and cover `d`.
+dataset shard_of(const dataset& d, size_t worker, size_t workers,
+                 uint64_t seed);
+
 /// A linear regression whose answer is known: y = x·weights + bias +
 /// noise, x and the weights drawn from N(0, 1) with `seed`, the noise
 /// from N(0, noise²).
