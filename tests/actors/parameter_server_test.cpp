@@ -16,21 +16,16 @@
 #include <lumen/lumen.hpp>
 #include <lumen/ml.hpp>
 
+#include "ps_configs.hpp"
+
 #include "runtime_fixture.hpp"
 
 using namespace lumen::ml;
+using lumen::test::sgd_config;
 
 namespace {
 
 constexpr auto deadline = std::chrono::seconds(30);
-
-ps_config config(ps_mode mode, size_t workers, float lr = 0.1f) {
-  ps_config cfg;
-  cfg.mode = mode;
-  cfg.workers = workers;
-  cfg.optimizer.lr = lr;
-  return cfg;
-}
 
 tensor grad(std::vector<float> values) {
   return tensor::from(values);
@@ -56,7 +51,7 @@ BOOST_TEST_GLOBAL_FIXTURE(local_runtime);
 BOOST_AUTO_TEST_SUITE(parameter_server_suite)
 
 BOOST_AUTO_TEST_CASE(a_sync_step_answers_all_its_workers_with_one_version) {
-  auto ps = spawn_parameter_server(config(ps_mode::sync, 3), {1.0f, 1.0f},
+  auto ps = spawn_parameter_server(sgd_config(ps_mode::sync, 3), {1.0f, 1.0f},
                                    lumen::this_node_id());
   std::vector<lumen::ObjectRef<std::tuple<uint64_t, tensor>>> pushes;
   for (float g : {1.0f, 2.0f, 3.0f})
@@ -81,7 +76,7 @@ BOOST_AUTO_TEST_CASE(the_seeds_loop_fits_the_synthetic_regression) {
   std::vector<dataset> shards;
   for (size_t w = 0; w < 3; ++w)
     shards.push_back(shard_of(problem.data, w, 3, 2));
-  auto ps = spawn_parameter_server(config(ps_mode::sync, 3, 0.3f),
+  auto ps = spawn_parameter_server(sgd_config(ps_mode::sync, 3, 0.3f),
                                    model.init(0), lumen::this_node_id());
   auto weights = lumen::get(lumen::call(ps, get_weights_atom::value));
   std::vector<float> g(model.num_params());
@@ -102,7 +97,7 @@ BOOST_AUTO_TEST_CASE(the_seeds_loop_fits_the_synthetic_regression) {
 }
 
 BOOST_AUTO_TEST_CASE(refusals_come_as_codes_and_leave_the_weights_alone) {
-  auto ps = spawn_parameter_server(config(ps_mode::sync, 2), {1.0f, 2.0f},
+  auto ps = spawn_parameter_server(sgd_config(ps_mode::sync, 2), {1.0f, 2.0f},
                                    lumen::this_node_id());
   auto nan = std::numeric_limits<float>::quiet_NaN();
   BOOST_TEST((refusal(lumen::call(ps, push_atom::value, uint64_t{0},
@@ -125,7 +120,7 @@ BOOST_AUTO_TEST_CASE(refusals_come_as_codes_and_leave_the_weights_alone) {
 }
 
 BOOST_AUTO_TEST_CASE(backup_and_async_refusals_name_late_and_stale) {
-  auto cfg = config(ps_mode::sync, 3);
+  auto cfg = sgd_config(ps_mode::sync, 3);
   cfg.backup = 1;
   auto ps = spawn_parameter_server(cfg, {0.0f}, lumen::this_node_id());
   auto a = lumen::call(ps, push_atom::value, uint64_t{0}, grad({1.0f}));
@@ -134,7 +129,7 @@ BOOST_AUTO_TEST_CASE(backup_and_async_refusals_name_late_and_stale) {
   lumen::get(b, deadline); // 2 of 3 closed the step
   BOOST_TEST((refusal(lumen::call(ps, push_atom::value, uint64_t{0},
                                   grad({1.0f}))) == ps_refusal::late));
-  auto acfg = config(ps_mode::async, 2);
+  auto acfg = sgd_config(ps_mode::async, 2);
   acfg.max_staleness = 1;
   auto as = spawn_parameter_server(acfg, {0.0f}, lumen::this_node_id());
   for (int i = 0; i < 2; ++i)
@@ -147,7 +142,7 @@ BOOST_AUTO_TEST_CASE(backup_and_async_refusals_name_late_and_stale) {
 }
 
 BOOST_AUTO_TEST_CASE(a_config_that_cannot_work_is_refused_at_spawn) {
-  auto cfg = config(ps_mode::sync, 2);
+  auto cfg = sgd_config(ps_mode::sync, 2);
   cfg.backup = 2;
   BOOST_CHECK_THROW(spawn_parameter_server(cfg, {0.0f}, lumen::this_node_id()),
                     lumen::usage_error);

@@ -13,19 +13,12 @@
 #include <lumen/errors.hpp>
 #include <lumen/ml.hpp>
 
+#include "ps_configs.hpp"
+
 using namespace lumen::ml;
+using lumen::test::sgd_config;
 
-namespace {
-
-ps_config sgd_config(ps_mode mode, size_t workers, float lr = 0.1f) {
-  ps_config cfg;
-  cfg.mode = mode;
-  cfg.workers = workers;
-  cfg.optimizer.lr = lr;
-  return cfg;
-}
-
-} // namespace
+namespace {} // namespace
 
 BOOST_AUTO_TEST_SUITE(ps_core_suite)
 
