@@ -18,8 +18,6 @@
 using namespace lumen::ml;
 using lumen::test::sgd_config;
 
-namespace {} // namespace
-
 BOOST_AUTO_TEST_SUITE(ps_core_suite)
 
 BOOST_AUTO_TEST_CASE(a_sync_step_closes_with_its_last_gradient_on_the_mean) {
