@@ -20,9 +20,12 @@
 
 #include "lumen/ml/collective.hpp"
 
+#include "async_lane.hpp"
 #include "net_group.hpp"
 
 namespace lumen::collective::detail {
+
+using ml::detail::async_lane;
 
 using clock = std::chrono::steady_clock;
 
@@ -279,31 +282,6 @@ private:
   std::string verdict_;
   std::string broken_; // set for good once a member failed to come
   std::map<std::pair<int, int>, p2p_box> p2p_; // by (sender, receiver)
-};
-
-/// Runs a member's _async operations one after another, in the order they
-/// were asked for, on a thread of its own.
-class async_lane {
-public:
-  async_lane();
-  /// Runs what is queued, then joins the thread.
-  ~async_lane();
-
-  async_lane(const async_lane&) = delete;
-  async_lane& operator=(const async_lane&) = delete;
-
-  void post(std::function<void()> op);
-
-  /// Returns once everything posted so far ran.
-  void drain();
-
-private:
-  std::mutex mtx_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  bool running_ = false; // an op is under way
-  bool stopping_ = false;
-  std::thread thread_;
 };
 
 /// A thread's place in a group: in a `threads` group (`group`) or a
