@@ -3,7 +3,8 @@
 
 // Gradient compression: sizes against fp32, each codec's error bound,
 // values no codec may take, damaged messages, and error feedback carrying
-// what a step lost into the next.
+// what a step lost into the next; the wire form, whose byte block must be
+// the length its codec says.
 
 #include <cmath>
 #include <cstring>
@@ -11,6 +12,9 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
 
 #include <lumen/errors.hpp>
 #include <lumen/ml.hpp>
@@ -141,6 +145,34 @@ BOOST_AUTO_TEST_CASE(error_feedback_carries_what_each_step_lost) {
                                               << without << " without");
   BOOST_TEST(with < 1.0 / 127); // one step's quantization step at most
   BOOST_TEST(without > 5 * with);
+}
+
+BOOST_AUTO_TEST_CASE(crosses_caf_as_raw_bytes_and_refuses_lying_lengths) {
+  auto g = gradient(1000, 4);
+  auto wire = compress(g.data(), g.size(), codec::int8);
+  std::vector<char> buf;
+  caf::binary_serializer sink{nullptr, buf};
+  BOOST_REQUIRE(!sink(wire));
+  BOOST_TEST(buf.size() < wire.bytes.size() + 32);
+  compressed back;
+  caf::binary_deserializer source{nullptr, buf};
+  BOOST_REQUIRE(!source(back));
+  BOOST_TEST((back.kind == codec::int8));
+  BOOST_TEST(back.bytes == wire.bytes);
+  // The count says 1000 int8 values; a block of another length is
+  // refused before anything is allocated for it.
+  compressed lie = wire;
+  lie.bytes.resize(10);
+  std::vector<char> lied;
+  caf::binary_serializer liar{nullptr, lied};
+  BOOST_REQUIRE(!liar(lie));
+  compressed hostile;
+  caf::binary_deserializer reader{nullptr, lied};
+  auto err = reader(hostile);
+  BOOST_REQUIRE(err);
+  BOOST_TEST(caf::to_string(err).find("needs 1016 bytes, the peer announced "
+                                      "10") != std::string::npos,
+             caf::to_string(err));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

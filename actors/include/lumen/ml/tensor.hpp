@@ -50,6 +50,29 @@ constexpr dtype dtype_of() {
   }
 }
 
+namespace detail {
+
+/// Reads a byte block that must be `want` bytes long (what the fields
+/// before it say), so that a peer's length word never sizes a buffer.
+template <class Bytes>
+caf::error load_exact_bytes(caf::deserializer& f, Bytes& v, size_t want,
+                            const std::string& what) {
+  size_t n = 0;
+  if (auto err = f.begin_sequence(n))
+    return err;
+  if (n != want)
+    return caf::make_error(caf::sec::invalid_argument,
+                           what + " needs " + std::to_string(want) +
+                             " bytes, the peer announced " + std::to_string(n));
+  v.resize(n);
+  if (n > 0)
+    if (auto err = f.apply_raw(n, v.data()))
+      return err;
+  return f.end_sequence();
+}
+
+} // namespace detail
+
 class tensor {
 public:
   /// An empty float32 tensor of shape [0].
@@ -174,23 +197,11 @@ private:
 
     // A member, so that it may read the tensor's privates.
     static caf::error load(caf::deserializer& f, tensor& t) {
-      size_t n = 0;
-      if (auto err = f.begin_sequence(n))
-        return err;
       size_t want = 0;
       if (auto err = t.bytes_for_shape(want))
         return err;
-      if (n != want)
-        return caf::make_error(
-          caf::sec::invalid_argument,
-          "a " + t.describe() + " tensor needs " + std::to_string(want) +
-            " bytes, the peer announced " + std::to_string(n));
-      auto& v = *t.storage_;
-      v.resize(n);
-      if (n > 0)
-        if (auto err = f.apply_raw(n, v.data()))
-          return err;
-      return f.end_sequence();
+      return detail::load_exact_bytes(f, *t.storage_, want,
+                                      "a " + t.describe() + " tensor");
     }
   };
 
