@@ -1,5 +1,6 @@
 #include "lumen/ml/ps_core.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <lumen/errors.hpp>
@@ -45,53 +46,42 @@ ps_core::ps_core(ps_config cfg, std::vector<float> initial)
   sum_.assign(weights_.size(), 0.0f);
 }
 
-push_outcome ps_core::refuse(ps_refusal r, std::string why) {
+push_outcome ps_core::reject(ps_refusal r, std::string why) {
   ++stats_.refused[r];
   return {r, std::move(why), false, 0};
 }
 
 push_outcome ps_core::push(uint64_t version, const float* g, size_t n) {
   if (n != weights_.size())
-    return refuse(ps_refusal::wrong_size,
+    return reject(ps_refusal::wrong_size,
                   "a gradient of " + std::to_string(n) + " values for " +
                     std::to_string(weights_.size()) +
                     " parameters; compute it with the server's model");
   for (size_t i = 0; i < n; ++i)
     if (!std::isfinite(g[i]))
-      return refuse(ps_refusal::not_finite,
+      return reject(ps_refusal::not_finite,
                     "value " + std::to_string(i) + " of the gradient is " +
                       std::to_string(g[i]) +
                       "; lower the learning rate or clip the gradients");
   if (version > version_)
-    return refuse(ps_refusal::future,
+    return reject(ps_refusal::future,
                   "a gradient of version " + std::to_string(version) +
                     " while the server is at " + std::to_string(version_) +
                     "; a worker must compute on weights it pulled");
   auto staleness = version_ - version;
   if (cfg_.mode == ps_mode::sync) {
     if (staleness > 0)
-      return refuse(ps_refusal::late,
+      return reject(ps_refusal::late,
                     "step " + std::to_string(version) +
                       " closed without this gradient (a backup step)");
     for (size_t i = 0; i < n; ++i)
       sum_[i] += g[i];
     ++stats_.applied;
-    if (++pending_ < cfg_.workers - cfg_.backup)
-      return {};
-    // The step's mean gradient, clipped as one.
-    for (auto& x : sum_)
-      x /= static_cast<float>(pending_);
-    if (cfg_.clip_norm > 0)
-      clip_by_global_norm(sum_.data(), n, cfg_.clip_norm);
-    opt_.step(weights_.data(), sum_.data(), n);
-    std::fill(sum_.begin(), sum_.end(), 0.0f);
-    pending_ = 0;
-    ++version_;
-    ++stats_.steps;
-    return {ps_refusal::none, {}, true, 0};
+    ++pending_;
+    return {ps_refusal::none, {}, pending_ >= quorum() && finish_step(), 0};
   }
   if (staleness > cfg_.max_staleness)
-    return refuse(ps_refusal::too_stale, "a gradient " +
+    return reject(ps_refusal::too_stale, "a gradient " +
                                            std::to_string(staleness) +
                                            " versions old, past the limit of " +
                                            std::to_string(cfg_.max_staleness) +
@@ -108,6 +98,42 @@ push_outcome ps_core::push(uint64_t version, const float* g, size_t n) {
   ++stats_.steps;
   ++stats_.staleness[staleness];
   return {ps_refusal::none, {}, false, staleness};
+}
+
+size_t ps_core::quorum() const noexcept {
+  auto wanted = cfg_.workers - cfg_.backup;
+  return wanted > lost_ ? wanted - lost_ : 1;
+}
+
+bool ps_core::close_step() {
+  if (cfg_.mode != ps_mode::sync || pending_ == 0)
+    return false;
+  ++stats_.timed_out;
+  return finish_step();
+}
+
+bool ps_core::finish_step() {
+  // The step's mean gradient, clipped as one.
+  for (auto& x : sum_)
+    x /= static_cast<float>(pending_);
+  if (cfg_.clip_norm > 0)
+    clip_by_global_norm(sum_.data(), sum_.size(), cfg_.clip_norm);
+  opt_.step(weights_.data(), sum_.data(), sum_.size());
+  std::fill(sum_.begin(), sum_.end(), 0.0f);
+  pending_ = 0;
+  ++version_;
+  ++stats_.steps;
+  return true;
+}
+
+void ps_core::regain_workers(size_t n) noexcept {
+  lost_ -= std::min(n, lost_);
+}
+
+bool ps_core::lose_workers(size_t n) {
+  lost_ += n;
+  stats_.workers_lost += n;
+  return pending_ > 0 && pending_ >= quorum() && finish_step();
 }
 
 } // namespace lumen::ml

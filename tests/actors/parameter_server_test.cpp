@@ -3,8 +3,9 @@
 
 // The parameter server actor in one process: the sync barrier answering
 // a step's workers alike, the seed's program fitting the synthetic
-// regression, refusals as error codes that leave the weights alone, and
-// its counts.
+// regression, refusals as error codes that leave the weights alone,
+// compressed gradients, steps that close without a worker that hangs or
+// ended, and its counts.
 
 #include <chrono>
 #include <cmath>
@@ -139,6 +140,66 @@ BOOST_AUTO_TEST_CASE(backup_and_async_refusals_name_late_and_stale) {
                                   grad({1.0f}))) == ps_refusal::too_stale));
   auto report = lumen::get(lumen::call(as, ps_stats_atom::value));
   BOOST_TEST((report.staleness == std::vector<uint64_t>{1, 1}));
+}
+
+BOOST_AUTO_TEST_CASE(compressed_gradients_are_taken_and_damaged_ones_refused) {
+  auto ps = spawn_parameter_server(sgd_config(ps_mode::sync, 1, 1.0f),
+                                   {0.0f, 0.0f}, lumen::this_node_id());
+  std::vector<float> g{0.5f, -2.0f};
+  auto [version, weights] =
+    lumen::get(lumen::call(ps, push_atom::value, uint64_t{0},
+                           compress(g.data(), g.size(), codec::fp16)),
+               deadline);
+  BOOST_TEST(version == 1u);
+  BOOST_TEST((weights.to_vector<float>() == std::vector<float>{-0.5f, 2.0f}));
+  auto damaged = compress(g.data(), g.size(), codec::int8);
+  damaged.bytes.pop_back();
+  BOOST_TEST((refusal(lumen::call(ps, apply_gradients_atom::value, damaged)) ==
+              ps_refusal::wrong_size));
+  auto three = std::vector<float>{1, 2, 3};
+  BOOST_TEST((refusal(lumen::call(ps, apply_gradients_atom::value,
+                                  compress(three.data(), 3, codec::none))) ==
+              ps_refusal::wrong_size));
+  auto report = lumen::get(lumen::call(ps, ps_stats_atom::value));
+  BOOST_TEST(report.refused[static_cast<size_t>(ps_refusal::wrong_size) - 1] ==
+             2u);
+  BOOST_TEST(report.version == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_step_that_waits_too_long_closes_with_what_it_has) {
+  auto cfg = sgd_config(ps_mode::sync, 3, 1.0f);
+  cfg.step_timeout_ms = 200;
+  auto ps = spawn_parameter_server(cfg, {0.0f}, lumen::this_node_id());
+  auto start = std::chrono::steady_clock::now();
+  auto a = lumen::call(ps, push_atom::value, uint64_t{0}, grad({1.0f}));
+  auto b = lumen::call(ps, push_atom::value, uint64_t{0}, grad({3.0f}));
+  auto [va, wa] = lumen::get(a, deadline);
+  auto [vb, wb] = lumen::get(b, deadline);
+  BOOST_CHECK(std::chrono::steady_clock::now() - start >=
+              std::chrono::milliseconds(200));
+  BOOST_TEST(va == 1u);
+  BOOST_TEST(vb == 1u);
+  BOOST_TEST(wa.data<float>()[0] == -2.0f); // the mean of the two
+  auto report = lumen::get(lumen::call(ps, ps_stats_atom::value));
+  BOOST_TEST(report.timed_out == 1u);
+}
+
+// A pusher that ends (here a CAF actor that pushes once and quits; in
+// ml_procs, a worker process killed) is not waited for again.
+BOOST_AUTO_TEST_CASE(a_step_closes_without_a_pusher_that_ended) {
+  auto cfg = sgd_config(ps_mode::sync, 3, 1.0f);
+  auto ps = spawn_parameter_server(cfg, {0.0f}, lumen::this_node_id());
+  lumen::system().spawn([ps](caf::event_based_actor* self) {
+    self->send(ps, push_atom::value, uint64_t{0}, grad({4.0f}));
+    self->quit();
+  });
+  auto [version, weights] = lumen::get(
+    lumen::call(ps, push_atom::value, uint64_t{0}, grad({2.0f})), deadline);
+  BOOST_TEST(version == 1u);
+  BOOST_TEST(weights.data<float>()[0] == -3.0f);
+  auto report = lumen::get(lumen::call(ps, ps_stats_atom::value));
+  BOOST_TEST(report.workers_lost == 1u);
+  BOOST_TEST(report.timed_out == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(a_config_that_cannot_work_is_refused_at_spawn) {

@@ -52,6 +52,39 @@ BOOST_AUTO_TEST_CASE(a_backup_step_closes_early_and_drops_the_late_gradient) {
   BOOST_TEST(ps.pending() == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(a_step_closes_without_workers_that_are_gone) {
+  ps_core ps{sgd_config(ps_mode::sync, 3), {0.0f}};
+  std::vector<float> g{2.0f};
+  BOOST_TEST(ps.quorum() == 3u);
+  ps.push(0, g.data(), 1);
+  BOOST_TEST(!ps.lose_workers(1)); // 1 of 2 in
+  BOOST_TEST(ps.quorum() == 2u);
+  BOOST_TEST(ps.push(0, g.data(), 1).closed_step);
+  BOOST_TEST(ps.version() == 1u);
+  ps.push(1, g.data(), 1);
+  BOOST_TEST(ps.lose_workers(1)); // the one in is all there is now
+  BOOST_TEST(ps.version() == 2u);
+  BOOST_TEST(ps.lose_workers(5) == false); // none pending; a quorum of 1
+  BOOST_TEST(ps.quorum() == 1u);
+  BOOST_TEST(ps.stats().workers_lost == 7u);
+  // Workers given up on that push again are waited for again.
+  ps_core back{sgd_config(ps_mode::sync, 3), {0.0f}};
+  back.lose_workers(1);
+  BOOST_TEST(back.quorum() == 2u);
+  back.regain_workers(1);
+  BOOST_TEST(back.quorum() == 3u);
+  back.regain_workers(5);
+  BOOST_TEST(back.quorum() == 3u);
+  // A step that waited too long closes with what it has.
+  ps_core slow{sgd_config(ps_mode::sync, 3), {0.0f}};
+  BOOST_TEST(!slow.close_step()); // nothing to close
+  slow.push(0, g.data(), 1);
+  BOOST_TEST(slow.close_step());
+  BOOST_TEST(std::abs(slow.weights()[0] + 0.2f) < 1e-6f); // the mean of one
+  BOOST_TEST(slow.stats().timed_out == 1u);
+  BOOST_TEST(slow.pending() == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(async_divides_the_rate_by_staleness_and_bounds_it) {
   auto cfg = sgd_config(ps_mode::async, 3, 1.0f);
   cfg.max_staleness = 2;

@@ -8,9 +8,10 @@
 //   w = lumen::get(lumen::call(ps, apply_gradients_atom::value, grads));
 //
 // and beside them the versioned pair: push(version, grads) -> (version,
-// weights), pull() -> (version, weights). In sync mode a push is answered
-// when its step closes, every worker of the step with the same weights
-// and version (a barrier on response promises); in async mode at once.
+// weights), pull() -> (version, weights). A gradient comes as a float32
+// tensor or compressed (fp16, int8: what a worker sends). In sync mode a push
+// is answered when its step closes, every worker of the step with the same
+// weights and version (a barrier on response promises); in async mode at once.
 // A refused gradient is an error reply whose code says why (refusal_of):
 // callers tell "too stale" from "wrong size" without reading messages.
 //
@@ -31,6 +32,7 @@
 
 #include <lumen/caf_interop.hpp>
 
+#include "lumen/ml/compress.hpp"
 #include "lumen/ml/ps_core.hpp"
 #include "lumen/ml/tensor.hpp"
 
@@ -49,17 +51,23 @@ struct ps_report {
   uint64_t steps = 0;
   std::vector<uint64_t> refused;   // by ps_refusal, wrong_size first
   std::vector<uint64_t> staleness; // async: gradients by staleness 0, 1, ...
+  uint64_t timed_out = 0;          // sync: steps closed by step_timeout_ms
+  uint64_t workers_lost = 0;       // sync: pushers ended or given up on
+  std::vector<float> step_seconds; // the last 4096 steps' durations, in order
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ps_report& x) {
-  return f(x.version, x.applied, x.steps, x.refused, x.staleness);
+  return f(x.version, x.applied, x.steps, x.refused, x.staleness, x.timed_out,
+           x.workers_lost, x.step_seconds);
 }
 
 using parameter_server = caf::typed_actor<
   caf::replies_to<get_weights_atom>::with<tensor>,
   caf::replies_to<apply_gradients_atom, tensor>::with<tensor>,
+  caf::replies_to<apply_gradients_atom, compressed>::with<tensor>,
   caf::replies_to<push_atom, uint64_t, tensor>::with<uint64_t, tensor>,
+  caf::replies_to<push_atom, uint64_t, compressed>::with<uint64_t, tensor>,
   caf::replies_to<pull_atom>::with<uint64_t, tensor>,
   caf::replies_to<ps_stats_atom>::with<ps_report>>;
 

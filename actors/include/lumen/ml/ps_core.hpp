@@ -40,6 +40,12 @@ struct ps_config {
   optimizer_config optimizer;
   float clip_norm = 0; // > 0: gradients are clipped to this global norm
   uint64_t max_staleness = UINT64_MAX; // async: older gradients are rejected
+  // Sync: a step still open this long after its first gradient closes
+  // with what it has, and the workers it lacked are not waited for until
+  // they push again (a worker killed, hung, or behind a cut link). 0: 20
+  // times the recent steps' median, 500 ms at least (10 s for the first
+  // steps). A worker whose actor ends is not waited for at all.
+  uint64_t step_timeout_ms = 0;
 };
 
 /// A config as CAF messages carry it (to a node that spawns a server).
@@ -51,7 +57,7 @@ typename Inspector::result_type inspect(Inspector& f, optimizer_config& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ps_config& x) {
   return f(x.mode, x.workers, x.backup, x.optimizer, x.clip_norm,
-           x.max_staleness);
+           x.max_staleness, x.step_timeout_ms);
 }
 
 /// Why a gradient was not taken.
@@ -81,6 +87,8 @@ struct ps_stats {
   uint64_t steps = 0;   // updates of the weights
   std::map<ps_refusal, uint64_t> refused;
   std::map<uint64_t, uint64_t> staleness; // async: staleness -> gradients
+  uint64_t timed_out = 0;    // sync: steps closed for waiting too long
+  uint64_t workers_lost = 0; // sync: workers no longer waited for
 };
 
 class ps_core {
@@ -91,6 +99,10 @@ public:
 
   /// Takes worker's gradient `g` (`n` values) computed at `version`.
   push_outcome push(uint64_t version, const float* g, size_t n);
+
+  /// Refuses a gradient found bad before push saw it (one that does not
+  /// decode), counting it with push's refusals.
+  push_outcome reject(ps_refusal r, std::string why);
 
   const std::vector<float>& weights() const noexcept {
     return weights_;
@@ -113,8 +125,23 @@ public:
     return pending_;
   }
 
+  /// Sync: the gradients that close a step (workers − backup − lost, one
+  /// at least).
+  size_t quorum() const noexcept;
+
+  /// Sync: closes the open step with the gradients it has (a step that
+  /// waited too long). False if it has none.
+  bool close_step();
+
+  /// Sync: `n` workers are gone for good; later steps close without them.
+  /// True if that closed the open step.
+  bool lose_workers(size_t n);
+
+  /// Sync: `n` workers given up on are back; steps wait for them again.
+  void regain_workers(size_t n) noexcept;
+
 private:
-  push_outcome refuse(ps_refusal r, std::string why);
+  bool finish_step(); // applies the open step's mean gradient
 
   ps_config cfg_;
   std::vector<float> weights_;
@@ -122,6 +149,7 @@ private:
   uint64_t version_ = 0;
   std::vector<float> sum_; // sync: the open step's gradients, summed
   size_t pending_ = 0;
+  size_t lost_ = 0; // sync: workers gone
   std::vector<float> clipped_;
   ps_stats stats_;
 };
