@@ -238,4 +238,22 @@ std::vector<float> softmax_regression::init(uint64_t) const {
   return std::vector<float>(num_params(), 0.0f);
 }
 
+std::unique_ptr<model> make_model(const model_spec& spec) {
+  if (spec.kind == "linear_regression") {
+    if (spec.dim == 0)
+      throw usage_error("linear_regression: a model of 0 features; give "
+                        "model_spec::dim");
+    return std::make_unique<linear_regression>(spec.dim);
+  }
+  if (spec.kind == "softmax_regression")
+    return std::make_unique<softmax_regression>(spec.dim, spec.classes);
+  if (spec.kind == "mlp")
+    return std::make_unique<mlp>(
+      spec.dim, std::vector<size_t>(spec.hidden.begin(), spec.hidden.end()),
+      spec.classes);
+  throw usage_error("unknown model '" + spec.kind +
+                    "'; the models are linear_regression, softmax_regression "
+                    "and mlp");
+}
+
 } // namespace lumen::ml

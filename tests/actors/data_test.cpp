@@ -200,4 +200,39 @@ BOOST_AUTO_TEST_CASE(the_synthetic_regression_is_its_weights_plus_noise) {
   BOOST_TEST(make_linear_regression(10, 5, 42).weights == p.weights);
 }
 
+BOOST_AUTO_TEST_CASE(batches_visit_each_row_once_an_epoch_prefetched_or_not) {
+  auto p = make_linear_regression(103, 2, 5);
+  batch_stream plain{p.data, 10, 3, false}, ahead{p.data, 10, 3, true};
+  BOOST_TEST(plain.batches_per_epoch() == 11u);
+  std::vector<size_t> epoch0;
+  for (uint64_t epoch = 0; epoch < 3; ++epoch) {
+    std::multiset<size_t> seen;
+    std::vector<size_t> order;
+    for (size_t i = 0; i < 11; ++i) {
+      auto a = plain.next(), b = ahead.next();
+      BOOST_TEST(a.epoch == epoch);
+      BOOST_TEST(a.rows == b.rows); // the same order, prefetched or not
+      BOOST_TEST(a.data.size() == (i < 10 ? 10u : 3u));
+      // The batch holds the rows it names.
+      BOOST_TEST(a.data.labels.data<float>()[0] ==
+                 p.data.labels.data<float>()[a.rows[0]]);
+      BOOST_TEST(b.data.labels.data<float>()[0] ==
+                 p.data.labels.data<float>()[a.rows[0]]);
+      seen.insert(a.rows.begin(), a.rows.end());
+      order.insert(order.end(), a.rows.begin(), a.rows.end());
+    }
+    BOOST_TEST(seen.size() == 103u);
+    BOOST_TEST(std::set<size_t>(seen.begin(), seen.end()).size() == 103u);
+    if (epoch == 0)
+      epoch0 = order;
+    else
+      BOOST_TEST(order != epoch0); // each epoch its own order
+  }
+  BOOST_TEST(plain.waited_seconds() > 0.0);
+  // 0 (or more than there is) takes the whole set each time.
+  batch_stream whole{p.data, 0, 1, true};
+  BOOST_TEST(whole.next().data.size() == 103u);
+  BOOST_CHECK_THROW((batch_stream{dataset{}, 8, 1, true}), lumen::usage_error);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

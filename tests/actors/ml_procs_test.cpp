@@ -6,8 +6,9 @@
 // cluster (a head and nodes started from this very program,
 // `ml_procs_test start ...`, the test as the driver): a group of ring
 // peers in four processes, a node killed with SIGKILL while its peer's
-// group waits for it, and a parameter server on another node answering
-// the MLP's gradient and refusing with codes that cross processes.
+// group waits for it, a parameter server on another node answering the
+// MLP's gradient and refusing with codes that cross processes, and
+// workers in three processes training it while one is killed.
 
 #include <limits.h>
 #include <stdlib.h>
@@ -215,6 +216,55 @@ BOOST_AUTO_TEST_CASE(a_parameter_server_on_a_node_takes_the_mlps_gradient) {
     BOOST_TEST((lumen::ml::refusal_of(e) == lumen::ml::ps_refusal::future),
                e.what());
   }
+}
+
+// Workers in three processes train a sync server in a fourth; one
+// worker's node is killed with SIGKILL mid-training. The step it misses
+// closes without it once it waited 20 times the usual step (or at once,
+// if the server hears of the worker's end first), the server waits for
+// it no more, and the others train on.
+BOOST_AUTO_TEST_CASE(a_worker_killed_mid_step_is_not_waited_for) {
+  namespace ml = lumen::ml;
+  auto& c = *the_cluster;
+  c.nodes.push_back(c.start({"--address", c.address}));
+  auto& victim = c.nodes.back();
+  auto problem = ml::make_linear_regression(3000, 4, 5, 0.001f);
+  ml::ps_config cfg;
+  cfg.workers = 3;
+  cfg.optimizer.lr = 0.2f;
+  auto ps = ml::spawn_parameter_server(cfg, ml::linear_regression{4}.init(0),
+                                       c.nodes[1].id);
+  ml::worker_config wcfg;
+  wcfg.model = {"linear_regression", 4, {}, 1};
+  wcfg.batch_size = 100;
+  wcfg.slow.factor = 50; // steps long enough to be killed inside one
+  std::vector<std::string> places{lumen::this_node_id(), c.nodes[2].id,
+                                  victim.id};
+  std::vector<lumen::ObjectRef<ml::worker_report>> runs;
+  for (size_t w = 0; w < 3; ++w) {
+    auto worker =
+      ml::spawn_worker(wcfg, ml::shard_of(problem.data, w, 3, 2), places[w]);
+    runs.push_back(
+      lumen::call(worker, ml::train_atom::value, ps, uint64_t{1000000}));
+  }
+  auto version = [&] {
+    return lumen::get(lumen::call(ps, ml::ps_stats_atom::value), deadline)
+      .version;
+  };
+  while (version() < 20)
+    std::this_thread::sleep_for(milliseconds(10));
+  victim.proc->kill(SIGKILL);
+  auto killed = steady_clock::now();
+  auto at_kill = version();
+  while (version() < at_kill + 20 && steady_clock::now() - killed < seconds(20))
+    std::this_thread::sleep_for(milliseconds(10));
+  auto took = duration<double>(steady_clock::now() - killed).count();
+  auto report = lumen::get(lumen::call(ps, ml::ps_stats_atom::value));
+  BOOST_TEST_MESSAGE("20 steps after the kill took " << took << " s");
+  BOOST_TEST(took < 2.0);
+  BOOST_TEST(report.workers_lost == 1u);
+  BOOST_TEST(report.timed_out <= 1u);
+  BOOST_CHECK_THROW(lumen::get(runs[2], deadline), lumen::actor_died);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

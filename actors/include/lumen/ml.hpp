@@ -1,12 +1,13 @@
 #pragma once
 
-/// The ML layer: tensors, data, models, optimizers, gradient compression
-/// and the parameter server (lumen::ml), and collectives
-/// (lumen::collective) with ring peers, their typed actors.
+/// The ML layer: tensors, data, models, optimizers, gradient compression,
+/// the parameter server and data-parallel workers (lumen::ml), and
+/// collectives (lumen::collective) with ring peers, their typed actors.
 
 #include "lumen/ml/collective.hpp"
 #include "lumen/ml/compress.hpp"
 #include "lumen/ml/data.hpp"
+#include "lumen/ml/data_parallel_worker.hpp"
 #include "lumen/ml/models.hpp"
 #include "lumen/ml/optimizer.hpp"
 #include "lumen/ml/parameter_server.hpp"

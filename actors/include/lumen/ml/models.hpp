@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <caf/meta/type_name.hpp>
+
 #include "lumen/ml/data.hpp"
 
 namespace lumen::ml {
@@ -97,5 +99,25 @@ public:
   std::string name() const override;
   std::vector<float> init(uint64_t seed) const override;
 };
+
+/// A model by name and sizes, to build on whichever node needs it:
+/// "linear_regression" (dim), "softmax_regression" (dim, classes), "mlp"
+/// (dim, hidden, classes).
+struct model_spec {
+  std::string kind = "softmax_regression";
+  uint64_t dim = 784;
+  std::vector<uint64_t> hidden;
+  uint64_t classes = 10;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, model_spec& x) {
+  return f(caf::meta::type_name("lumen::ml::model_spec"), x.kind, x.dim,
+           x.hidden, x.classes);
+}
+
+/// The model `spec` names. Throws `usage_error` for an unknown kind or a
+/// size of zero.
+std::unique_ptr<model> make_model(const model_spec& spec);
 
 } // namespace lumen::ml
