@@ -11,6 +11,7 @@
 #include "lumen/ml/models.hpp"
 #include "lumen/ml/optimizer.hpp"
 #include "lumen/ml/parameter_server.hpp"
+#include "lumen/ml/plot.hpp"
 #include "lumen/ml/ps_core.hpp"
 #include "lumen/ml/ring.hpp"
 #include "lumen/ml/ring_peer.hpp"
