@@ -211,6 +211,8 @@ batch_stream::batch_stream(dataset data, size_t batch_size, uint64_t seed,
   if (batch_size_ == 0 || batch_size_ > data_.size())
     batch_size_ = data_.size();
   per_epoch_ = (data_.size() + batch_size_ - 1) / batch_size_;
+  auto bytes = batch_size_ * (data_.features.nbytes() / data_.size());
+  depth_ = bytes <= (size_t{1} << 20) ? 8 : 2;
   if (prefetch)
     loader_ = std::thread{[this] { load(); }};
 }
@@ -254,11 +256,16 @@ void batch_stream::load() {
       return;
     }
     std::unique_lock<std::mutex> guard{mtx_};
-    cv_.wait(guard, [this] { return stopping_ || !ready_; });
+    if (ready_.size() >= depth_) {
+      loader_waits_ = true;
+      cv_.wait(guard, [this] { return stopping_ || ready_.size() < depth_; });
+      loader_waits_ = false;
+    }
     if (stopping_)
       return;
-    ready_ = std::move(b);
-    cv_.notify_all();
+    ready_.push_back(std::move(b));
+    if (caller_waits_)
+      cv_.notify_all();
   }
 }
 
@@ -267,12 +274,19 @@ batch_stream::batch batch_stream::next() {
   batch b;
   if (loader_.joinable()) {
     std::unique_lock<std::mutex> guard{mtx_};
-    cv_.wait(guard, [this] { return ready_ || failed_; });
-    if (!ready_)
+    if (ready_.empty()) {
+      caller_waits_ = true;
+      cv_.wait(guard, [this] { return !ready_.empty() || failed_; });
+      caller_waits_ = false;
+    }
+    if (ready_.empty())
       std::rethrow_exception(failed_);
-    b = std::move(*ready_);
-    ready_.reset();
-    cv_.notify_all(); // the loader starts on the batch after
+    b = std::move(*ready_.front());
+    ready_.pop_front();
+    // The loader refills in bursts: a wake-up costs a system call (tens
+    // of microseconds on some hosts), too much to pay each batch.
+    if (loader_waits_ && ready_.size() <= depth_ / 2)
+      cv_.notify_all();
   } else {
     b = make(made_);
   }

@@ -15,6 +15,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -112,8 +113,8 @@ typename Inspector::result_type inspect(Inspector& f, dataset& x) {
 /// A data set's batches, an epoch after another: each epoch visits every
 /// row once, in an order drawn from `seed` and the epoch's number, the
 /// last batch holding what is left. With `prefetch`, a thread of the
-/// stream's own prepares the next batch while the caller works on this
-/// one (double buffering), and next() rarely waits.
+/// stream's own prepares the next batches while the caller works on
+/// this one, and next() rarely waits.
 ///
 ///   lumen::ml::batch_stream batches{shard, 64, seed, true};
 ///   auto b = batches.next(); // b.data, b.rows, b.epoch
@@ -158,12 +159,18 @@ private:
   std::vector<size_t> order_; // this epoch's rows
   uint64_t made_ = 0;         // batches made so far
   double waited_ = 0;
-  // The loader thread, with prefetch: one batch ready at most.
+  // The loader thread, with prefetch: a few batches ahead (8 of up to a
+  // MiB, else 2), so that a moment without a core for it does not make
+  // the caller wait.
+  size_t depth_ = 2;
   std::mutex mtx_;
   std::condition_variable cv_;
-  std::unique_ptr<batch> ready_;
+  std::deque<std::unique_ptr<batch>> ready_;
   std::exception_ptr failed_;
   bool stopping_ = false;
+  // Who sleeps on cv_: a wake-up costs a system call, made only for them.
+  bool loader_waits_ = false;
+  bool caller_waits_ = false;
   std::thread loader_;
 };
 
