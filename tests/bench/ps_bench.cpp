@@ -1,0 +1,390 @@
+// ps_bench: the parameter server's figures on Fashion-MNIST, with its
+// server and workers as actors of this process, each worker computing on
+// a thread of its own:
+//   stragglers  one of 4 workers 3x slower: time for async and for backup
+//               (b = 1) to reach the loss sync ends with, over sync's time
+//   no straggler  async's final loss against sync's
+//   tail        each step a 5% chance of a 10x delay per worker, 5
+//               workers: p99 step time of sync over backup's, accuracy
+//   codecs      bytes on the wire and accuracy of fp16, int8 with and
+//               without error feedback, against fp32
+//   prefetch    a worker's time waiting for data, with and without
+//   accuracy    softmax regression and the MLP trained through the server
+// Run:  ./build/tests/bench/ps_bench [--json] [--reps=N] [--plot=FILE]
+// (--plot: the stragglers' loss against time as SVG; ps_bench_loss.svg
+// by default.) Needs dataset-fashion-mnist.
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/exit_reason.hpp>
+#include <caf/send.hpp>
+
+#include <lumen/caf_interop.hpp>
+#include <lumen/lumen.hpp>
+#include <lumen/ml.hpp>
+
+#include "bench_report.hpp"
+
+namespace ml = lumen::ml;
+using lumen::bench::figure;
+using lumen::bench::verify;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+struct data {
+  ml::dataset train, test, eval; // eval: the test set's first rows, for curves
+};
+
+data load(bool smoke) {
+  data d;
+  d.train = ml::load_fashion_mnist(ml::split::train);
+  d.test = ml::load_fashion_mnist(ml::split::test);
+  ml::standardize(d.train, 0.2860f, 0.3530f);
+  ml::standardize(d.test, 0.2860f, 0.3530f);
+  auto first = [](const ml::dataset& s, size_t n) {
+    std::vector<size_t> rows(std::min(n, s.size()));
+    for (size_t i = 0; i < rows.size(); ++i)
+      rows[i] = i;
+    return s.take(rows);
+  };
+  if (smoke) {
+    d.train = first(d.train, 4000);
+    d.test = first(d.test, 1000);
+  }
+  d.eval = first(d.test, smoke ? 500 : 2000);
+  return d;
+}
+
+/// A server and its workers, and the version to train to.
+struct setup {
+  ml::ps_config server;
+  std::vector<ml::worker_config> workers;
+  uint64_t until = 0;
+};
+
+/// What a run left: the server's weights every few milliseconds, the
+/// reports, the time it took.
+struct outcome {
+  std::vector<double> at; // seconds since the start
+  std::vector<ml::tensor> weights;
+  double seconds = 0;
+  ml::ps_report server;
+  std::vector<ml::worker_report> workers;
+};
+
+outcome run(const data& d, const setup& s) {
+  auto net = ml::make_model(s.workers.front().model);
+  auto here = lumen::this_node_id();
+  auto ps = ml::spawn_parameter_server(s.server, net->init(1), here);
+  std::vector<ml::data_parallel_worker> workers;
+  for (size_t w = 0; w < s.workers.size(); ++w)
+    workers.push_back(ml::spawn_worker(
+      s.workers[w], ml::shard_of(d.train, w, s.workers.size(), 3), here));
+  outcome o;
+  auto start = steady::now();
+  std::vector<lumen::ObjectRef<ml::worker_report>> runs;
+  for (auto& w : workers)
+    runs.push_back(lumen::call(w, ml::train_atom::value, ps, s.until));
+  for (;;) {
+    auto done = lumen::wait(runs, runs.size(), std::chrono::milliseconds(20));
+    auto [version, w] = lumen::get(lumen::call(ps, ml::pull_atom::value));
+    o.at.push_back(
+      std::chrono::duration<double>(steady::now() - start).count());
+    o.weights.push_back(w);
+    if (done.pending.empty())
+      break;
+  }
+  o.seconds = o.at.back();
+  o.workers = lumen::get(runs);
+  o.server = lumen::get(lumen::call(ps, ml::ps_stats_atom::value));
+  verify(o.server.version >= s.until, "the server reached its last version");
+  // Their shards and threads go now, not at shutdown.
+  for (auto& w : workers)
+    caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(ps, caf::exit_reason::user_shutdown);
+  return o;
+}
+
+float loss_at(const ml::model& net, const ml::tensor& w, const ml::dataset& d) {
+  return net.loss(w.data<float>(), d);
+}
+
+/// When the run's loss on `d` first came to `target`, if it did.
+std::optional<double> time_to(const ml::model& net, const outcome& o,
+                              const ml::dataset& d, float target) {
+  for (size_t i = 0; i < o.weights.size(); ++i)
+    if (loss_at(net, o.weights[i], d) <= target)
+      return o.at[i];
+  return std::nullopt;
+}
+
+/// The loss curve, every snapshot.
+ml::series curve(const ml::model& net, const outcome& o, const ml::dataset& d,
+                 const std::string& name) {
+  ml::series s{name, {}, {}};
+  for (size_t i = 0; i < o.weights.size(); ++i) {
+    s.x.push_back(o.at[i]);
+    s.y.push_back(loss_at(net, o.weights[i], d));
+  }
+  return s;
+}
+
+double quantile(std::vector<float> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
+}
+
+double mean(const std::vector<float>& v) {
+  double sum = 0;
+  for (auto x : v)
+    sum += x;
+  return sum / static_cast<double>(v.size());
+}
+
+uint64_t bytes_sent(const outcome& o) {
+  uint64_t n = 0;
+  for (auto& r : o.workers)
+    n += r.bytes_sent;
+  return n;
+}
+
+/// Collects one sample per repetition for each named figure.
+struct table {
+  std::vector<figure> figs;
+
+  figure& at(const std::string& name, const std::string& unit, long n = 0) {
+    for (auto& f : figs)
+      if (f.name == name)
+        return f;
+    figs.emplace_back(name, unit, std::vector<double>{}, n);
+    return figs.back();
+  }
+  void add(const std::string& name, const std::string& unit, double v,
+           long n = 0) {
+    at(name, unit, n).samples.push_back(v);
+  }
+};
+
+ml::worker_config worker(const ml::model_spec& model, uint64_t seed) {
+  ml::worker_config w;
+  w.model = model;
+  w.batch_size = 64;
+  w.seed = seed;
+  return w;
+}
+
+setup sync_setup(const ml::model_spec& model, size_t n, uint64_t until,
+                 float lr) {
+  setup s;
+  s.server.workers = n;
+  s.server.optimizer.lr = lr;
+  for (size_t w = 0; w < n; ++w)
+    s.workers.push_back(worker(model, 10 + w));
+  s.until = until;
+  return s;
+}
+
+/// The same workers against an async server taking as many gradients.
+setup async_of(setup s) {
+  s.server.mode = ml::ps_mode::async;
+  s.until *= s.workers.size() - s.server.backup;
+  s.server.backup = 0;
+  return s;
+}
+
+struct scale {
+  ml::model_spec mlp, softmax, big_mlp;
+  uint64_t steps, accuracy_steps, big_steps;
+};
+
+void stragglers(const data& d, const scale& z, table& t,
+                std::vector<ml::series>* plot) {
+  auto net = ml::make_model(z.mlp);
+  auto sync = sync_setup(z.mlp, 4, z.steps, 0.1f);
+  sync.workers[3].slow.factor = 3;
+  auto backup = sync;
+  backup.server.backup = 1;
+  backup.until = 2 * z.steps; // room to get there: fewer gradients a step
+  auto async = async_of(sync);
+  auto s = run(d, sync), a = run(d, async), b = run(d, backup);
+  auto target = loss_at(*net, s.weights.back(), d.eval);
+  for (auto [name, o] : {std::pair{"straggler_async_time_ratio", &a},
+                         std::pair{"straggler_backup_time_ratio", &b}}) {
+    auto when = time_to(*net, *o, d.eval, target);
+    // Not there by the end: the whole run, which is then an upper bound.
+    t.add(name, "ratio", (when ? *when : o->seconds) / s.seconds);
+  }
+  t.add("straggler_sync_seconds", "s", s.seconds, static_cast<long>(z.steps));
+  if (plot) {
+    plot->push_back(curve(*net, s, d.eval, "sync"));
+    plot->push_back(curve(*net, a, d.eval, "async (lr / staleness)"));
+    plot->push_back(curve(*net, b, d.eval, "backup b = 1"));
+  }
+}
+
+void no_straggler(const data& d, const scale& z, table& t) {
+  auto net = ml::make_model(z.mlp);
+  auto sync = sync_setup(z.mlp, 4, z.steps, 0.1f);
+  auto s = run(d, sync), a = run(d, async_of(sync));
+  auto ls = loss_at(*net, s.weights.back(), d.test);
+  auto la = loss_at(*net, a.weights.back(), d.test);
+  t.add("no_straggler_async_loss_gap", "ratio", (la - ls) / ls);
+}
+
+void tail(const data& d, const scale& z, table& t) {
+  auto net = ml::make_model(z.mlp);
+  auto sync = sync_setup(z.mlp, 5, z.steps, 0.1f);
+  for (auto& w : sync.workers) {
+    w.slow.chance = 0.05;
+    w.slow.chance_factor = 10;
+  }
+  // As many gradients as sync takes: a backup step has fewer.
+  auto b1 = sync, b2 = sync;
+  b1.server.backup = 1;
+  b1.until = z.steps * 5 / 4;
+  b2.server.backup = 2;
+  b2.until = z.steps * 5 / 3;
+  auto s = run(d, sync), o1 = run(d, b1), o2 = run(d, b2);
+  auto p99 = [](const outcome& o) {
+    return quantile(o.server.step_seconds, 0.99);
+  };
+  t.add("p99_step_speedup_backup", "ratio", p99(s) / p99(o1));
+  t.add("p99_step_speedup_backup2", "ratio", p99(s) / p99(o2));
+  t.add("mean_step_speedup_backup", "ratio",
+        mean(s.server.step_seconds) / mean(o1.server.step_seconds));
+  auto acc = [&](const outcome& o) {
+    return 100.0 * net->accuracy(o.weights.back().data<float>(), d.test);
+  };
+  t.add("accuracy_delta_backup_pts", "points", acc(o1) - acc(s));
+}
+
+void codecs(const data& d, const scale& z, table& t) {
+  auto net = ml::make_model(z.mlp);
+  auto base = sync_setup(z.mlp, 4, z.steps, 0.1f);
+  auto with = [&](ml::codec c, bool feedback) {
+    auto s = base;
+    for (auto& w : s.workers) {
+      w.compression = c;
+      w.error_feedback = feedback;
+    }
+    return run(d, s);
+  };
+  auto acc = [&](const outcome& o) {
+    return 100.0 * net->accuracy(o.weights.back().data<float>(), d.test);
+  };
+  auto fp32 = with(ml::codec::none, false);
+  auto fp16 = with(ml::codec::fp16, true);
+  auto int8 = with(ml::codec::int8, true);
+  auto int8_plain = with(ml::codec::int8, false);
+  auto ratio = [&](const outcome& o) {
+    return static_cast<double>(bytes_sent(o)) /
+           static_cast<double>(bytes_sent(fp32));
+  };
+  t.add("bytes_ratio_fp16", "ratio", ratio(fp16));
+  t.add("bytes_ratio_int8", "ratio", ratio(int8));
+  t.add("accuracy_delta_fp16_pts", "points", acc(fp16) - acc(fp32));
+  t.add("accuracy_delta_int8_ef_pts", "points", acc(int8) - acc(fp32));
+  t.add("accuracy_delta_int8_noef_pts", "points", acc(int8_plain) - acc(fp32));
+}
+
+void prefetch(const data& d, const scale& z, table& t) {
+  for (bool ahead : {true, false}) {
+    auto s = sync_setup(z.mlp, 1, z.steps, 0.1f);
+    s.workers[0].prefetch = ahead;
+    auto o = run(d, s);
+    auto& r = o.workers[0];
+    t.add(ahead ? "data_wait_fraction_prefetch"
+                : "data_wait_fraction_noprefetch",
+          "ratio", r.data_wait_seconds / o.seconds);
+  }
+}
+
+void accuracy(const data& d, const scale& z, table& t) {
+  auto soft = sync_setup(z.softmax, 4, z.accuracy_steps, 0.005f);
+  soft.server.optimizer.kind = ml::optimizer_kind::momentum;
+  soft.server.optimizer.momentum = 0.9f;
+  auto o = run(d, soft);
+  t.add("accuracy_softmax_ps", "fraction",
+        ml::make_model(z.softmax)->accuracy(o.weights.back().data<float>(),
+                                            d.test));
+  auto big = sync_setup(z.big_mlp, 4, z.big_steps, 0.03f);
+  big.server.optimizer.kind = ml::optimizer_kind::momentum;
+  big.server.optimizer.momentum = 0.9f;
+  auto b = run(d, big);
+  t.add("accuracy_mlp_sync", "fraction",
+        ml::make_model(z.big_mlp)->accuracy(b.weights.back().data<float>(),
+                                            d.test));
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  auto opts = lumen::bench::parse_options(
+    argc, argv,
+    "ps_bench: the parameter server's figures on Fashion-MNIST\n"
+    "  --plot=FILE  the stragglers' loss against time (ps_bench_loss.svg)");
+  std::string plot_path = opts.smoke ? "" : "ps_bench_loss.svg";
+  bool reps_given = false;
+  for (int i = 1; i < argc; ++i)
+    reps_given = reps_given || std::string{argv[i]}.rfind("--reps=", 0) == 0;
+  for (auto& flag : opts.rest) {
+    if (flag.rfind("--plot=", 0) == 0) {
+      plot_path = flag.substr(7);
+    } else {
+      std::fprintf(stderr, "ps_bench: unknown flag '%s'; see --help\n",
+                   flag.c_str());
+      return 2;
+    }
+  }
+  // A repetition is a minute and a half of training: one unless asked.
+  int reps = reps_given ? opts.reps : 1;
+  try {
+    lumen::init();
+    auto d = load(opts.smoke);
+    scale z;
+    z.mlp = {"mlp", 784, {opts.smoke ? 16u : 128u}, 10};
+    z.softmax = {"softmax_regression", 784, {}, 10};
+    z.big_mlp = {"mlp", 784, {256, 128}, 10};
+    z.steps = opts.smoke ? 20 : 500;
+    z.accuracy_steps = opts.smoke ? 20 : 3000;
+    z.big_steps = opts.smoke ? 10 : 1800;
+    if (opts.smoke)
+      z.big_mlp.hidden = {8};
+    table t;
+    for (int r = 0; r < reps; ++r) {
+      std::vector<ml::series> curves;
+      bool plot = r == 0 && !plot_path.empty();
+      stragglers(d, z, t, plot ? &curves : nullptr);
+      if (plot)
+        ml::write_svg_plot(
+          plot_path,
+          "Loss with one of 4 workers 3x slower (Fashion-MNIST "
+          "MLP)",
+          "seconds", "test loss", curves);
+      no_straggler(d, z, t);
+      tail(d, z, t);
+      codecs(d, z, t);
+      prefetch(d, z, t);
+      accuracy(d, z, t);
+    }
+    for (auto& f : t.figs)
+      for (auto v : f.samples)
+        verify(std::isfinite(v), f.name + " is a number");
+    lumen::shutdown();
+    lumen::bench::print("ps_bench", t.figs, opts.json);
+    if (!plot_path.empty() && !opts.json)
+      std::printf("loss against time: %s\n", plot_path.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ps_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
