@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs an example that is its own head and node (cluster_demo, allreduce,
-# ring_peers)
+# ring_peers, parameter_server, ps_training)
 # as its header says: a head and a node from the program, then the program
 # as the script, in a home of its own,
 # and ends exactly the processes it started.
