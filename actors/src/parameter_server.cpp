@@ -288,6 +288,16 @@ ps_report report_of(const server_state& st) {
   return r;
 }
 
+/// A checkpoint's save or restore, its failure an error reply naming why.
+template <class F>
+caf::result<uint64_t> on_file(F f) {
+  try {
+    return f();
+  } catch (const error& e) {
+    return caf::make_error(caf::sec::runtime_error, std::string{e.what()});
+  }
+}
+
 parameter_server::behavior_type server(server_pointer self, ps_config cfg,
                                        tensor initial) {
   self->state.core = std::make_unique<ps_core>(cfg, initial.to_vector<float>());
@@ -325,6 +335,18 @@ parameter_server::behavior_type server(server_pointer self, ps_config cfg,
       return push(self, version, grads);
     },
     [=](ps_stats_atom) { return report_of(self->state); },
+    [=](checkpoint_atom, const std::string& path) -> caf::result<uint64_t> {
+      return on_file([&] {
+        save_checkpoint(*self->state.core, path);
+        return self->state.core->version();
+      });
+    },
+    [=](restore_atom, const std::string& path) -> caf::result<uint64_t> {
+      return on_file([&] {
+        restore_checkpoint(*self->state.core, path);
+        return self->state.core->version();
+      });
+    },
   };
 }
 

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include <lumen/errors.hpp>
+
+#include "lumen/ml/safetensors.hpp"
 
 namespace lumen::ml {
 
@@ -134,6 +137,98 @@ bool ps_core::lose_workers(size_t n) {
   lost_ += n;
   stats_.workers_lost += n;
   return pending_ > 0 && pending_ >= quorum() && finish_step();
+}
+
+} // namespace lumen::ml
+
+namespace lumen::ml {
+
+void ps_core::restore(uint64_t version, std::vector<float> weights) {
+  if (weights.size() != weights_.size())
+    throw usage_error("restore: " + std::to_string(weights.size()) +
+                      " weights for a server of " +
+                      std::to_string(weights_.size()) +
+                      " parameters; restore a checkpoint of this model");
+  if (pending_ > 0)
+    throw usage_error("restore: a sync step is open with " +
+                      std::to_string(pending_) +
+                      " gradients; restore between steps (before workers "
+                      "push)");
+  weights_ = std::move(weights);
+  version_ = version;
+}
+
+namespace {
+
+constexpr const char* checkpoint_format = "lumen.parameter_server/1";
+
+} // namespace
+
+void save_checkpoint(ps_core& core, const std::string& path) {
+  safetensors_file f;
+  f.tensors.emplace("weights", tensor::from(core.weights()));
+  auto& rule = core.update_rule();
+  auto state = rule.state();
+  for (size_t i = 0; i < state.size(); ++i)
+    f.tensors.emplace("optimizer." + std::to_string(i),
+                      tensor::from(*state[i]));
+  f.metadata = {{"format", checkpoint_format},
+                {"version", std::to_string(core.version())},
+                {"optimizer", to_string(rule.config().kind)},
+                {"optimizer_steps", std::to_string(rule.steps())}};
+  save_safetensors(path, f);
+}
+
+void restore_checkpoint(ps_core& core, const std::string& path) {
+  auto f = load_safetensors(path);
+  auto meta = [&](const char* key) {
+    auto i = f.metadata.find(key);
+    if (i == f.metadata.end())
+      throw data_error("checkpoint '" + path + "' has no '" + key +
+                       "' in its metadata; it is not a parameter server's "
+                       "checkpoint (save_checkpoint writes them)");
+    return i->second;
+  };
+  if (meta("format") != checkpoint_format)
+    throw data_error("checkpoint '" + path + "' is of format '" +
+                     meta("format") + "', not " + checkpoint_format);
+  auto& rule = core.update_rule();
+  if (meta("optimizer") != to_string(rule.config().kind))
+    throw usage_error("checkpoint '" + path + "' holds " + meta("optimizer") +
+                      " state, this server uses " +
+                      to_string(rule.config().kind) +
+                      "; give the server the checkpoint's optimizer");
+  auto number = [&](const char* key) {
+    try {
+      return static_cast<uint64_t>(std::stoull(meta(key)));
+    } catch (const std::logic_error&) {
+      throw data_error("checkpoint '" + path + "': '" + key + "' is '" +
+                       meta(key) + "', not a count");
+    }
+  };
+  auto floats = [&](const std::string& name) {
+    auto i = f.tensors.find(name);
+    if (i == f.tensors.end() || i->second.type() != dtype::float32)
+      throw data_error("checkpoint '" + path + "' has no float32 tensor '" +
+                       name + "'");
+    return i->second.to_vector<float>();
+  };
+  auto state = rule.state();
+  std::vector<std::vector<float>> restored;
+  for (size_t i = 0; i < state.size(); ++i) {
+    restored.push_back(floats("optimizer." + std::to_string(i)));
+    if (restored.back().size() != state[i]->size())
+      throw usage_error("checkpoint '" + path + "' has optimizer state of " +
+                        std::to_string(restored.back().size()) +
+                        " values for " + std::to_string(state[i]->size()) +
+                        " parameters; restore a checkpoint of this model");
+  }
+  auto version = number("version");
+  auto steps = number("optimizer_steps");
+  core.restore(version, floats("weights")); // checks the size first
+  for (size_t i = 0; i < state.size(); ++i)
+    *state[i] = std::move(restored[i]);
+  rule.set_steps(steps);
 }
 
 } // namespace lumen::ml

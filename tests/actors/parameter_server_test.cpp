@@ -5,10 +5,13 @@
 // a step's workers alike, the seed's program fitting the synthetic
 // regression, refusals as error codes that leave the weights alone,
 // compressed gradients, steps that close without a worker that hangs or
-// ended, and its counts.
+// ended, checkpoints, and its counts.
+
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <vector>
@@ -200,6 +203,38 @@ BOOST_AUTO_TEST_CASE(a_step_closes_without_a_pusher_that_ended) {
   auto report = lumen::get(lumen::call(ps, ps_stats_atom::value));
   BOOST_TEST(report.workers_lost == 1u);
   BOOST_TEST(report.timed_out == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_checkpoint_restores_into_another_server) {
+  auto cfg = sgd_config(ps_mode::sync, 1, 0.1f);
+  cfg.optimizer.kind = optimizer_kind::momentum;
+  auto a = spawn_parameter_server(cfg, {1.0f, 2.0f}, lumen::this_node_id());
+  for (int i = 0; i < 3; ++i)
+    lumen::get(lumen::call(a, apply_gradients_atom::value, grad({1.0f, -1.0f})),
+               deadline);
+  auto path =
+    "/tmp/lumen-ps-test-" + std::to_string(::getpid()) + ".safetensors";
+  BOOST_TEST(
+    lumen::get(lumen::call(a, checkpoint_atom::value, path), deadline) == 3u);
+  auto b = spawn_parameter_server(cfg, {0.0f, 0.0f}, lumen::this_node_id());
+  BOOST_TEST(lumen::get(lumen::call(b, restore_atom::value, path), deadline) ==
+             3u);
+  auto next = [&](const parameter_server& ps) {
+    return lumen::get(
+      lumen::call(ps, push_atom::value, uint64_t{3}, grad({1.0f, -1.0f})),
+      deadline);
+  };
+  BOOST_CHECK(next(a) == next(b)); // the velocity came back too
+  try {
+    lumen::get(lumen::call(b, restore_atom::value, std::string{"/nonexistent"}),
+               deadline);
+    BOOST_ERROR("a missing checkpoint was restored");
+  } catch (const lumen::typed_actor_error& e) {
+    BOOST_TEST(std::string{e.what()}.find("cannot be opened") !=
+                 std::string::npos,
+               e.what());
+  }
+  std::remove(path.c_str());
 }
 
 BOOST_AUTO_TEST_CASE(a_config_that_cannot_work_is_refused_at_spawn) {

@@ -15,4 +15,5 @@
 #include "lumen/ml/ps_core.hpp"
 #include "lumen/ml/ring.hpp"
 #include "lumen/ml/ring_peer.hpp"
+#include "lumen/ml/safetensors.hpp"
 #include "lumen/ml/tensor.hpp"

@@ -14,6 +14,9 @@
 // weights and version (a barrier on response promises); in async mode at once.
 // A refused gradient is an error reply whose code says why (refusal_of):
 // callers tell "too stale" from "wrong size" without reading messages.
+// checkpoint(path) writes the weights, version and optimizer state as a
+// safetensors file on the server's node and answers with the version;
+// restore(path) reads one back (save_checkpoint, restore_checkpoint).
 //
 // Any program that includes this header (or <lumen/ml.hpp>) can host
 // parameter servers.
@@ -43,6 +46,8 @@ using apply_gradients_atom = caf::atom_constant<caf::atom("lmapplyg")>;
 using push_atom = caf::atom_constant<caf::atom("lmpush")>;
 using pull_atom = caf::atom_constant<caf::atom("lmpull")>;
 using ps_stats_atom = caf::atom_constant<caf::atom("lmpsstat")>;
+using checkpoint_atom = caf::atom_constant<caf::atom("lmckpt")>;
+using restore_atom = caf::atom_constant<caf::atom("lmrestore")>;
 
 /// A server's counts, as its stats message answers them.
 struct ps_report {
@@ -69,7 +74,9 @@ using parameter_server = caf::typed_actor<
   caf::replies_to<push_atom, uint64_t, tensor>::with<uint64_t, tensor>,
   caf::replies_to<push_atom, uint64_t, compressed>::with<uint64_t, tensor>,
   caf::replies_to<pull_atom>::with<uint64_t, tensor>,
-  caf::replies_to<ps_stats_atom>::with<ps_report>>;
+  caf::replies_to<ps_stats_atom>::with<ps_report>,
+  caf::replies_to<checkpoint_atom, std::string>::with<uint64_t>,
+  caf::replies_to<restore_atom, std::string>::with<uint64_t>>;
 
 /// The name parameter servers are registered under.
 constexpr const char* parameter_server_name = "lumen.parameter_server";

@@ -140,6 +140,11 @@ public:
   /// Sync: `n` workers given up on are back; steps wait for them again.
   void regain_workers(size_t n) noexcept;
 
+  /// Sets the weights and version (a restored checkpoint's). Throws
+  /// `usage_error` for weights of another size, or while a sync step is
+  /// open (its gradients were computed on the weights being replaced).
+  void restore(uint64_t version, std::vector<float> weights);
+
 private:
   bool finish_step(); // applies the open step's mean gradient
 
@@ -153,5 +158,18 @@ private:
   std::vector<float> clipped_;
   ps_stats stats_;
 };
+
+/// Writes the server's weights, version and optimizer state (momentum's
+/// velocity, Adam's moments and step count) to `path` as a safetensors
+/// file: tensors "weights" and "optimizer.0", "optimizer.1", metadata
+/// "version", "optimizer", "optimizer_steps". Throws `data_error` if it
+/// cannot be written.
+void save_checkpoint(ps_core& core, const std::string& path);
+
+/// Restores what save_checkpoint wrote. Throws `data_error` for a file
+/// that is damaged or not a server's checkpoint, and `usage_error` for
+/// one that does not fit this server (another size or optimizer); the
+/// server is unchanged then.
+void restore_checkpoint(ps_core& core, const std::string& path);
 
 } // namespace lumen::ml

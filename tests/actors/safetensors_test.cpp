@@ -1,0 +1,184 @@
+#define BOOST_TEST_MODULE safetensors
+#include <boost/test/unit_test.hpp>
+
+// Checkpoints as safetensors files: the layout the format specifies (read
+// here by hand, as numpy or PyTorch would), round trips of every dtype,
+// damaged files refused naming the damage, and a parameter server's
+// weights, version and optimizer state restored exactly.
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <lumen/errors.hpp>
+#include <lumen/ml.hpp>
+
+#include "ps_configs.hpp"
+
+using namespace lumen::ml;
+
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return "/tmp/lumen-safetensors-" + std::to_string(::getpid()) + "-" + name;
+}
+
+std::vector<char> read_all(const std::string& path) {
+  std::ifstream in{path, std::ios::binary};
+  return {std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
+}
+
+void write_all(const std::string& path, const std::vector<char>& bytes) {
+  std::ofstream out{path, std::ios::binary | std::ios::trunc};
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+/// A file of `header` (as given) and `data` bytes.
+void write_raw(const std::string& path, const std::string& header,
+               size_t data) {
+  std::vector<char> bytes(8);
+  uint64_t n = header.size();
+  std::memcpy(bytes.data(), &n, 8);
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  bytes.resize(bytes.size() + data);
+  write_all(path, bytes);
+}
+
+void expect_refused(const std::string& path, const std::string& says) {
+  try {
+    load_safetensors(path);
+    BOOST_ERROR("a damaged file was read: " << says);
+  } catch (const data_error& e) {
+    BOOST_TEST(std::string{e.what()}.find(says) != std::string::npos, e.what());
+    BOOST_TEST(std::string{e.what()}.find(path) != std::string::npos);
+  }
+}
+
+safetensors_file sample() {
+  safetensors_file f;
+  tensor w({2, 3});
+  for (size_t i = 0; i < 6; ++i)
+    w.data<float>()[i] = static_cast<float>(i) * 0.5f;
+  tensor ids({3}, dtype::int64);
+  ids.data<int64_t>()[2] = int64_t{1} << 40;
+  f.tensors.emplace("weights", w);
+  f.tensors.emplace("ids", ids);
+  f.tensors.emplace("empty", tensor({0}, dtype::float64));
+  f.metadata["version"] = "7";
+  return f;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(safetensors_suite)
+
+BOOST_AUTO_TEST_CASE(the_layout_is_the_formats) {
+  auto path = temp_path("layout");
+  save_safetensors(path, sample());
+  auto bytes = read_all(path);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  BOOST_TEST(n % 8 == 0u); // the tensors start aligned
+  auto header = nlohmann::json::parse(bytes.begin() + 8,
+                                      bytes.begin() + 8 + static_cast<long>(n));
+  BOOST_TEST(header["weights"]["dtype"] == "F32");
+  BOOST_TEST((header["weights"]["shape"] == nlohmann::json{2, 3}));
+  BOOST_TEST(header["ids"]["dtype"] == "I64");
+  BOOST_TEST(header["__metadata__"]["version"] == "7");
+  auto range = header["weights"]["data_offsets"].get<std::vector<size_t>>();
+  BOOST_TEST(range[1] - range[0] == 24u);
+  float third;
+  std::memcpy(&third, bytes.data() + 8 + n + range[0] + 2 * sizeof(float),
+              sizeof third);
+  BOOST_TEST(third == 1.0f);
+  BOOST_TEST(bytes.size() == 8 + n + 24 + 24);
+  std::remove(path.c_str());
+}
+
+BOOST_AUTO_TEST_CASE(every_dtype_comes_back_as_it_went) {
+  auto path = temp_path("round");
+  auto f = sample();
+  save_safetensors(path, f);
+  auto back = load_safetensors(path);
+  BOOST_TEST(back.tensors.size() == 3u);
+  for (auto& [name, t] : f.tensors)
+    BOOST_CHECK(back.tensors.at(name) == t);
+  BOOST_TEST(back.metadata.at("version") == "7");
+  std::remove(path.c_str());
+}
+
+BOOST_AUTO_TEST_CASE(damaged_files_are_refused_naming_the_damage) {
+  auto path = temp_path("damaged");
+  expect_refused(path, "cannot be opened");
+  write_all(path, {'a', 'b'});
+  expect_refused(path, "shorter than the 8-byte header length");
+  save_safetensors(path, sample());
+  auto whole = read_all(path);
+  write_all(path, {whole.begin(), whole.end() - 5});
+  expect_refused(path, "lies outside the file's");
+  write_raw(path, std::string(16, 'x'), 0);
+  expect_refused(path, "malformed JSON header");
+  write_raw(path,
+            R"({"a": {"dtype": "BF16", "shape": [1], "data_offsets": [0, 2]}})",
+            2);
+  expect_refused(path, "dtype 'BF16'");
+  write_raw(path,
+            R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},)"
+            R"( "b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})",
+            8);
+  expect_refused(path, "overlap or leave a gap");
+  write_raw(path,
+            R"({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})",
+            8);
+  expect_refused(path, "needs 12 bytes");
+  write_raw(path,
+            R"({"a": {"dtype": "F32", "shape": "x", "data_offsets": [0, 4]}})",
+            4);
+  expect_refused(path, "wrong form");
+  std::vector<char> huge(16, 0);
+  huge[7] = 1; // 2^56 bytes of header
+  write_all(path, huge);
+  expect_refused(path, "truncated or not a safetensors file");
+  std::remove(path.c_str());
+}
+
+BOOST_AUTO_TEST_CASE(a_server_restores_its_weights_version_and_optimizer) {
+  auto cfg = lumen::test::sgd_config(ps_mode::sync, 1, 0.01f);
+  cfg.optimizer.kind = optimizer_kind::adam;
+  ps_core a{cfg, {1.0f, -1.0f, 0.5f}};
+  std::vector<float> g{0.3f, -0.2f, 1.0f};
+  for (int i = 0; i < 5; ++i)
+    a.push(a.version(), g.data(), 3);
+  auto path = temp_path("server");
+  save_checkpoint(a, path);
+  ps_core b{cfg, {0.0f, 0.0f, 0.0f}};
+  restore_checkpoint(b, path);
+  BOOST_TEST(b.version() == 5u);
+  BOOST_TEST(b.weights() == a.weights());
+  // The same next step on both: Adam's moments and step count came back.
+  a.push(5, g.data(), 3);
+  b.push(5, g.data(), 3);
+  BOOST_TEST(b.weights() == a.weights());
+  // Checkpoints that do not fit leave the server as it was.
+  auto sgd = lumen::test::sgd_config(ps_mode::sync, 1);
+  ps_core other{sgd, {0.0f, 0.0f, 0.0f}};
+  BOOST_CHECK_THROW(restore_checkpoint(other, path), lumen::usage_error);
+  ps_core small{cfg, {0.0f, 0.0f}};
+  BOOST_CHECK_THROW(restore_checkpoint(small, path), lumen::usage_error);
+  BOOST_TEST(small.version() == 0u);
+  BOOST_TEST((small.weights() == std::vector<float>{0.0f, 0.0f}));
+  safetensors_file foreign;
+  foreign.tensors.emplace("weights", tensor::from(a.weights()));
+  save_safetensors(path, foreign);
+  BOOST_CHECK_THROW(restore_checkpoint(b, path), data_error);
+  std::remove(path.c_str());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
