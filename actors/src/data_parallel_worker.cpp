@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -33,7 +34,7 @@ using seconds = std::chrono::duration<double>;
 
 /// One gradient, as the compute thread hands it to the actor.
 struct step_result {
-  compressed grad;
+  std::vector<compressed> parts; // one per shard of the server
   float loss = 0;
   uint64_t epoch = 0;
   double compute = 0, wait = 0, slow = 0;
@@ -45,13 +46,13 @@ struct replica {
   worker_config cfg;
   std::unique_ptr<model> net;
   std::unique_ptr<batch_stream> batches;
-  error_feedback feedback;
+  std::vector<error_feedback> feedback; // one per shard
   std::mt19937_64 draws;
   std::vector<float> grad;
 
-  /// A gradient at `weights` on the next batch, compressed, slowed down
-  /// as configured.
-  void step(const tensor& weights, step_result& out) {
+  /// A gradient at `weights` on the next batch, cut into the ranges of
+  /// `shards` shards and compressed, slowed down as configured.
+  void step(const tensor& weights, size_t shards, step_result& out) {
     auto start = std::chrono::steady_clock::now();
     if (weights.type() != dtype::float32 || weights.numel() != grad.size())
       throw usage_error("weights " + weights.describe() + " for a " +
@@ -65,9 +66,14 @@ struct replica {
     out.loss =
       net->loss_and_gradient(weights.data<float>(), b.data, grad.data());
     auto kind = cfg.compression;
-    out.grad = kind != codec::none && cfg.error_feedback
-                 ? feedback.encode(grad.data(), grad.size(), kind)
-                 : compress(grad.data(), grad.size(), kind);
+    feedback.resize(shards);
+    for (size_t k = 0; k < shards; ++k) {
+      auto r = shard_range(grad.size(), shards, k);
+      auto at = grad.data() + r.begin;
+      out.parts.push_back(kind != codec::none && cfg.error_feedback
+                            ? feedback[k].encode(at, r.size(), kind)
+                            : compress(at, r.size(), kind));
+    }
     auto took = seconds{std::chrono::steady_clock::now() - start}.count();
     out.compute = took - out.wait;
     auto factor = cfg.slow.factor;
@@ -91,8 +97,10 @@ struct worker_state {
   std::deque<
     std::pair<std::shared_ptr<step_result>, std::function<void(step_result&)>>>
     next;
-  // train: the server, the version to reach, the caller to answer.
-  parameter_server ps;
+  // train: the server's shards, their versions, the version to reach,
+  // the caller to answer.
+  std::vector<parameter_server> shards;
+  std::vector<uint64_t> versions;
   uint64_t until = 0;
   caf::typed_response_promise<worker_report> trained;
   bool training = false;
@@ -103,17 +111,17 @@ struct worker_state {
 
 using worker_pointer = data_parallel_worker::stateful_pointer<worker_state>;
 
-/// Computes a gradient at `weights` on the worker's thread; `then` gets it
-/// in the worker's context.
-void compute(worker_pointer self, tensor weights,
+/// Computes a gradient at `weights` on the worker's thread, cut for
+/// `shards` shards; `then` gets it in the worker's context.
+void compute(worker_pointer self, tensor weights, size_t shards,
              std::function<void(step_result&)> then) {
   auto out = std::make_shared<step_result>();
   self->state.next.emplace_back(out, std::move(then));
   caf::weak_actor_ptr me = self->ctrl();
   auto rep = self->state.rep;
-  self->state.lane->post([me, rep, out, weights] {
+  self->state.lane->post([me, rep, out, weights, shards] {
     try {
-      rep->step(weights, *out);
+      rep->step(weights, shards, *out);
     } catch (const std::exception& e) {
       out->error = e.what();
     }
@@ -140,53 +148,158 @@ void finish(worker_pointer self, caf::error err) {
     st.trained.deliver(st.report);
 }
 
-void train_from(worker_pointer self, uint64_t version, tensor weights);
+/// The shards' answers to a pull or a push, gathered: each shard's
+/// version and weights, or the first error.
+struct gathered {
+  size_t waiting;
+  std::vector<uint64_t> versions;
+  std::vector<tensor> weights;
+  caf::error err;
 
-/// Fresh weights after a refusal, then on.
-void pull_and_go(worker_pointer self) {
-  self->request(self->state.ps, caf::infinite, pull_atom::value)
-    .then([self](uint64_t v, tensor w) { train_from(self, v, std::move(w)); },
-          [self](caf::error& err) { finish(self, std::move(err)); });
+  explicit gathered(size_t n)
+    : waiting(n)
+    , versions(n)
+    , weights(n) {}
+};
+
+/// Sends `ask(shard)` to every shard at once; `then` gets all the answers
+/// once the last is in (never before: a shard holding a sync push must
+/// close its step before the worker moves on).
+template <class Ask>
+void gather(worker_pointer self, Ask ask, std::function<void(gathered&)> then) {
+  auto g = std::make_shared<gathered>(self->state.shards.size());
+  for (size_t k = 0; k < g->versions.size(); ++k)
+    ask(k).then(
+      [g, k, then](uint64_t v, tensor w) {
+        g->versions[k] = v;
+        g->weights[k] = std::move(w);
+        if (--g->waiting == 0)
+          then(*g);
+      },
+      [g, then](caf::error& err) {
+        if (!g->err)
+          g->err = std::move(err);
+        if (--g->waiting == 0)
+          then(*g);
+      });
 }
 
-/// One train step from the server's `version`: compute, push, repeat
-/// until the server reaches `until`.
-void train_from(worker_pointer self, uint64_t version, tensor weights) {
+/// The shards' weights as one tensor (one shard's as it came).
+tensor joined(std::vector<tensor>& parts) {
+  if (parts.size() == 1)
+    return parts[0];
+  size_t numel = 0;
+  for (auto& p : parts)
+    numel += p.numel();
+  tensor all({static_cast<int64_t>(numel)});
+  size_t at = 0;
+  for (auto& p : parts) {
+    if (p.type() == dtype::float32 && p.numel() > 0)
+      std::memcpy(all.data<float>() + at, p.data<float>(), p.nbytes());
+    at += p.numel();
+  }
+  return all;
+}
+
+void train_from(worker_pointer self, tensor weights);
+
+/// Fresh weights from every shard, then on.
+void pull_and_go(worker_pointer self) {
+  gather(
+    self,
+    [self](size_t k) {
+      return self->request(self->state.shards[k], caf::infinite,
+                           pull_atom::value);
+    },
+    [self](gathered& g) {
+      if (g.err) {
+        finish(self, std::move(g.err));
+        return;
+      }
+      self->state.versions = g.versions;
+      train_from(self, joined(g.weights));
+    });
+}
+
+/// A refusal the worker goes on from: its gradient came too late.
+bool behind(const caf::error& err) {
+  auto code = static_cast<ps_refusal>(err.code());
+  return err.category() == ps_error_category &&
+         (code == ps_refusal::late || code == ps_refusal::too_stale);
+}
+
+/// One train step from the shards' versions: compute, push every part,
+/// repeat until the server reaches `until`.
+void train_from(worker_pointer self, tensor weights) {
   auto& st = self->state;
-  st.report.version = version;
   if (!st.training)
     return;
-  if (version >= st.until) {
+  st.report.version = *std::min_element(st.versions.begin(), st.versions.end());
+  if (st.report.version >= st.until) {
     finish(self, caf::none);
     return;
   }
-  compute(self, std::move(weights), [self, version](step_result& s) {
+  compute(self, std::move(weights), st.shards.size(), [self](step_result& s) {
     auto& st = self->state;
     if (!s.error.empty()) {
       finish(self, caf::make_error(caf::sec::runtime_error, s.error));
       return;
     }
     count(st.report, s);
-    st.report.bytes_sent += s.grad.bytes.size();
-    self
-      ->request(st.ps, caf::infinite, push_atom::value, version,
-                std::move(s.grad))
-      .then(
-        [self](uint64_t v, tensor w) {
+    for (auto& part : s.parts)
+      st.report.bytes_sent += part.bytes.size();
+    auto parts = std::make_shared<std::vector<compressed>>(std::move(s.parts));
+    gather(
+      self,
+      [self, parts](size_t k) {
+        auto& st = self->state;
+        return self->request(st.shards[k], caf::infinite, push_atom::value,
+                             st.versions[k], (*parts)[k]);
+      },
+      [self](gathered& g) {
+        if (g.err && behind(g.err)) {
+          ++self->state.report.refused;
+          pull_and_go(self);
+        } else if (g.err) {
+          finish(self, std::move(g.err));
+        } else {
           ++self->state.report.pushed;
-          train_from(self, v, std::move(w));
-        },
-        [self](caf::error& err) {
-          auto code = static_cast<ps_refusal>(err.code());
-          if (err.category() == ps_error_category &&
-              (code == ps_refusal::late || code == ps_refusal::too_stale)) {
-            ++self->state.report.refused;
-            pull_and_go(self);
-          } else {
-            finish(self, std::move(err));
-          }
-        });
+          self->state.versions = g.versions;
+          train_from(self, joined(g.weights));
+        }
+      });
   });
+}
+
+/// Starts a train against `shards` (one server: one shard).
+caf::typed_response_promise<worker_report>
+start_training(worker_pointer self, std::vector<parameter_server> shards,
+               uint64_t until) {
+  auto& st = self->state;
+  auto rp = self->make_response_promise<worker_report>();
+  if (st.training) {
+    rp.deliver(caf::make_error(
+      caf::sec::runtime_error,
+      std::string{"this worker is training already; wait for its report, "
+                  "or spawn another worker"}));
+    return rp;
+  }
+  if (shards.empty() ||
+      std::any_of(shards.begin(), shards.end(),
+                  [](const parameter_server& ps) { return !ps; })) {
+    rp.deliver(caf::make_error(caf::sec::invalid_argument,
+                               std::string{"train: no parameter server"}));
+    return rp;
+  }
+  st.shards = std::move(shards);
+  st.versions.assign(st.shards.size(), 0);
+  st.until = until;
+  st.trained = rp;
+  st.training = true;
+  for (auto& ps : st.shards)
+    self->monitor(ps);
+  pull_and_go(self);
+  return rp;
 }
 
 data_parallel_worker::behavior_type worker(worker_pointer self,
@@ -200,7 +313,11 @@ data_parallel_worker::behavior_type worker(worker_pointer self,
   rep->cfg = std::move(cfg);
   self->state.rep = rep;
   self->set_down_handler([self](const caf::down_msg& msg) {
-    if (self->state.training && msg.source == self->state.ps.address())
+    auto& shards = self->state.shards;
+    if (self->state.training && std::any_of(shards.begin(), shards.end(),
+                                            [&](const parameter_server& ps) {
+                                              return ps.address() == msg.source;
+                                            }))
       finish(self, caf::make_error(
                      caf::sec::runtime_error,
                      std::string{"the parameter server ended while this "
@@ -222,39 +339,21 @@ data_parallel_worker::behavior_type worker(worker_pointer self,
   return {
     [=](compute_gradient_atom, tensor weights) {
       auto rp = self->make_response_promise<compressed>();
-      compute(self, std::move(weights), [self, rp](step_result& s) mutable {
+      compute(self, std::move(weights), 1, [self, rp](step_result& s) mutable {
         if (!s.error.empty()) {
           rp.deliver(caf::make_error(caf::sec::runtime_error, s.error));
           return;
         }
         count(self->state.report, s);
-        rp.deliver(std::move(s.grad));
+        rp.deliver(std::move(s.parts[0]));
       });
       return rp;
     },
-    [=](train_atom, parameter_server ps,
-        uint64_t until) -> caf::typed_response_promise<worker_report> {
-      auto& st = self->state;
-      auto rp = self->make_response_promise<worker_report>();
-      if (st.training) {
-        rp.deliver(caf::make_error(
-          caf::sec::runtime_error,
-          std::string{"this worker is training already; wait for its "
-                      "report, or spawn another worker"}));
-        return rp;
-      }
-      if (!ps) {
-        rp.deliver(caf::make_error(caf::sec::invalid_argument,
-                                   std::string{"train: no parameter server"}));
-        return rp;
-      }
-      st.ps = ps;
-      st.until = until;
-      st.trained = rp;
-      st.training = true;
-      self->monitor(ps);
-      pull_and_go(self);
-      return rp;
+    [=](train_atom, parameter_server ps, uint64_t until) {
+      return start_training(self, {std::move(ps)}, until);
+    },
+    [=](train_atom, std::vector<parameter_server> shards, uint64_t until) {
+      return start_training(self, std::move(shards), until);
     },
     [=](worker_stats_atom) { return self->state.report; },
   };

@@ -2,10 +2,10 @@
 #include <boost/test/unit_test.hpp>
 
 // Data-parallel workers in one process: the gradient they send is their
-// model's on their batch, compressed as asked; on their own they train
-// a server in each mode to the true weights, a straggler among them
-// (slowed as configured, late in backup steps); bad weights, models and
-// shards are refused with the problem named.
+// model's on their batch, compressed as asked; on their own they train a
+// server in each mode (and a sharded one) to the true weights, a
+// straggler among them (slowed as configured, late in backup steps); bad
+// weights, models and shards are refused with the problem named.
 
 #include <algorithm>
 #include <chrono>
@@ -204,6 +204,36 @@ BOOST_AUTO_TEST_CASE(async_training_keeps_a_staleness_histogram) {
   BOOST_TEST(stale > 0u); // three workers: most gradients are a step old
   BOOST_TEST(reports[1].slow_seconds > 0.0);
   require_true_weights(ps, problem, 1e-2f);
+}
+
+BOOST_AUTO_TEST_CASE(they_train_a_sharded_server_range_by_range) {
+  auto problem = make_linear_regression(3000, 4, 5, 0.001f);
+  auto cfg = linear_worker(100);
+  cfg.compression = codec::fp16;
+  auto workers = spawn_workers(problem, 3, {cfg, cfg, cfg});
+  auto here = lumen::this_node_id();
+  // 5 parameters in 3 ranges: 2, 2 and 1.
+  sharded_server ps{sgd_config(ps_mode::sync, 3, 0.2f),
+                    linear_regression{4}.init(0),
+                    {here, here, here}};
+  std::vector<lumen::ObjectRef<worker_report>> runs;
+  for (auto& w : workers)
+    runs.push_back(
+      lumen::call(w, train_atom::value, ps.servers(), uint64_t{400}));
+  for (auto& r : lumen::get(runs, deadline)) {
+    BOOST_TEST(r.pushed == 400u);
+    BOOST_TEST(r.bytes_sent == 400 * (compressed_size(codec::fp16, 2) * 2 +
+                                      compressed_size(codec::fp16, 1)));
+  }
+  for (auto& shard : ps.servers()) {
+    auto stats = lumen::get(lumen::call(shard, ps_stats_atom::value));
+    BOOST_TEST(stats.version == 400u);
+    BOOST_TEST(stats.applied == 1200u);
+  }
+  auto [version, w] = ps.pull();
+  BOOST_TEST(version == 400u);
+  for (size_t i = 0; i < 4; ++i)
+    BOOST_TEST(std::abs(w.data<float>()[i] - problem.weights[i]) < 1e-2f);
 }
 
 BOOST_AUTO_TEST_CASE(bad_weights_models_and_shards_are_refused_naming_why) {

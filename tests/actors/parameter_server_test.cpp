@@ -5,7 +5,7 @@
 // a step's workers alike, the seed's program fitting the synthetic
 // regression, refusals as error codes that leave the weights alone,
 // compressed gradients, steps that close without a worker that hangs or
-// ended, checkpoints, and its counts.
+// ended, checkpoints, sharded servers equal to one, and its counts.
 
 #include <unistd.h>
 
@@ -235,6 +235,47 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_restores_into_another_server) {
                e.what());
   }
   std::remove(path.c_str());
+}
+
+BOOST_AUTO_TEST_CASE(a_sharded_server_answers_as_one_server_would) {
+  for (auto mode : {ps_mode::sync, ps_mode::async}) {
+    auto cfg = sgd_config(mode, 1, 0.1f);
+    cfg.optimizer.kind = optimizer_kind::momentum;
+    std::vector<float> start(11);
+    for (size_t i = 0; i < start.size(); ++i)
+      start[i] = 0.1f * static_cast<float>(i);
+    auto here = lumen::this_node_id();
+    auto one = spawn_parameter_server(cfg, start, here);
+    sharded_server three{cfg, start, {here, here, here}};
+    BOOST_TEST(three.servers().size() == 3u);
+    for (uint64_t v = 0; v < 5; ++v) {
+      tensor g({11});
+      for (size_t i = 0; i < 11; ++i)
+        g.data<float>()[i] = std::sin(static_cast<float>(v * 11 + i));
+      auto [v1, w1] =
+        lumen::get(lumen::call(one, push_atom::value, v, g), deadline);
+      auto [v3, w3] = three.push(v, g);
+      BOOST_TEST(v1 == v3);
+      BOOST_CHECK(w1 == w3); // the same floats, element by element
+    }
+    BOOST_CHECK(std::get<1>(three.pull()) ==
+                lumen::get(lumen::call(one, get_weights_atom::value)));
+    // A refusal comes back with its code, as from one server.
+    try {
+      three.push(9, tensor({11}));
+      BOOST_ERROR("a gradient from the future was taken");
+    } catch (const lumen::typed_actor_error& e) {
+      BOOST_TEST((refusal_of(e) == ps_refusal::future));
+    }
+  }
+  auto clipped = sgd_config(ps_mode::async, 1);
+  clipped.clip_norm = 1;
+  auto here = lumen::this_node_id();
+  BOOST_CHECK_THROW((sharded_server{clipped, {0.0f, 0.0f}, {here, here}}),
+                    lumen::usage_error);
+  BOOST_CHECK_THROW(
+    (sharded_server{sgd_config(ps_mode::sync, 1), {0.0f}, {here, here}}),
+    lumen::usage_error);
 }
 
 BOOST_AUTO_TEST_CASE(a_config_that_cannot_work_is_refused_at_spawn) {

@@ -16,4 +16,5 @@
 #include "lumen/ml/ring.hpp"
 #include "lumen/ml/ring_peer.hpp"
 #include "lumen/ml/safetensors.hpp"
+#include "lumen/ml/sharded_server.hpp"
 #include "lumen/ml/tensor.hpp"

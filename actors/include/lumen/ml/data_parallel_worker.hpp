@@ -16,11 +16,15 @@
 //
 //   auto report = lumen::get(lumen::call(w, train_atom::value, ps, until));
 //
+// A sharded server's servers() train alike: the worker pushes each its
+// range, all at once, and joins their weights.
+//
 // Any program that includes this header (or <lumen/ml.hpp>) can host
 // workers.
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <caf/atom.hpp>
 #include <caf/meta/type_name.hpp>
@@ -31,6 +35,7 @@
 #include "lumen/ml/data.hpp"
 #include "lumen/ml/models.hpp"
 #include "lumen/ml/parameter_server.hpp"
+#include "lumen/ml/sharded_server.hpp"
 #include "lumen/ml/tensor.hpp"
 
 namespace lumen::ml {
@@ -96,6 +101,8 @@ typename Inspector::result_type inspect(Inspector& f, worker_report& x) {
 using data_parallel_worker = caf::typed_actor<
   caf::replies_to<compute_gradient_atom, tensor>::with<compressed>,
   caf::replies_to<train_atom, parameter_server, uint64_t>::with<worker_report>,
+  caf::replies_to<train_atom, std::vector<parameter_server>,
+                  uint64_t>::with<worker_report>,
   caf::replies_to<worker_stats_atom>::with<worker_report>>;
 
 /// The name workers are registered under.

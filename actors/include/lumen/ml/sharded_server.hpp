@@ -1,0 +1,68 @@
+#pragma once
+
+// Parameter servers partitioned by key range (the seed: "partition
+// parameter servers"): M servers, each owning a contiguous range of the
+// parameters, on nodes of their own, so that pushes and pulls spread
+// their bytes and their work over M processes. The client splits a push
+// into its ranges, sends every part at once and joins the answers; a
+// sharded server's results equal one server's.
+//
+//   lumen::ml::sharded_server ps{cfg, model.init(0), {"node-1", "node-2"}};
+//   auto [version, weights] = ps.push(version, grads);
+//   // workers: lumen::call(worker, train_atom::value, ps.servers(), until)
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "lumen/ml/compress.hpp"
+#include "lumen/ml/parameter_server.hpp"
+#include "lumen/ml/ring.hpp"
+#include "lumen/ml/tensor.hpp"
+
+namespace lumen::ml {
+
+/// The range of `numel` parameters shard `shard` of `shards` owns: sizes
+/// differ by one at most, in order.
+inline collective::chunk shard_range(size_t numel, size_t shards,
+                                     size_t shard) noexcept {
+  return collective::chunk_of(numel, shards, shard);
+}
+
+class sharded_server {
+public:
+  sharded_server() = default;
+
+  /// Spawns one server per entry of `nodes` (a node may come twice), shard
+  /// i over initial's range i. Throws `usage_error` for no nodes, more
+  /// shards than parameters, or a config one server would refuse, and
+  /// for clip_norm > 0: the global norm spans every shard, so clip on the
+  /// workers instead (clip_by_global_norm before pushing).
+  sharded_server(const ps_config& cfg, const std::vector<float>& initial,
+                 const std::vector<std::string>& nodes);
+
+  size_t num_params() const noexcept {
+    return numel_;
+  }
+
+  /// The servers, shard by shard: what a worker's train takes.
+  const std::vector<parameter_server>& servers() const noexcept {
+    return servers_;
+  }
+
+  /// Pushes `grads` computed at `version`: every shard its range, at
+  /// once. Returns the lowest version the shards answered with and the
+  /// joined weights. Throws `typed_actor_error` with the first refusal.
+  std::tuple<uint64_t, tensor> push(uint64_t version,
+                                    const tensor& grads) const;
+
+  /// The lowest of the shards' versions, and the joined weights.
+  std::tuple<uint64_t, tensor> pull() const;
+
+private:
+  size_t numel_ = 0;
+  std::vector<parameter_server> servers_;
+};
+
+} // namespace lumen::ml

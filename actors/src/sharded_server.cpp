@@ -1,0 +1,81 @@
+#include "lumen/ml/sharded_server.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include <lumen/caf_interop.hpp>
+#include <lumen/lumen.hpp>
+
+namespace lumen::ml {
+
+namespace {
+
+/// The shards' answers as one: the lowest version, the weights in order.
+std::tuple<uint64_t, tensor>
+join(std::vector<std::tuple<uint64_t, tensor>> parts, size_t numel) {
+  tensor all({static_cast<int64_t>(numel)});
+  uint64_t version = UINT64_MAX;
+  size_t at = 0;
+  for (auto& [v, w] : parts) {
+    version = std::min(version, v);
+    if (at + w.numel() > numel || w.type() != dtype::float32)
+      throw error("a shard answered with " + w.describe() +
+                  " weights, more than its range; the shards are not of "
+                  "this sharded server");
+    std::memcpy(all.data<float>() + at, w.data<float>(), w.nbytes());
+    at += w.numel();
+  }
+  return {version, all};
+}
+
+} // namespace
+
+sharded_server::sharded_server(const ps_config& cfg,
+                               const std::vector<float>& initial,
+                               const std::vector<std::string>& nodes)
+  : numel_(initial.size()) {
+  if (nodes.empty())
+    throw usage_error("sharded_server: no nodes; give one node id a shard");
+  if (nodes.size() > initial.size())
+    throw usage_error("sharded_server: " + std::to_string(nodes.size()) +
+                      " shards of " + std::to_string(initial.size()) +
+                      " parameters; give each shard one at least");
+  if (cfg.clip_norm > 0)
+    throw usage_error("sharded_server: clip_norm spans every shard's "
+                      "parameters, which no one shard sees; clip on the "
+                      "workers (clip_by_global_norm before pushing), or use "
+                      "one server");
+  for (size_t s = 0; s < nodes.size(); ++s) {
+    auto r = shard_range(initial.size(), nodes.size(), s);
+    servers_.push_back(spawn_parameter_server(
+      cfg,
+      {initial.begin() + static_cast<std::ptrdiff_t>(r.begin),
+       initial.begin() + static_cast<std::ptrdiff_t>(r.end)},
+      nodes[s]));
+  }
+}
+
+std::tuple<uint64_t, tensor> sharded_server::push(uint64_t version,
+                                                  const tensor& grads) const {
+  if (grads.type() != dtype::float32 || grads.numel() != numel_)
+    throw usage_error("sharded_server::push: a gradient " + grads.describe() +
+                      " for " + std::to_string(numel_) + " float32 parameters");
+  std::vector<lumen::ObjectRef<std::tuple<uint64_t, tensor>>> refs;
+  for (size_t s = 0; s < servers_.size(); ++s) {
+    auto r = shard_range(numel_, servers_.size(), s);
+    tensor part({static_cast<int64_t>(r.size())});
+    std::memcpy(part.data<float>(), grads.data<float>() + r.begin,
+                r.size() * sizeof(float));
+    refs.push_back(lumen::call(servers_[s], push_atom::value, version, part));
+  }
+  return join(lumen::get(refs), numel_);
+}
+
+std::tuple<uint64_t, tensor> sharded_server::pull() const {
+  std::vector<lumen::ObjectRef<std::tuple<uint64_t, tensor>>> refs;
+  for (auto& s : servers_)
+    refs.push_back(lumen::call(s, pull_atom::value));
+  return join(lumen::get(refs), numel_);
+}
+
+} // namespace lumen::ml
