@@ -21,7 +21,7 @@
 #include <lumen/cluster.hpp>
 #include <lumen/lumen.hpp>
 
-#include "../cluster/process.hpp"
+#include "bench_nodes.hpp"
 #include "bench_report.hpp"
 #include "tcp_baseline.hpp"
 
@@ -41,32 +41,8 @@ LUMEN_ACTOR_CTOR(Echo());
 
 using lumen::bench::figure;
 using lumen::bench::rate;
+using lumen::bench::serve;
 using lumen::bench::verify;
-
-std::string self_exe() {
-  char buf[4096];
-  auto n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0)
-    throw std::runtime_error("cannot find this program's path");
-  return std::string(buf, static_cast<size_t>(n));
-}
-
-struct node_process {
-  std::unique_ptr<lumen::test::process> proc;
-  std::string address;
-};
-
-node_process serve(const std::vector<std::string>& args) {
-  std::vector<std::string> argv{self_exe(), "--serve",    "start",
-                                "--block",  "--num-cpus", "1"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  auto p = std::make_unique<lumen::test::process>(argv);
-  auto out = p->await_output("(pid", std::chrono::seconds(30));
-  auto s = out ? lumen::test::parse_started(*out) : std::nullopt;
-  if (!s)
-    throw std::runtime_error("a node did not start: " + p->output());
-  return {std::move(p), s->address};
-}
 
 double mb_per_s(double round_trips_per_s, size_t payload) {
   return round_trips_per_s * 2.0 * static_cast<double>(payload) / 1e6;

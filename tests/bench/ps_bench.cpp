@@ -10,7 +10,12 @@
 //               without error feedback, against fp32
 //   prefetch    a worker's time waiting for data, with and without
 //   accuracy    softmax regression and the MLP trained through the server
+//   processes   the server on another node: the MLP's gradient pushed and
+//               the weights back, small requests, beside raw TCP of the
+//               same bytes; a 10M-parameter model's pushes to 1, 2 and 4
+//               shards, each in a process of its own
 // Run:  ./build/tests/bench/ps_bench [--json] [--reps=N] [--plot=FILE]
+//                                    [--only=GROUP]
 // (--plot: the stragglers' loss against time as SVG; ps_bench_loss.svg
 // by default.) Needs dataset-fashion-mnist.
 
@@ -27,10 +32,13 @@
 #include <caf/send.hpp>
 
 #include <lumen/caf_interop.hpp>
+#include <lumen/cli.hpp>
 #include <lumen/lumen.hpp>
 #include <lumen/ml.hpp>
 
+#include "bench_nodes.hpp"
 #include "bench_report.hpp"
+#include "tcp_baseline.hpp"
 
 namespace ml = lumen::ml;
 using lumen::bench::figure;
@@ -172,6 +180,9 @@ struct table {
     at(name, unit, n).samples.push_back(v);
   }
 };
+
+/// The MLP 784-256-128-10's gradient: 235,146 floats.
+constexpr size_t mlp_gradient_bytes = 940584;
 
 ml::worker_config worker(const ml::model_spec& model, uint64_t seed) {
   ml::worker_config w;
@@ -324,20 +335,134 @@ void accuracy(const data& d, const scale& z, table& t) {
                                             d.test));
 }
 
+/// Raw TCP on loopback in the same run: a 4-byte ping-pong, and an echo
+/// of the MLP's gradient (MB/s counts both directions).
+struct tcp_baselines {
+  figure pingpong, echo_mlp;
+};
+
+tcp_baselines measure_tcp(int reps, bool smoke) {
+  lumen::bench::tcp_echo tcp; // forks: before any thread
+  long calls = smoke ? 200 : 20000;
+  std::vector<char> small(4), back;
+  figure ping{"tcp_pingpong", "ops/s",
+              lumen::bench::rate(reps, calls,
+                                 [&] {
+                                   for (long i = 0; i < calls; ++i)
+                                     tcp.round_trip(small, back);
+                                 }),
+              calls};
+  std::vector<char> payload(mlp_gradient_bytes, 'x');
+  long n = smoke ? 2 : 200;
+  auto rts = lumen::bench::rate(reps, n, [&] {
+    for (long i = 0; i < n; ++i)
+      tcp.round_trip(payload, back);
+  });
+  for (auto& r : rts)
+    r *= 2.0 * mlp_gradient_bytes / 1e6;
+  return {ping, {"tcp_echo_mlp", "MB/s", rts, n, long(mlp_gradient_bytes)}};
+}
+
+/// The server in other processes: a head and four nodes, this program.
+void across_processes(int reps, bool smoke, const tcp_baselines& tcp,
+                      table& t) {
+  char tmpl[] = "/tmp/lumen-ps-bench-XXXXXX";
+  std::string token_file = std::string{::mkdtemp(tmpl)} + "/token";
+  std::vector<lumen::bench::node_process> procs;
+  procs.push_back(
+    lumen::bench::serve({"--head", "--port", "0", "--token-file", token_file}));
+  for (int i = 0; i < 4; ++i)
+    procs.push_back(lumen::bench::serve(
+      {"--address", procs[0].address, "--token-file", token_file}));
+  lumen::init_options init;
+  init.address = procs[0].address;
+  init.token_file = token_file;
+  lumen::init(init);
+  ml::mlp net{784, {256, 128}, 10};
+  ml::ps_config cfg; // sync, one worker: each push closes a step
+  cfg.optimizer.lr = 1e-6f;
+  auto ps = ml::spawn_parameter_server(cfg, net.init(1), "node-1");
+  ml::tensor g({static_cast<int64_t>(net.num_params())});
+  long n = smoke ? 2 : 100;
+  uint64_t at = 0; // each repetition goes on from the last one's version
+  auto rts = lumen::bench::rate(reps, n, [&] {
+    for (long i = 0; i < n; ++i) {
+      auto [v, w] = lumen::get(lumen::call(ps, ml::push_atom::value, at, g));
+      verify(v == at + 1 && w.numel() == net.num_params(),
+             "the MLP's weights came back");
+      at = v;
+    }
+  });
+  for (auto& r : rts)
+    r *= 2.0 * mlp_gradient_bytes / 1e6;
+  t.figs.emplace_back("ps_roundtrip_mlp", "MB/s", rts, n,
+                      long(mlp_gradient_bytes));
+  lumen::bench::compare(t.figs.back(), tcp.echo_mlp);
+  auto tiny = ml::spawn_parameter_server(cfg, {0.0f}, "node-1");
+  long calls = smoke ? 200 : 5000;
+  t.figs.emplace_back(
+    "ps_small_requests", "ops/s",
+    lumen::bench::rate(reps, calls,
+                       [&] {
+                         for (long i = 0; i < calls; ++i)
+                           lumen::get(lumen::call(tiny, ml::pull_atom::value));
+                       }),
+    calls);
+  lumen::bench::compare(t.figs.back(), tcp.pingpong);
+  // A 10M-parameter model's pushes, to 1, 2 and 4 shards on nodes of
+  // their own.
+  size_t params = smoke ? 10000 : 10000000;
+  std::vector<float> start(params, 0.0f);
+  ml::tensor big({static_cast<int64_t>(params)});
+  size_t one = 0; // the 1-shard figure's place in t.figs
+  for (size_t shards : {1u, 2u, 4u}) {
+    std::vector<std::string> nodes;
+    for (size_t k = 0; k < shards; ++k)
+      nodes.push_back("node-" + std::to_string(k + 1));
+    ml::sharded_server sharded{cfg, start, nodes};
+    long pushes = smoke ? 2 : 10;
+    uint64_t version = 0;
+    auto rates = lumen::bench::rate(reps, pushes, [&] {
+      for (long i = 0; i < pushes; ++i)
+        version = std::get<0>(sharded.push(version, big));
+    });
+    t.figs.emplace_back("shard_pushes_per_s", "ops/s", rates, pushes,
+                        long(params * sizeof(float)));
+    auto& f = t.figs.back();
+    f.label = "shard_pushes_per_s_n" + std::to_string(shards);
+    f.extra = {{"shards", std::to_string(shards)}};
+    if (shards == 1)
+      one = t.figs.size() - 1;
+    else
+      lumen::bench::compare(f, t.figs[one]);
+  }
+  lumen::shutdown();
+  for (auto& p : procs)
+    p.proc->kill(SIGTERM);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
+  // `ps_bench --serve start ...`: this program as a head or a node.
+  if (argc > 1 && std::string{argv[1]} == "--serve")
+    return lumen::cli_main(argc - 1, argv + 1);
   auto opts = lumen::bench::parse_options(
     argc, argv,
     "ps_bench: the parameter server's figures on Fashion-MNIST\n"
-    "  --plot=FILE  the stragglers' loss against time (ps_bench_loss.svg)");
+    "  --plot=FILE  the stragglers' loss against time (ps_bench_loss.svg)\n"
+    "  --only=GROUP stragglers, no_straggler, tail, codecs, prefetch,\n"
+    "               accuracy or processes");
   std::string plot_path = opts.smoke ? "" : "ps_bench_loss.svg";
+  std::string only; // a group of figures, or all
   bool reps_given = false;
   for (int i = 1; i < argc; ++i)
     reps_given = reps_given || std::string{argv[i]}.rfind("--reps=", 0) == 0;
   for (auto& flag : opts.rest) {
     if (flag.rfind("--plot=", 0) == 0) {
       plot_path = flag.substr(7);
+    } else if (flag.rfind("--only=", 0) == 0) {
+      only = flag.substr(7);
     } else {
       std::fprintf(stderr, "ps_bench: unknown flag '%s'; see --help\n",
                    flag.c_str());
@@ -347,6 +472,7 @@ int main(int argc, char** argv) {
   // A repetition is a minute and a half of training: one unless asked.
   int reps = reps_given ? opts.reps : 1;
   try {
+    auto tcp = measure_tcp(opts.reps, opts.smoke);
     lumen::init();
     auto d = load(opts.smoke);
     scale z;
@@ -359,31 +485,44 @@ int main(int argc, char** argv) {
     if (opts.smoke)
       z.big_mlp.hidden = {8};
     table t;
+    auto wanted = [&](const char* group) {
+      return only.empty() || only == group;
+    };
     for (int r = 0; r < reps; ++r) {
       std::vector<ml::series> curves;
-      bool plot = r == 0 && !plot_path.empty();
-      stragglers(d, z, t, plot ? &curves : nullptr);
+      bool plot = r == 0 && !plot_path.empty() && wanted("stragglers");
+      if (wanted("stragglers"))
+        stragglers(d, z, t, plot ? &curves : nullptr);
       if (plot)
-        ml::write_svg_plot(
-          plot_path,
-          "Loss with one of 4 workers 3x slower (Fashion-MNIST "
-          "MLP)",
-          "seconds", "test loss", curves);
-      no_straggler(d, z, t);
-      tail(d, z, t);
-      codecs(d, z, t);
-      prefetch(d, z, t);
-      accuracy(d, z, t);
+        ml::write_svg_plot(plot_path,
+                           "Loss with one of 4 workers 3x slower "
+                           "(Fashion-MNIST MLP)",
+                           "seconds", "test loss", curves);
+      if (wanted("no_straggler"))
+        no_straggler(d, z, t);
+      if (wanted("tail"))
+        tail(d, z, t);
+      if (wanted("codecs"))
+        codecs(d, z, t);
+      if (wanted("prefetch"))
+        prefetch(d, z, t);
+      if (wanted("accuracy"))
+        accuracy(d, z, t);
     }
+    lumen::shutdown();
+    if (wanted("processes"))
+      across_processes(opts.reps, opts.smoke, tcp, t);
+    t.figs.push_back(tcp.pingpong);
+    t.figs.push_back(tcp.echo_mlp);
     for (auto& f : t.figs)
       for (auto v : f.samples)
         verify(std::isfinite(v), f.name + " is a number");
-    lumen::shutdown();
     lumen::bench::print("ps_bench", t.figs, opts.json);
-    if (!plot_path.empty() && !opts.json)
+    if (!plot_path.empty() && !opts.json && wanted("stragglers"))
       std::printf("loss against time: %s\n", plot_path.c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ps_bench: %s\n", e.what());
+    lumen::shutdown();
     return 1;
   }
   return 0;
