@@ -8,6 +8,7 @@
 #include <utility>
 
 #include <caf/actor_cast.hpp>
+#include <caf/actor_clock.hpp>
 #include <caf/message_view.hpp>
 #include <caf/result.hpp>
 #include <caf/sec.hpp>
@@ -21,7 +22,9 @@ namespace {
 
 using step_timer_atom = caf::atom_constant<caf::atom("lmpstime")>;
 
-using clock = std::chrono::steady_clock;
+// The actor's clock: the wall's, or under CAF's test coordinator the
+// simulated one, so that tests decide when a step has waited too long.
+using clock = caf::actor_clock::clock_type;
 
 /// Recent steps' durations kept for the report.
 constexpr size_t kept_steps = 4096;
@@ -62,7 +65,7 @@ caf::error refusal(ps_refusal r, const std::string& why) {
 /// The step that just closed: its callers get the new weights.
 void answer_step(server_pointer self) {
   auto& st = self->state;
-  auto now = clock::now();
+  auto now = self->clock().now();
   auto took = std::chrono::duration<float>(now - st.last_step).count();
   st.last_step = now;
   if (st.step_seconds.size() < kept_steps)
@@ -106,7 +109,7 @@ clock::duration step_limit(const server_state& st) {
 /// timer comes sooner. Only the latest timer set counts.
 void set_step_timer(server_pointer self, clock::duration after) {
   auto& st = self->state;
-  auto due = clock::now() + after;
+  auto due = self->clock().now() + after;
   if (st.timer_set && st.timer_due <= due)
     return;
   st.timer_set = true;
@@ -125,7 +128,7 @@ void on_step_timer(server_pointer self, uint64_t id) {
   if (st.core->pending() == 0)
     return;
   auto limit = step_limit(st);
-  auto age = clock::now() - st.opened;
+  auto age = self->clock().now() - st.opened;
   if (age < limit) {
     set_step_timer(self, limit - age); // a later step, opened since
     return;
@@ -202,7 +205,7 @@ Promise take(server_pointer self, uint64_t version, const float* g, size_t n,
     return rp;
   }
   if (st.core->pending() == 1) {
-    st.opened = clock::now();
+    st.opened = self->clock().now();
     set_step_timer(self, step_limit(st));
   }
   return rp;
@@ -301,7 +304,7 @@ caf::result<uint64_t> on_file(F f) {
 parameter_server::behavior_type server(server_pointer self, ps_config cfg,
                                        tensor initial) {
   self->state.core = std::make_unique<ps_core>(cfg, initial.to_vector<float>());
-  self->state.last_step = clock::now();
+  self->state.last_step = self->clock().now();
   self->set_down_handler(
     [self](const caf::down_msg& msg) { on_pusher_down(self, msg.source); });
   // The step timer is no message of the interface: it comes to the

@@ -42,6 +42,15 @@ bool add_config_step(config_step step) {
   return true;
 }
 
+} // namespace detail
+
+void add_registrations(caf::actor_system_config& cfg) {
+  for (auto& step : detail::config_steps())
+    step(cfg);
+}
+
+namespace detail {
+
 std::vector<config_step>& config_steps() {
   // Never destroyed: filled during static initialization, in any order.
   static auto* steps = new std::vector<config_step>;

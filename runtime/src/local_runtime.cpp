@@ -9,6 +9,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
+#include "lumen/caf_interop.hpp"
 #include "lumen/errors.hpp"
 
 #include "token.hpp"
@@ -73,8 +74,7 @@ local_runtime::local_runtime(const init_options& opts, bool networked)
   // CAF's default of 4 scheduler threads oversubscribes small machines; its
   // threads serve event-based actors only, Lumen actors have their own.
   cfg_.set("scheduler.max-threads", cpu_count(opts));
-  for (auto& step : config_steps())
-    step(cfg_);
+  lumen::add_registrations(cfg_);
   if (networked) {
     keep_large_buffers();
     cfg_.load<caf::io::middleman>();

@@ -40,6 +40,12 @@
 
 namespace lumen {
 
+/// Applies every LUMEN_TYPED_ACTOR and LUMEN_MESSAGE_TYPE registration of
+/// this program to `cfg`, for an actor system of your own: CAF's
+/// deterministic test coordinator (`scheduler.policy` = `testing`), say,
+/// where a test delivers messages one by one in the order it chooses.
+void add_registrations(caf::actor_system_config& cfg);
+
 /// The CAF actor system of this process's runtime; valid between
 /// `lumen::init` and `lumen::shutdown`.
 caf::actor_system& system();
