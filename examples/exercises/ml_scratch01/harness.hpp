@@ -20,6 +20,8 @@
 #include <lumen/lumen.hpp>
 #include <lumen/ml.hpp>
 
+#include "../exercise.hpp"
+
 namespace scratch01 {
 
 namespace ml = lumen::ml;
@@ -104,7 +106,7 @@ private:
   ml::batch_stream batches_;
 };
 
-enum class step_mode { none, interactive, automatic, json };
+using exercise::step_mode;
 
 inline double norm(const std::vector<float>& v) {
   double s = 0;
@@ -148,11 +150,7 @@ inline std::vector<float> train(int p, int steps, float lr, step_mode mode) {
     for (auto& g : grads)
       std::cout << " " << norm(g);
     std::cout << ", loss " << loss << "\n";
-    if (mode == step_mode::interactive) {
-      std::cout << "  (Enter for the next step)" << std::flush;
-      std::string line;
-      std::getline(std::cin, line);
-    }
+    exercise::wait_for_enter(mode, "step");
   }
   return weights;
 }
@@ -225,35 +223,17 @@ inline int check() {
              std::to_string(acc) + ")",
            acc >= 0.75f ? "" : "the accuracy stayed below 0.75");
   }
-  if (fails.empty()) {
-    std::cout << "PASS\n";
-    return 0;
-  }
-  std::cout << "FAIL: " << fails.front() << "\n";
-  return 1;
+  return exercise::verdict(fails);
 }
 
 /// The program: --check, or both problems trained, shown step by step
 /// with --step (Enter), --step=auto or --step=json.
 inline int main_of(int argc, char** argv) {
-  step_mode mode = step_mode::none;
-  bool checking = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--check")
-      checking = true;
-    else if (a == "--step")
-      mode = step_mode::interactive;
-    else if (a == "--step=auto")
-      mode = step_mode::automatic;
-    else if (a == "--step=json")
-      mode = step_mode::json;
-    else {
-      std::cerr << "unknown flag '" << a
-                << "'; use --check, --step, --step=auto or --step=json\n";
-      return 2;
-    }
-  }
+  auto f = exercise::parse_flags(argc, argv);
+  if (!f)
+    return 2;
+  bool checking = f->check;
+  auto mode = f->step;
   lumen::init();
   int rc = 0;
   try {

@@ -22,6 +22,8 @@
 
 #include <lumen/ml.hpp>
 
+#include "../exercise.hpp"
+
 namespace scratch02 {
 
 namespace ml = lumen::ml;
@@ -54,7 +56,7 @@ inline const char* name_of(mode m) {
   return m == mode::sync ? "sync" : m == mode::backup ? "backup" : "async";
 }
 
-enum class step_mode { none, interactive, automatic, json };
+using exercise::step_mode;
 
 /// The data: 8,000 training images over the workers, 2,000 test images.
 struct problem {
@@ -156,11 +158,7 @@ inline run_result simulate(const run_config& c, step_mode show) {
     std::cout << name_of(c.how) << " t=" << t << ": version " << s.version
               << " after worker " << who << "'s gradient (staleness "
               << staleness << "), test loss " << loss << "\n";
-    if (show == step_mode::interactive) {
-      std::cout << "  (Enter for the next update)" << std::flush;
-      std::string line;
-      std::getline(std::cin, line);
-    }
+    exercise::wait_for_enter(show, "update");
   };
   auto pull = [&](worker& w, double t) {
     w.version = s.version;
@@ -347,40 +345,21 @@ inline int check() {
              : "its loss ended at " + std::to_string(fixed.loss.back()) +
                  ": see TODO(ml_scratch02) in on_async_gradient");
   }
-  if (fails.empty()) {
-    std::cout << "PASS\n";
-    return 0;
-  }
-  std::cout << "FAIL: " << fails.front() << "\n";
-  return 1;
+  return exercise::verdict(fails);
 }
 
 /// The program: --check, or the comparison (and ml_scratch02_loss.svg),
 /// shown update by update with --step (Enter), --step=auto or
 /// --step=json.
 inline int main_of(int argc, char** argv) {
-  step_mode show = step_mode::none;
+  auto f = exercise::parse_flags(argc, argv, {"--plot="});
+  if (!f)
+    return 2;
+  bool checking = f->check;
+  auto show = f->step;
   std::string svg = "ml_scratch02_loss.svg";
-  bool checking = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--check")
-      checking = true;
-    else if (a == "--step")
-      show = step_mode::interactive;
-    else if (a == "--step=auto")
-      show = step_mode::automatic;
-    else if (a == "--step=json")
-      show = step_mode::json;
-    else if (a.rfind("--plot=", 0) == 0)
-      svg = a.substr(7);
-    else {
-      std::cerr << "unknown flag '" << a
-                << "'; use --check, --step, --step=auto, --step=json or "
-                   "--plot=FILE\n";
-      return 2;
-    }
-  }
+  for (auto& own : f->own)
+    svg = own.substr(7);
   try {
     if (checking)
       return check();

@@ -16,6 +16,8 @@
 
 #include <lumen/ml/ring.hpp>
 
+#include "../exercise.hpp"
+
 namespace scratch03 {
 
 using lumen::collective::chunk;
@@ -26,7 +28,7 @@ struct message {
   std::vector<float> values;
 };
 
-enum class step_mode { none, interactive, automatic, json };
+using exercise::step_mode;
 
 class ring_net {
 public:
@@ -92,11 +94,7 @@ public:
                 << " from rank " << from << ", buffer " << list(bufs_[r])
                 << "\n";
     }
-    if (mode_ == step_mode::interactive) {
-      std::cout << "  (Enter for the next step)" << std::flush;
-      std::string line;
-      std::getline(std::cin, line);
-    }
+    exercise::wait_for_enter(mode_, "step");
   }
 
   const std::vector<size_t>& bytes_sent() const {
@@ -230,23 +228,12 @@ inline int check() {
 /// The program: --check, or one all-reduce of N = 4 ranks over 8 elements,
 /// shown step by step with --step (Enter), --step=auto or --step=json.
 inline int main_of(int argc, char** argv) {
-  step_mode mode = step_mode::none;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--check")
-      return check();
-    if (a == "--step")
-      mode = step_mode::interactive;
-    else if (a == "--step=auto")
-      mode = step_mode::automatic;
-    else if (a == "--step=json")
-      mode = step_mode::json;
-    else {
-      std::cerr << "unknown flag '" << a
-                << "'; use --check, --step, --step=auto or --step=json\n";
-      return 2;
-    }
-  }
+  auto f = exercise::parse_flags(argc, argv);
+  if (!f)
+    return 2;
+  if (f->check)
+    return check();
+  auto mode = f->step;
   ring_net net{inputs(4, 8), mode};
   reduce_scatter(net);
   all_gather(net);

@@ -1,0 +1,76 @@
+#pragma once
+
+// What every exercise's program shares (EXERCISES.md): its flags
+// (--check, --step, --step=auto, --step=json), waiting for Enter between
+// steps, and the checker's last line.
+
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace exercise {
+
+enum class step_mode { none, interactive, automatic, json };
+
+struct flags {
+  bool check = false;
+  step_mode step = step_mode::none;
+  std::vector<std::string> own; // flags of the exercise's own, as given
+};
+
+/// Reads the shared flags and those starting with one of `own_prefixes`
+/// (e.g. "--plot="); for any other, prints what is wrong and returns
+/// nothing (the program exits 2).
+inline std::optional<flags>
+parse_flags(int argc, char** argv,
+            const std::vector<std::string>& own_prefixes = {}) {
+  flags f;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    bool own = false;
+    for (auto& p : own_prefixes)
+      own = own || a.rfind(p, 0) == 0;
+    if (own)
+      f.own.push_back(a);
+    else if (a == "--check")
+      f.check = true;
+    else if (a == "--step")
+      f.step = step_mode::interactive;
+    else if (a == "--step=auto")
+      f.step = step_mode::automatic;
+    else if (a == "--step=json")
+      f.step = step_mode::json;
+    else {
+      std::cerr << "unknown flag '" << a
+                << "'; use --check, --step, --step=auto or --step=json";
+      for (auto& p : own_prefixes)
+        std::cerr << ", " << p << "...";
+      std::cerr << "\n";
+      return std::nullopt;
+    }
+  }
+  return f;
+}
+
+/// Under --step: waits for Enter before the next `what`.
+inline void wait_for_enter(step_mode mode, const char* what) {
+  if (mode != step_mode::interactive)
+    return;
+  std::cout << "  (Enter for the next " << what << ")" << std::flush;
+  std::string line;
+  std::getline(std::cin, line);
+}
+
+/// The checker's last line: PASS (exit 0), or FAIL with the first thing
+/// to fix (exit 1).
+inline int verdict(const std::vector<std::string>& fails) {
+  if (fails.empty()) {
+    std::cout << "PASS\n";
+    return 0;
+  }
+  std::cout << "FAIL: " << fails.front() << "\n";
+  return 1;
+}
+
+} // namespace exercise
