@@ -2,7 +2,7 @@
 
 // What every exercise's program shares (EXERCISES.md): its flags
 // (--check, --step, --step=auto, --step=json), waiting for Enter between
-// steps, and the checker's last line.
+// steps, and the checker's cases and verdict.
 
 #include <iostream>
 #include <optional>
@@ -62,15 +62,33 @@ inline void wait_for_enter(step_mode mode, const char* what) {
   std::getline(std::cin, line);
 }
 
-/// The checker's last line: PASS (exit 0), or FAIL with the first thing
-/// to fix (exit 1).
-inline int verdict(const std::vector<std::string>& fails) {
-  if (fails.empty()) {
-    std::cout << "PASS\n";
-    return 0;
+/// A checker's cases: each printed as it is decided, then the last line,
+/// PASS (exit 0) or FAIL with the first thing to fix (exit 1).
+class checker {
+public:
+  /// Case `name` passed if `what` is empty; else `what` says what to fix.
+  void report(const std::string& name, const std::string& what) {
+    std::cout << "case " << name << ": " << (what.empty() ? "ok" : "FAIL ")
+              << what << "\n";
+    if (!what.empty())
+      fails_.push_back(what);
   }
-  std::cout << "FAIL: " << fails.front() << "\n";
-  return 1;
-}
+
+  bool passing() const {
+    return fails_.empty();
+  }
+
+  int verdict() const {
+    if (fails_.empty()) {
+      std::cout << "PASS\n";
+      return 0;
+    }
+    std::cout << "FAIL: " << fails_.front() << "\n";
+    return 1;
+  }
+
+private:
+  std::vector<std::string> fails_;
+};
 
 } // namespace exercise

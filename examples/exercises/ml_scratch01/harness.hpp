@@ -161,27 +161,21 @@ constexpr int regression_steps = 300, fashion_steps = 300;
 /// Runs the learner's rules on fixed cases; prints each verdict and PASS
 /// or FAIL. Returns the exit code.
 inline int check() {
-  std::vector<std::string> fails;
-  auto report = [&](const std::string& name, const std::string& what) {
-    std::cout << "case " << name << ": " << (what.empty() ? "ok" : "FAIL ")
-              << what << "\n";
-    if (!what.empty())
-      fails.push_back(what);
-  };
+  exercise::checker cases;
   {
     std::vector<float> w{1, 2};
     apply_gradients(w, {{1, 0}, {3, 2}}, 0.5f);
     std::ostringstream got;
     got << "{" << w[0] << ", " << w[1] << "}";
-    report("apply_gradients",
-           std::abs(w[0] - 0.0f) < 1e-6f && std::abs(w[1] - 1.5f) < 1e-6f
-             ? ""
-             : "weights {1, 2}, gradients {1, 0} and {3, "
-               "2}, lr 0.5 gave " +
-                 got.str() +
-                 ", expected {0, 1.5} (the mean, times "
-                 "lr): see TODO(ml_scratch01) in "
-                 "apply_gradients");
+    cases.report("apply_gradients",
+                 std::abs(w[0] - 0.0f) < 1e-6f && std::abs(w[1] - 1.5f) < 1e-6f
+                   ? ""
+                   : "weights {1, 2}, gradients {1, 0} and {3, "
+                     "2}, lr 0.5 gave " +
+                       got.str() +
+                       ", expected {0, 1.5} (the mean, times "
+                       "lr): see TODO(ml_scratch01) in "
+                       "apply_gradients");
   }
   {
     auto& p = regression_problem();
@@ -198,12 +192,12 @@ inline int check() {
       if (std::abs(got[i] - want[i]) > 1e-5f)
         what = "value " + std::to_string(i) + " is " + std::to_string(got[i]) +
                ", the model's gradient " + std::to_string(want[i]);
-    report("compute_gradient",
-           what.empty()
-             ? ""
-             : what + ": see TODO(ml_scratch01) in compute_gradient");
+    cases.report("compute_gradient",
+                 what.empty()
+                   ? ""
+                   : what + ": see TODO(ml_scratch01) in compute_gradient");
   }
-  if (fails.empty()) {
+  if (cases.passing()) {
     auto w = train(regression, regression_steps, 0.3f, step_mode::none);
     auto& truth = regression_problem().weights;
     std::string what;
@@ -212,18 +206,18 @@ inline int check() {
         what = "weight " + std::to_string(i) + " ended at " +
                std::to_string(w[i]) + ", the true one is " +
                std::to_string(truth[i]);
-    report("3 workers fit the synthetic regression to 1e-3", what);
+    cases.report("3 workers fit the synthetic regression to 1e-3", what);
   }
-  if (fails.empty()) {
+  if (cases.passing()) {
     auto w = train(fashion, fashion_steps, 0.05f, step_mode::none);
     ml::softmax_regression m{784, 10};
     auto acc = m.accuracy(w.data(), fashion_set(ml::split::test));
-    report("3 workers train softmax regression on Fashion-MNIST (test "
-           "accuracy " +
-             std::to_string(acc) + ")",
-           acc >= 0.75f ? "" : "the accuracy stayed below 0.75");
+    cases.report("3 workers train softmax regression on Fashion-MNIST (test "
+                 "accuracy " +
+                   std::to_string(acc) + ")",
+                 acc >= 0.75f ? "" : "the accuracy stayed below 0.75");
   }
-  return exercise::verdict(fails);
+  return cases.verdict();
 }
 
 /// The program: --check, or both problems trained, shown step by step

@@ -270,13 +270,7 @@ inline std::map<std::string, run_result> compare(const std::string& svg,
 /// Runs the learner's rules on fixed cases; prints each verdict and PASS
 /// or FAIL. Returns the exit code.
 inline int check() {
-  std::vector<std::string> fails;
-  auto report = [&](const std::string& name, const std::string& what) {
-    std::cout << "case " << name << ": " << (what.empty() ? "ok" : "FAIL ")
-              << what << "\n";
-    if (!what.empty())
-      fails.push_back(what);
-  };
+  exercise::checker cases;
   {
     server s;
     s.weights = {1, 1};
@@ -290,12 +284,13 @@ inline int check() {
     std::ostringstream got;
     got << "weights {" << s.weights[0] << ", " << s.weights[1] << "}, version "
         << s.version << ", histogram " << histogram(s.staleness);
-    report("an async gradient 3 versions old",
-           ok ? ""
-              : got.str() +
-                  "; expected weights {0.94, 0.92} (clipped to norm 1, then "
-                  "lr 0.3 / staleness 3), version 6, histogram {\"3\": 1}: "
-                  "see TODO(ml_scratch02) in on_async_gradient");
+    cases.report(
+      "an async gradient 3 versions old",
+      ok ? ""
+         : got.str() +
+             "; expected weights {0.94, 0.92} (clipped to norm 1, then "
+             "lr 0.3 / staleness 3), version 6, histogram {\"3\": 1}: "
+             "see TODO(ml_scratch02) in on_async_gradient");
   }
   {
     server s;
@@ -312,14 +307,15 @@ inline int check() {
     std::ostringstream got;
     got << "closed " << closed[0] << closed[1] << closed[2] << ", weights {"
         << s.weights[0] << "}, version " << s.version;
-    report("a backup step, 3 of 4 gradients",
-           ok ? ""
-              : got.str() +
-                  "; expected the third to close it (4 workers, 1 backup), "
-                  "weights {-3} (their mean), version 1, the sum reset: see "
-                  "TODO(ml_scratch02) in on_sync_gradient");
+    cases.report(
+      "a backup step, 3 of 4 gradients",
+      ok ? ""
+         : got.str() +
+             "; expected the third to close it (4 workers, 1 backup), "
+             "weights {-3} (their mean), version 1, the sum reset: see "
+             "TODO(ml_scratch02) in on_sync_gradient");
   }
-  if (fails.empty()) {
+  if (cases.passing()) {
     auto r = compare("", step_mode::none, true);
     auto target = r["sync"].loss.back();
     auto sync_time = r["sync"].time.back();
@@ -329,23 +325,24 @@ inline int check() {
       if (!(ratio <= 0.5))
         what << "reached sync's loss in " << ratio
              << " of sync's time, not half";
-      report(std::string{m} + " with a straggler, half of sync's time at most",
-             what.str());
+      cases.report(std::string{m} +
+                     " with a straggler, half of sync's time at most",
+                   what.str());
     }
     auto& plain = r[plain_hot];
     auto& fixed = r[fixed_hot];
     auto start = r["sync"].loss.front();
-    report("plain async at lr 0.5 diverges or oscillates",
-           !std::isfinite(plain.loss.back()) || plain.loss.back() > start
-             ? ""
-             : "its loss ended at " + std::to_string(plain.loss.back()));
-    report("lr / staleness and clipping make it converge",
-           fixed.loss.back() < target * 1.2
-             ? ""
-             : "its loss ended at " + std::to_string(fixed.loss.back()) +
-                 ": see TODO(ml_scratch02) in on_async_gradient");
+    cases.report("plain async at lr 0.5 diverges or oscillates",
+                 !std::isfinite(plain.loss.back()) || plain.loss.back() > start
+                   ? ""
+                   : "its loss ended at " + std::to_string(plain.loss.back()));
+    cases.report("lr / staleness and clipping make it converge",
+                 fixed.loss.back() < target * 1.2
+                   ? ""
+                   : "its loss ended at " + std::to_string(fixed.loss.back()) +
+                       ": see TODO(ml_scratch02) in on_async_gradient");
   }
-  return exercise::verdict(fails);
+  return cases.verdict();
 }
 
 /// The program: --check, or the comparison (and ml_scratch02_loss.svg),
