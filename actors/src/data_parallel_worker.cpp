@@ -184,24 +184,22 @@ void gather(worker_pointer self, Ask ask, std::function<void(gathered&)> then) {
       });
 }
 
-/// The shards' weights as one tensor (one shard's as it came).
-tensor joined(std::vector<tensor>& parts) {
-  if (parts.size() == 1)
-    return parts[0];
-  size_t numel = 0;
-  for (auto& p : parts)
-    numel += p.numel();
-  tensor all({static_cast<int64_t>(numel)});
-  size_t at = 0;
-  for (auto& p : parts) {
-    if (p.type() == dtype::float32 && p.numel() > 0)
-      std::memcpy(all.data<float>() + at, p.data<float>(), p.nbytes());
-    at += p.numel();
-  }
-  return all;
-}
-
 void train_from(worker_pointer self, tensor weights);
+
+/// On from the shards' answers: their versions, their weights joined.
+void go_on(worker_pointer self, gathered& g) {
+  auto& st = self->state;
+  st.versions = g.versions;
+  tensor weights;
+  try {
+    weights = join_shards(g.weights, st.rep->net->num_params());
+  } catch (const error& e) {
+    finish(self,
+           caf::make_error(caf::sec::runtime_error, std::string{e.what()}));
+    return;
+  }
+  train_from(self, std::move(weights));
+}
 
 /// Fresh weights from every shard, then on.
 void pull_and_go(worker_pointer self) {
@@ -216,8 +214,7 @@ void pull_and_go(worker_pointer self) {
         finish(self, std::move(g.err));
         return;
       }
-      self->state.versions = g.versions;
-      train_from(self, joined(g.weights));
+      go_on(self, g);
     });
 }
 
@@ -264,8 +261,7 @@ void train_from(worker_pointer self, tensor weights) {
           finish(self, std::move(g.err));
         } else {
           ++self->state.report.pushed;
-          self->state.versions = g.versions;
-          train_from(self, joined(g.weights));
+          go_on(self, g);
         }
       });
   });

@@ -13,22 +13,40 @@ namespace {
 /// The shards' answers as one: the lowest version, the weights in order.
 std::tuple<uint64_t, tensor>
 join(std::vector<std::tuple<uint64_t, tensor>> parts, size_t numel) {
-  tensor all({static_cast<int64_t>(numel)});
   uint64_t version = UINT64_MAX;
-  size_t at = 0;
+  std::vector<tensor> weights;
   for (auto& [v, w] : parts) {
     version = std::min(version, v);
-    if (at + w.numel() > numel || w.type() != dtype::float32)
-      throw error("a shard answered with " + w.describe() +
-                  " weights, more than its range; the shards are not of "
-                  "this sharded server");
-    std::memcpy(all.data<float>() + at, w.data<float>(), w.nbytes());
-    at += w.numel();
+    weights.push_back(std::move(w));
   }
-  return {version, all};
+  return {version, join_shards(weights, numel)};
 }
 
 } // namespace
+
+tensor join_shards(const std::vector<tensor>& parts, size_t numel) {
+  size_t total = 0;
+  for (auto& p : parts) {
+    if (p.type() != dtype::float32)
+      throw error("a shard answered with " + p.describe() +
+                  " weights, not float32; the shards are not of this server");
+    total += p.numel();
+  }
+  if (total != numel)
+    throw error("the shards answered with " + std::to_string(total) +
+                " weights for " + std::to_string(numel) +
+                " parameters; the shards are not of this server");
+  if (parts.size() == 1)
+    return parts[0];
+  tensor all({static_cast<int64_t>(numel)});
+  size_t at = 0;
+  for (auto& p : parts) {
+    if (p.numel() > 0)
+      std::memcpy(all.data<float>() + at, p.data<float>(), p.nbytes());
+    at += p.numel();
+  }
+  return all;
+}
 
 sharded_server::sharded_server(const ps_config& cfg,
                                const std::vector<float>& initial,

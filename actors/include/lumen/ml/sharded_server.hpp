@@ -30,6 +30,12 @@ inline collective::chunk shard_range(size_t numel, size_t shards,
   return collective::chunk_of(numel, shards, shard);
 }
 
+/// The shards' weights, in shard order, as one tensor of `numel` floats
+/// (a single shard's as it came). Throws `error` for a part that is not
+/// float32 or parts that do not add up to `numel`: shards of another
+/// server.
+tensor join_shards(const std::vector<tensor>& parts, size_t numel);
+
 class sharded_server {
 public:
   sharded_server() = default;
