@@ -206,8 +206,8 @@ void pull_and_go(worker_pointer self) {
   gather(
     self,
     [self](size_t k) {
-      return self->request(self->state.shards[k], caf::infinite,
-                           pull_atom::value);
+      return lumen::request(self, self->state.shards[k], caf::infinite,
+                            pull_atom::value);
     },
     [self](gathered& g) {
       if (g.err) {
@@ -250,8 +250,8 @@ void train_from(worker_pointer self, tensor weights) {
       self,
       [self, parts](size_t k) {
         auto& st = self->state;
-        return self->request(st.shards[k], caf::infinite, push_atom::value,
-                             st.versions[k], (*parts)[k]);
+        return lumen::request(self, st.shards[k], caf::infinite,
+                              push_atom::value, st.versions[k], (*parts)[k]);
       },
       [self](gathered& g) {
         if (g.err && behind(g.err)) {

@@ -6,6 +6,7 @@
 
 #include "local_runtime.hpp"
 #include "protocol.hpp"
+#include "typed_requests.hpp"
 
 namespace lumen {
 
@@ -91,6 +92,22 @@ uint64_t watch(caf::event_based_actor* self, const caf::actor& whom,
 
 void unwatch(const caf::actor_addr& whom, uint64_t token) {
   this_runtime().unwatch(whom, token);
+}
+
+bool send_typed(const caf::strong_actor_ptr& target, uint64_t sender,
+                const caf::message& msg, typed_done done) {
+  local_runtime* rt = nullptr;
+  try {
+    rt = &this_runtime();
+  } catch (const usage_error&) {
+    return false; // an actor system of the caller's own, not the runtime's
+  }
+  if (!target || target->home_system != &rt->system() ||
+      target->node() == rt->system().node())
+    return false;
+  auto route = rt->typed_route(target->node());
+  return route &&
+         send_typed(*route, rt->system(), target, sender, msg, std::move(done));
 }
 
 std::exception_ptr request_dropped() {

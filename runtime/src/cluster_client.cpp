@@ -141,6 +141,33 @@ caf::actor cluster_client::manager_of(const std::string& node_id) {
   return links_.get(directory_.pick({placement::node, node_id})).manager;
 }
 
+std::shared_ptr<data_client>
+cluster_client::typed_route(const caf::node_id& nid) {
+  if (auto data = links_.linked(nid))
+    return data;
+  {
+    std::lock_guard<std::mutex> guard{unroutable_mtx_};
+    if (unroutable_.count(nid) > 0)
+      return nullptr;
+  }
+  // A handle that came from elsewhere (a message, a reply): which node it
+  // lives on shows only once connected there. Each node is asked once.
+  try {
+    for (auto& n : nodes()) {
+      if (!n.alive || n.id == this_node())
+        continue;
+      auto link = links_.get(n.id);
+      if (link.manager.node() == nid)
+        return link.data;
+    }
+  } catch (const error&) {
+    return nullptr; // the head or a node is out of reach: CAF's path remains
+  }
+  std::lock_guard<std::mutex> guard{unroutable_mtx_};
+  unroutable_.insert(nid);
+  return nullptr;
+}
+
 std::shared_ptr<actor_core> cluster_client::lookup(const std::string& name) {
   bool found = false;
   std::string cls_name, node;

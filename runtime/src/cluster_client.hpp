@@ -5,6 +5,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,6 +72,10 @@ public:
   /// The control handle of live node `node_id`, connecting if needed.
   caf::actor manager_of(const std::string& node_id);
 
+  /// The data-plane connection of the node whose CAF node is `nid`,
+  /// connecting to the directory's nodes until one is; null if none is.
+  std::shared_ptr<data_client> typed_route(const caf::node_id& nid);
+
   /// Channel names in the head's directory.
   head_endpoints& endpoints() noexcept {
     return endpoints_;
@@ -116,6 +121,8 @@ private:
   std::condition_variable funeral_cv_;
   std::deque<funeral> funerals_;
   node_links links_;
+  std::mutex unroutable_mtx_;
+  std::set<caf::node_id> unroutable_; // CAF nodes that are no cluster node
   remote_actors actors_;
   std::thread undertaker_; // started last: it uses the members above
 };

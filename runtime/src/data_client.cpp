@@ -43,6 +43,16 @@ void data_client::stop(const std::string& why) {
     reader_.join();
 }
 
+namespace {
+
+data_client::on_status with_ok(data_client::on_reply done) {
+  return [done = std::move(done)](reply_status s, const bytes& payload) {
+    done(s == reply_status::ok, payload);
+  };
+}
+
+} // namespace
+
 bool data_client::task(const std::string& function, const bytes& args,
                        on_reply done, on_fail fail) {
   auto len = static_cast<uint32_t>(function.size());
@@ -50,7 +60,7 @@ bool data_client::task(const std::string& function, const bytes& args,
               {{reinterpret_cast<const char*>(&len), sizeof(len)},
                {function.data(), function.size()},
                span_of(args)},
-              std::move(done), std::move(fail));
+              with_ok(std::move(done)), std::move(fail));
 }
 
 bool data_client::call(uint64_t actor, const std::string& method,
@@ -61,11 +71,20 @@ bool data_client::call(uint64_t actor, const std::string& method,
                {reinterpret_cast<const char*>(&len), sizeof(len)},
                {method.data(), method.size()},
                span_of(args)},
+              with_ok(std::move(done)), std::move(fail));
+}
+
+bool data_client::typed(uint64_t actor, uint64_t sender, const bytes& message,
+                        on_status done, on_fail fail) {
+  return send(frame_kind::typed,
+              {{reinterpret_cast<const char*>(&actor), sizeof(actor)},
+               {reinterpret_cast<const char*>(&sender), sizeof(sender)},
+               span_of(message)},
               std::move(done), std::move(fail));
 }
 
 bool data_client::send(frame_kind kind, std::vector<byte_span> parts,
-                       on_reply done, on_fail fail) {
+                       on_status done, on_fail fail) {
   uint64_t id;
   {
     std::lock_guard<std::mutex> guard{mtx_};
@@ -77,7 +96,7 @@ bool data_client::send(frame_kind kind, std::vector<byte_span> parts,
   }
   // A failed write closes the connection; the reader then fails everything
   // pending on its own thread, never inside a caller that holds locks.
-  if (!conn_->send(kind, true, id, std::move(parts)))
+  if (!conn_->send(kind, reply_status::ok, id, std::move(parts)))
     conn_->close();
   return true;
 }
@@ -95,7 +114,7 @@ void data_client::read_loop() {
       p = std::move(i->second);
       pending_.erase(i);
     }
-    p.done(h.ok != 0, *payload);
+    p.done(static_cast<reply_status>(h.status), *payload);
   }
   fail_all("the connection to " + peer_ + " closed");
 }

@@ -20,6 +20,7 @@ namespace lumen::detail {
 class data_client : public std::enable_shared_from_this<data_client> {
 public:
   using on_reply = std::function<void(bool ok, const bytes& payload)>;
+  using on_status = std::function<void(reply_status, const bytes& payload)>;
   using on_fail = std::function<void(const std::string& why)>;
 
   /// Connects and presents the credentials; throws `error` saying what failed.
@@ -39,6 +40,12 @@ public:
   bool call(uint64_t actor, const std::string& method, const bytes& args,
             on_reply done, on_fail fail);
 
+  /// Sends `message`, a CAF-serialized message, to the typed CAF actor
+  /// `actor` of the peer's process on behalf of `sender` (an actor id of
+  /// this process, or 0); as `task` otherwise.
+  bool typed(uint64_t actor, uint64_t sender, const bytes& message,
+             on_status done, on_fail fail);
+
   /// Starts the reader thread; call once, right after construction.
   void start();
 
@@ -54,11 +61,11 @@ public:
 
 private:
   struct pending {
-    on_reply done;
+    on_status done;
     on_fail fail;
   };
 
-  bool send(frame_kind kind, std::vector<byte_span> parts, on_reply done,
+  bool send(frame_kind kind, std::vector<byte_span> parts, on_status done,
             on_fail fail);
   void read_loop();
 

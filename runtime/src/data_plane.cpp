@@ -14,11 +14,11 @@ data_connection::~data_connection() {
   ::close(fd_);
 }
 
-bool data_connection::send(frame_kind kind, bool ok, uint64_t id,
+bool data_connection::send(frame_kind kind, reply_status status, uint64_t id,
                            std::vector<byte_span> parts) {
   frame_header h{frame_magic,
                  static_cast<uint8_t>(kind),
-                 static_cast<uint8_t>(ok ? 1 : 0),
+                 static_cast<uint8_t>(status),
                  0,
                  id,
                  0};

@@ -12,9 +12,14 @@
 // length) and the payload:
 //   task    u32 name length, name, args    -> reply (ok: result, else error)
 //   call    u64 actor id, u32 method length, method, args -> reply
-// Payload bytes come from lumen's codec; arguments are never copied out of
-// the received frame. This file is the wire; data_server.hpp and
-// data_client.hpp are its two ends.
+//   typed   u64 CAF actor id, u64 sender, a CAF-serialized message -> reply
+//           (a CAF-serialized response; status `unroutable` if the message
+//           holds actor handles, which only CAF's middleman can load)
+// Task and call payloads come from lumen's codec; arguments are never
+// copied out of the received frame. A typed request reaches a typed CAF
+// actor of the peer's process from a stand-in actor per sender
+// (data_server.cpp), so the actor sees one sender per remote requester. This
+// file is the wire; data_server.hpp and data_client.hpp are its two ends.
 
 #include <cstdint>
 #include <memory>
@@ -34,12 +39,20 @@ enum class frame_kind : uint8_t {
   task = 1,
   call,
   reply,
+  typed,
+};
+
+/// A reply's status byte.
+enum class reply_status : uint8_t {
+  failed = 0,
+  ok = 1,
+  unroutable = 2, // a typed request to send through CAF instead
 };
 
 struct frame_header {
   uint32_t magic;
   uint8_t kind;
-  uint8_t ok;
+  uint8_t status; // a reply_status, for replies
   uint16_t reserved;
   uint64_t id;
   uint64_t length;
@@ -56,7 +69,7 @@ public:
 
   /// Writes one frame whose payload is the concatenation of `parts`;
   /// false if the peer is gone.
-  bool send(frame_kind kind, bool ok, uint64_t id,
+  bool send(frame_kind kind, reply_status status, uint64_t id,
             std::vector<byte_span> parts);
 
   /// Reads the next frame; false on EOF, error, a malformed header or a

@@ -7,6 +7,7 @@
 
 #include "log.hpp"
 #include "protocol.hpp"
+#include "typed_requests.hpp"
 
 namespace lumen::detail {
 
@@ -102,9 +103,9 @@ void reply_when_ready(const std::shared_ptr<data_connection>& c, uint64_t id,
       return;
     if (st->failed()) {
       auto err = encode_error(st->error());
-      c->send(frame_kind::reply, false, id, {span_of(err)});
+      c->send(frame_kind::reply, reply_status::failed, id, {span_of(err)});
     } else {
-      c->send(frame_kind::reply, true, id, {span_of(st->value())});
+      c->send(frame_kind::reply, reply_status::ok, id, {span_of(st->value())});
     }
   });
 }
@@ -112,7 +113,7 @@ void reply_when_ready(const std::shared_ptr<data_connection>& c, uint64_t id,
 void reply_error(const std::shared_ptr<data_connection>& c, uint64_t id,
                  std::exception_ptr err) {
   auto payload = encode_error(err);
-  c->send(frame_kind::reply, false, id, {span_of(payload)});
+  c->send(frame_kind::reply, reply_status::failed, id, {span_of(payload)});
 }
 
 } // namespace
@@ -158,6 +159,8 @@ void data_server::admit(int fd) {
 
 void data_server::serve(std::shared_ptr<data_connection> c) {
   try {
+    // Before the frames: it must outlive the loop, whatever ends it.
+    typed_stand_ins typed{rt_.system(), c};
     frame_header h{};
     std::shared_ptr<bytes> payload;
     while (c->receive(h, payload, max_payload)) {
@@ -165,6 +168,8 @@ void data_server::serve(std::shared_ptr<data_connection> c) {
         run_task(c, h.id, std::move(payload));
       else if (h.kind == static_cast<uint8_t>(frame_kind::call))
         run_call(c, h.id, std::move(payload));
+      else if (h.kind == static_cast<uint8_t>(frame_kind::typed))
+        typed.serve(h.id, *payload);
       else
         break; // not a request: the peer is confused, drop it
     }

@@ -113,4 +113,9 @@ caf::actor driver_runtime::manager_of(const std::string& node_id) {
   return client_->manager_of(node_id);
 }
 
+std::shared_ptr<data_client>
+driver_runtime::typed_route(const caf::node_id& nid) {
+  return client_ ? client_->typed_route(nid) : nullptr;
+}
+
 } // namespace lumen::detail

@@ -29,6 +29,7 @@ public:
   std::shared_ptr<actor_ref> find_actor(const std::string& name) override;
   std::vector<node_info> nodes() override;
   caf::actor manager_of(const std::string& node_id) override;
+  std::shared_ptr<data_client> typed_route(const caf::node_id& nid) override;
   std::optional<std::string> find_endpoint(const std::string& name) override;
 
 protected:

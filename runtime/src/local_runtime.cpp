@@ -346,6 +346,10 @@ caf::actor local_runtime::manager_of(const std::string& node_id) {
   throw not_in_a_cluster(node_id);
 }
 
+std::shared_ptr<data_client> local_runtime::typed_route(const caf::node_id&) {
+  return nullptr;
+}
+
 void local_runtime::run_as_requester(
   std::function<void(caf::event_based_actor*)> job) {
   caf::actor requester;

@@ -24,6 +24,8 @@
 
 namespace lumen::detail {
 
+class data_client;
+
 /// The embedded role, and the base of the cluster roles: one CAF actor
 /// system whose detached actors host Lumen actors, a task pool, the names
 /// of this process's actors, and the requester actor.
@@ -50,6 +52,11 @@ public:
   /// The control handle of cluster node `node_id`; throws `usage_error`:
   /// this process is in no cluster.
   virtual caf::actor manager_of(const std::string& node_id);
+
+  /// The data-plane connection to the cluster process whose CAF node is
+  /// `nid`, for typed actors' requests; null if there is none (outside a
+  /// cluster, or a process that is no node).
+  virtual std::shared_ptr<data_client> typed_route(const caf::node_id& nid);
 
   caf::actor_system& system() override {
     return *sys_;

@@ -75,6 +75,14 @@ void node_links::lose(const std::string& node_id, const data_client* failed,
   on_lost_(node_id, why, std::move(data));
 }
 
+std::shared_ptr<data_client> node_links::linked(const caf::node_id& nid) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  for (auto& [id, l] : links_)
+    if (l.manager.node() == nid && !l.data->closed())
+      return l.data;
+  return nullptr;
+}
+
 std::string node_links::node_of(const caf::actor_addr& manager) {
   std::lock_guard<std::mutex> guard{mtx_};
   for (auto& [id, l] : links_)

@@ -46,6 +46,10 @@ public:
   void lose(const std::string& node_id, const data_client* failed,
             const std::string& why);
 
+  /// The open data connection of the linked node whose CAF node is `nid`,
+  /// or null.
+  std::shared_ptr<data_client> linked(const caf::node_id& nid);
+
   /// The node whose manager is `manager`, or "" if none.
   std::string node_of(const caf::actor_addr& manager);
 

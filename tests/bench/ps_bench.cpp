@@ -409,6 +409,27 @@ void across_processes(int reps, bool smoke, const tcp_baselines& tcp,
                        }),
     calls);
   lumen::bench::compare(t.figs.back(), tcp.pingpong);
+  // As a caller with many refs in flight (Ray's usual pattern) sees it.
+  constexpr long window = 64;
+  t.figs.emplace_back(
+    "ps_small_requests_pipelined", "ops/s",
+    lumen::bench::rate(
+      reps, calls,
+      [&] {
+        std::vector<lumen::ObjectRef<std::tuple<uint64_t, ml::tensor>>> refs;
+        for (long i = 0; i < calls; ++i) {
+          refs.push_back(lumen::call(tiny, ml::pull_atom::value));
+          if (refs.size() == window) {
+            for (auto& r : refs)
+              lumen::get(r);
+            refs.clear();
+          }
+        }
+        for (auto& r : refs)
+          lumen::get(r);
+      }),
+    calls);
+  lumen::bench::compare(t.figs.back(), tcp.pingpong);
   // A 10M-parameter model's pushes, to 1, 2 and 4 shards on nodes of
   // their own.
   size_t params = smoke ? 10000 : 10000000;

@@ -94,6 +94,25 @@ calculator::behavior_type calculator_impl() {
   return {[](add_atom, int32_t x, int32_t y) { return x + y; }};
 }
 
+struct tally_state {
+  int64_t sum = 0;
+};
+
+tally::behavior_type tally_impl(tally::stateful_pointer<tally_state> self) {
+  return {[=](add_atom, int32_t x) { return self->state.sum += x; }};
+}
+
+relay_actor::behavior_type relay_impl(relay_actor::pointer self) {
+  return {[=](add_atom, const calculator& c, int32_t x,
+              int32_t y) -> caf::result<int32_t> {
+    auto rp = self->make_response_promise<int32_t>();
+    lumen::request(self, c, caf::infinite, add_atom::value, x, y)
+      .then([rp](int32_t sum) mutable { rp.deliver(sum); },
+            [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+    return rp;
+  }};
+}
+
 struct silent_state {
   std::vector<caf::typed_response_promise<int32_t>> never_delivered;
 };
@@ -111,3 +130,6 @@ silent_impl(silent_actor::stateful_pointer<silent_state> self) {
 
 LUMEN_TYPED_ACTOR("calculator", calculator_impl);
 LUMEN_TYPED_ACTOR("silent", silent_impl);
+LUMEN_TYPED_ACTOR("tally", tally_impl);
+LUMEN_TYPED_ACTOR("relay", relay_impl);
+LUMEN_MESSAGE_TYPE(calculator, "lumen_test::calculator");

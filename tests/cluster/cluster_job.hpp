@@ -36,5 +36,15 @@ using ask_atom = caf::atom_constant<caf::atom("ask")>;
 using calculator =
   caf::typed_actor<caf::replies_to<add_atom, int32_t, int32_t>::with<int32_t>>;
 
+// Adds up what it is sent and answers the sum so far: the answers show the
+// order the requests arrived in.
+using tally =
+  caf::typed_actor<caf::replies_to<add_atom, int32_t>::with<int64_t>>;
+
+// Asks the calculator it is given: the request carries an actor handle,
+// and the relay_actor's own request goes from its node to the calculator's.
+using relay_actor = caf::typed_actor<
+  caf::replies_to<add_atom, calculator, int32_t, int32_t>::with<int32_t>>;
+
 // Never answers: its requests stay open until it or its node is gone.
 using silent_actor = caf::typed_actor<caf::replies_to<ask_atom>::with<int32_t>>;

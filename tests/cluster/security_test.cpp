@@ -15,6 +15,8 @@
 #include <cerrno>
 #include <random>
 
+#include <lumen/caf_interop.hpp>
+
 #include "cluster_fixture.hpp"
 #include "cluster_job.hpp"
 
@@ -285,6 +287,60 @@ BOOST_AUTO_TEST_CASE(slow_drip_peers_are_closed_within_the_deadline) {
              threads_before << " threads before, " << threads_during
                             << " during");
   BOOST_TEST(ids(lumen::nodes(), false).empty());
+}
+
+BOOST_AUTO_TEST_CASE(hostile_typed_requests_with_the_token_get_error_replies) {
+  // A peer with the token is still not trusted with the bytes of its typed
+  // requests: each malformed one is answered with an error, and the node
+  // goes on serving.
+  auto& cl = *the_cluster;
+  auto calc = lumen::spawn_on<calculator>("node-1", "calculator");
+  int fd = connect_to(data_address_of("node-1"));
+  BOOST_REQUIRE(fd >= 0);
+  std::ifstream in{cl.token_file};
+  std::string token;
+  in >> token;
+  std::string hello = "LMNGATE1";
+  hello += static_cast<char>(token.size() & 0xff);
+  hello += static_cast<char>(token.size() >> 8);
+  hello += token;
+  ::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL);
+  unsigned char verdict[3] = {};
+  BOOST_REQUIRE(::recv(fd, verdict, sizeof(verdict), MSG_WAITALL) == 3);
+  BOOST_REQUIRE(verdict[0] == 0); // admitted
+  std::mt19937 rng{7};
+  std::vector<std::vector<char>> payloads;
+  payloads.emplace_back(3, 'x');            // shorter than its ids
+  payloads.emplace_back(16 + 4096, '\xff'); // lengths of 2^64 everywhere
+  std::vector<char> noise(16 + (1 << 16));
+  for (auto& b : noise)
+    b = static_cast<char>(rng());
+  payloads.push_back(noise);
+  uint64_t id = 1;
+  for (auto& p : payloads) {
+    frame_header h;
+    h.kind = 4; // typed
+    h.id = id;
+    h.length = p.size();
+    BOOST_REQUIRE(::send(fd, &h, sizeof(h), MSG_NOSIGNAL) == sizeof(h));
+    BOOST_REQUIRE(::send(fd, p.data(), p.size(), MSG_NOSIGNAL) ==
+                  static_cast<ssize_t>(p.size()));
+    frame_header reply{};
+    BOOST_REQUIRE(::recv(fd, &reply, sizeof(reply), MSG_WAITALL) ==
+                  sizeof(reply));
+    BOOST_TEST(reply.kind == 3); // a reply
+    BOOST_TEST(reply.ok == 0);   // failed
+    BOOST_TEST(reply.id == id);
+    BOOST_REQUIRE(reply.length < 4096);
+    std::vector<char> why(reply.length);
+    BOOST_REQUIRE(::recv(fd, why.data(), why.size(), MSG_WAITALL) ==
+                  static_cast<ssize_t>(why.size()));
+    ++id;
+  }
+  ::close(fd);
+  BOOST_TEST(cl.nodes[0].proc->running());
+  BOOST_TEST(lumen::get(lumen::call(calc, add_atom::value, 2, 3), deadline) ==
+             5);
 }
 
 BOOST_AUTO_TEST_CASE(junk_bytes_and_port_scans_leave_the_head_working) {

@@ -2,20 +2,27 @@
 
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
+#include <caf/actor.hpp>
+#include <caf/actor_addr.hpp>
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/error.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/is_typed_actor.hpp>
+#include <caf/mailbox_element.hpp>
 #include <caf/make_message.hpp>
 #include <caf/response_type.hpp>
+#include <caf/typed_actor.hpp>
 
 #include "lumen/detail/caf_request.hpp"
 #include "lumen/errors.hpp"
@@ -66,10 +73,82 @@ private:
   caf::error cause_;
 };
 
+/// True for a type that is or holds a CAF actor handle. A request or a
+/// response with one goes through CAF's middleman, which alone can load a
+/// handle to an actor of a third process; the rest goes on the data plane.
+/// Specialize it (as std::true_type) for a message type of your own whose
+/// `inspect` has a handle inside.
+template <class T>
+struct carries_actor_handle : std::false_type {};
+
+template <>
+struct carries_actor_handle<caf::actor> : std::true_type {};
+template <>
+struct carries_actor_handle<caf::actor_addr> : std::true_type {};
+template <>
+struct carries_actor_handle<caf::strong_actor_ptr> : std::true_type {};
+template <>
+struct carries_actor_handle<caf::message> : std::true_type {};
+template <class... Sigs>
+struct carries_actor_handle<caf::typed_actor<Sigs...>> : std::true_type {};
+template <class T, class A>
+struct carries_actor_handle<std::vector<T, A>> : carries_actor_handle<T> {};
+template <class T>
+struct carries_actor_handle<std::optional<T>> : carries_actor_handle<T> {};
+template <class K, class V, class C, class A>
+struct carries_actor_handle<std::map<K, V, C, A>>
+  : std::bool_constant<carries_actor_handle<K>::value ||
+                       carries_actor_handle<V>::value> {};
+template <class T, class U>
+struct carries_actor_handle<std::pair<T, U>>
+  : std::bool_constant<carries_actor_handle<T>::value ||
+                       carries_actor_handle<U>::value> {};
+template <class... Ts>
+struct carries_actor_handle<std::tuple<Ts...>>
+  : std::bool_constant<(carries_actor_handle<Ts>::value || ...)> {};
+
+namespace detail {
+
+template <class Outs, class... Args>
+struct plane_safe;
+
+template <class... Outs, class... Args>
+struct plane_safe<caf::detail::type_list<Outs...>, Args...>
+  : std::bool_constant<!((carries_actor_handle<Outs>::value || ...) ||
+                         (carries_actor_handle<Args>::value || ...))> {};
+
+/// Sends `msg` to `to` from the runtime's requester, failing the request
+/// if `to`'s node goes down first.
+template <class R, class Outs>
+void request_through_caf(std::shared_ptr<open_request<R>> req, caf::actor to,
+                         caf::message msg) {
+  run_as_requester([req, to, msg](caf::event_based_actor* self) mutable {
+    if (to->node() != self->node()) {
+      req->watched = to.address();
+      // Weak: the watch must not keep the request open.
+      std::weak_ptr<open_request<R>> weak = req;
+      req->token = watch(self, to, [weak] {
+        if (auto r = weak.lock())
+          r->st->set_error(std::make_exception_ptr(
+            actor_died("the typed actor's node went down")));
+      });
+    }
+    self->request(to, caf::infinite, std::move(msg))
+      .then(response_sink<R, Outs>{req}, [req](caf::error& e) {
+        req->settle();
+        req->st->set_error(from_caf_error(e));
+      });
+  });
+}
+
+} // namespace detail
+
 /// Sends a request to a typed CAF actor and returns a ref to the response,
 /// so that `lumen::get` / `lumen::wait` serve CAF actors as they serve Lumen
 /// actors. String literals go as std::string. An error response makes `get`
-/// throw `task_error`; a receiver that is gone, `actor_died`.
+/// throw `typed_actor_error`; a receiver that is gone, `actor_died`. A
+/// receiver in another cluster process gets the request on the data plane
+/// unless it carries actor handles (carries_actor_handle).
 template <class Handle, class... Ts>
 auto call(const Handle& h, Ts&&... xs) {
   static_assert(caf::is_typed_actor<Handle>::value,
@@ -82,32 +161,62 @@ auto call(const Handle& h, Ts&&... xs) {
   using R = typename detail::result_of<outs>::type;
   auto st = std::make_shared<detail::value_state<R>>();
   auto req = std::make_shared<detail::open_request<R>>(st);
-  detail::run_as_requester([req, h,
-                            args = std::make_tuple(detail::message_arg_t<Ts>(
-                              std::forward<Ts>(xs))...)](
-                             caf::event_based_actor* self) mutable {
-    if (h->node() != self->node()) {
-      req->watched = h.address();
-      // Weak: the watch must not keep the request open.
-      std::weak_ptr<detail::open_request<R>> weak = req;
-      req->token = detail::watch(self, caf::actor_cast<caf::actor>(h), [weak] {
-        if (auto r = weak.lock())
-          r->st->set_error(
-            std::make_exception_ptr(actor_died("the typed actor's node "
-                                               "went down")));
-      });
-    }
-    std::apply(
-      [&](auto&... ys) {
-        self->request(h, caf::infinite, std::move(ys)...)
-          .then(detail::response_sink<R, outs>{req}, [req](caf::error& e) {
-            req->settle();
-            req->st->set_error(detail::from_caf_error(e));
-          });
-      },
-      args);
-  });
+  auto msg =
+    caf::make_message(detail::message_arg_t<Ts>(std::forward<Ts>(xs))...);
+  auto to = caf::actor_cast<caf::actor>(h);
+  if constexpr (detail::plane_safe<outs, detail::message_arg_t<Ts>...>::value) {
+    if (h && detail::send_typed(
+               caf::actor_cast<caf::strong_actor_ptr>(h), 0, msg,
+               [req, to, msg](bool routed, caf::message& m) {
+                 if (routed)
+                   detail::publish_response<R, outs>(req, m);
+                 else
+                   detail::request_through_caf<R, outs>(req, to, msg);
+               }))
+      return ObjectRef<R>{std::move(st)};
+  }
+  detail::request_through_caf<R, outs>(std::move(req), std::move(to),
+                                       std::move(msg));
   return ObjectRef<R>{std::move(st)};
+}
+
+/// `self->request(h, timeout, xs...)` for an actor's own requests: the
+/// same response handle, whose `.then` handlers get the response as CAF
+/// delivers it, but for a receiver in another cluster process the request
+/// goes on the data plane unless it carries actor handles
+/// (carries_actor_handle). The receiver sees one requester per actor.
+template <class Self, class Handle, class... Ts>
+auto request(Self* self, const Handle& h, const caf::duration& timeout,
+             Ts&&... xs)
+  -> decltype(self->request(h, timeout, std::forward<Ts>(xs)...)) {
+  using handle = decltype(self->request(h, timeout, std::forward<Ts>(xs)...));
+  using rt = caf::response_type<typename Handle::signatures,
+                                detail::message_arg_t<Ts>...>;
+  if (!h)
+    return self->request(h, timeout, std::forward<Ts>(xs)...);
+  auto id = self->new_request_id(caf::message_priority::normal);
+  auto msg =
+    caf::make_message(detail::message_arg_t<Ts>(std::forward<Ts>(xs))...);
+  auto to = caf::actor_cast<caf::strong_actor_ptr>(h);
+  bool sent = false;
+  if constexpr (detail::plane_safe<typename rt::type,
+                                   detail::message_arg_t<Ts>...>::value) {
+    auto me = caf::actor_cast<caf::strong_actor_ptr>(self);
+    sent = detail::send_typed(
+      to, self->id(), msg, [me, to, id, msg](bool routed, caf::message& m) {
+        if (routed)
+          me->enqueue(caf::make_mailbox_element(nullptr, id.response_id(), {},
+                                                std::move(m)),
+                      nullptr);
+        else
+          to->enqueue(caf::make_mailbox_element(me, id, {}, msg), nullptr);
+      });
+  }
+  if (!sent)
+    to->enqueue(caf::make_mailbox_element(self->ctrl(), id, {}, std::move(msg)),
+                self->context());
+  self->request_response_timeout(timeout, id);
+  return handle{id.response_id(), self};
 }
 
 /// Spawns the typed actor registered as `name` (LUMEN_TYPED_ACTOR) on the

@@ -11,12 +11,14 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include <caf/actor.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/detail/type_list.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/message.hpp>
+#include <caf/sec.hpp>
 
 #include "lumen/detail/object_state.hpp"
 
@@ -76,6 +78,18 @@ uint64_t watch(caf::event_based_actor* self, const caf::actor& whom,
 
 /// On the requester's thread: the request answered; forget its `fail`.
 void unwatch(const caf::actor_addr& whom, uint64_t token);
+
+/// Runs once a request sent on the data plane is answered, on a
+/// connection's reader thread: `routed` with the response (a `caf::error`
+/// alone for a failure), or not `routed`, the peer unable to load the
+/// message (it holds actor handles): send it through CAF.
+using typed_done = std::function<void(bool routed, caf::message& reply)>;
+
+/// Sends `msg` from `sender` (an actor id, 0 for none) to `target` on the
+/// data plane if `target` lives in another cluster process this one can
+/// reach there; false, running nothing, if not: send it through CAF.
+bool send_typed(const caf::strong_actor_ptr& target, uint64_t sender,
+                const caf::message& msg, typed_done done);
 
 /// The Lumen error for a failed CAF request: `actor_died` if the receiver
 /// is gone, `typed_actor_error` (the error and its rendering) otherwise.
@@ -159,6 +173,49 @@ struct response_sink<R, caf::detail::type_list<Ts...>> {
       st->set_value(R{std::move(xs)...});
   }
 };
+
+template <class Outs>
+struct elements_of;
+
+template <class... Ts>
+struct elements_of<caf::detail::type_list<Ts...>> {
+  using type = caf::detail::type_list<Ts...>;
+};
+
+template <>
+struct elements_of<caf::detail::type_list<void>> {
+  using type = caf::detail::type_list<>;
+};
+
+template <class Sink, class... Ts, size_t... Is>
+void apply_elements(Sink& sink, caf::message& m, caf::detail::type_list<Ts...>,
+                    std::index_sequence<Is...>) {
+  if (!m.match_elements<Ts...>()) {
+    sink.req->settle();
+    sink.req->st->set_error(from_caf_error(caf::make_error(
+      caf::sec::unexpected_response,
+      "the typed actor answered with other types than its interface says")));
+    return;
+  }
+  sink(m.get_mutable_as<Ts>(Is)...);
+}
+
+/// Publishes a response that came on the data plane, as `response_sink`
+/// does one CAF delivers.
+template <class R, class Outs>
+void publish_response(const std::shared_ptr<open_request<R>>& req,
+                      caf::message& m) {
+  if (m.match_elements<caf::error>()) {
+    req->settle();
+    req->st->set_error(from_caf_error(m.get_as<caf::error>(0)));
+    return;
+  }
+  using elems = typename elements_of<Outs>::type;
+  response_sink<R, Outs> sink{req};
+  apply_elements(
+    sink, m, elems{},
+    std::make_index_sequence<caf::detail::tl_size<elems>::value>{});
+}
 
 } // namespace detail
 
