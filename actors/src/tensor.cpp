@@ -91,13 +91,47 @@ tensor::tensor(std::vector<int64_t> shape, dtype type)
 
 tensor tensor::clone() const {
   tensor t = *this;
-  t.storage_ = std::make_shared<std::vector<char>>(*storage_);
+  t.own();
   return t;
+}
+
+void tensor::own() {
+  auto p = raw_begin();
+  storage_ = std::make_shared<std::vector<char>>(p, p + nbytes());
+  view_ = nullptr;
+  owner_.reset();
+}
+
+tensor tensor::view(std::vector<int64_t> shape, dtype type, const char* data,
+                    std::shared_ptr<const void> owner) {
+  tensor t;
+  t.type_ = type;
+  t.shape_ = std::move(shape);
+  t.numel_ = count_elements(t.shape_, type);
+  t.storage_.reset();
+  t.view_ = data;
+  t.owner_ = std::move(owner);
+  return t;
+}
+
+tensor tensor::rows(size_t begin, size_t end) const {
+  if (shape_.empty() || begin > end || end > static_cast<size_t>(shape_[0]))
+    throw usage_error("rows [" + std::to_string(begin) + ", " +
+                      std::to_string(end) + ") of a " + describe() +
+                      " tensor are out of range");
+  auto shape = shape_;
+  shape[0] = static_cast<int64_t>(end - begin);
+  size_t row_bytes = shape_[0] == 0 ? 0 : nbytes() / shape_[0];
+  std::shared_ptr<const void> owner = owner_;
+  if (view_ == nullptr)
+    owner = storage_;
+  return view(std::move(shape), type_, raw_begin() + begin * row_bytes,
+              std::move(owner));
 }
 
 bool operator==(const tensor& a, const tensor& b) {
   return a.type_ == b.type_ && a.shape_ == b.shape_ &&
-         *a.storage_ == *b.storage_;
+         std::memcmp(a.raw_begin(), b.raw_begin(), a.nbytes()) == 0;
 }
 
 std::string tensor::describe() const {
@@ -112,6 +146,8 @@ void tensor::require_rank(size_t rank) const {
 
 std::vector<char>& tensor::fresh_storage() {
   numel_ = 0; // until check_loaded agrees with what was read
+  view_ = nullptr;
+  owner_.reset();
   storage_ = std::make_shared<std::vector<char>>();
   return *storage_;
 }

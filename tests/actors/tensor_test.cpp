@@ -35,6 +35,33 @@ BOOST_AUTO_TEST_CASE(copies_share_storage_and_clone_does_not) {
   BOOST_TEST(!(a == c));
 }
 
+BOOST_AUTO_TEST_CASE(rows_view_in_place_and_a_write_copies_them_first) {
+  tensor m({4, 2});
+  m.vec<float>() << 0, 1, 2, 3, 4, 5, 6, 7;
+  auto mid = m.rows(1, 3);
+  BOOST_TEST(mid.is_view());
+  BOOST_TEST(mid.describe() == "float32[2, 2]");
+  const auto& seen = mid;
+  BOOST_TEST(seen.data<float>() == m.data<float>() + 2); // no copy to read
+  BOOST_TEST((mid.to_vector<float>() == std::vector<float>{2, 3, 4, 5}));
+  mid.data<float>()[0] = 20; // now its own numbers
+  BOOST_TEST(!mid.is_view());
+  BOOST_TEST(m.data<float>()[2] == 2.0f);
+  BOOST_TEST(m.rows(4, 4).numel() == 0u);
+  BOOST_CHECK_THROW(m.rows(3, 5), lumen::usage_error);
+  BOOST_CHECK_THROW(m.rows(3, 2), lumen::usage_error);
+  // A view crosses CAF and the codec as the same bytes as a copy.
+  auto view = m.rows(2, 4);
+  auto copy = view.clone();
+  std::vector<char> a, b;
+  caf::binary_serializer sa{nullptr, a}, sb{nullptr, b};
+  BOOST_REQUIRE(!sa(view));
+  BOOST_REQUIRE(!sb(copy));
+  BOOST_TEST((a == b));
+  BOOST_TEST((lumen::detail::encode(view) == lumen::detail::encode(copy)));
+  BOOST_TEST((view == copy));
+}
+
 BOOST_AUTO_TEST_CASE(eigen_maps_in_place) {
   tensor m({2, 2});
   m.mat<float>() << 1, 2, 3, 4;

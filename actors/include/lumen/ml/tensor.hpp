@@ -3,7 +3,10 @@
 // lumen::ml::tensor: a shaped block of numbers, as PyTorch users know it.
 // Copies of a tensor share its storage (as `b = a` does in PyTorch);
 // `clone()` copies the numbers. It crosses processes as one block of raw
-// bytes, and Eigen maps it in place.
+// bytes, and Eigen maps it in place. A tensor may also view numbers it
+// does not own (rows of another tensor, a node's shared memory): reading
+// reads them in place, and the first write through it makes it a copy of
+// its own, so that a view never writes into what others read.
 
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +23,7 @@
 #include <caf/meta/load_callback.hpp>
 #include <caf/meta/type_name.hpp>
 #include <caf/sec.hpp>
+#include <caf/serializer.hpp>
 
 #include <lumen/errors.hpp>
 
@@ -151,12 +155,30 @@ public:
   /// A tensor with its own copy of the numbers.
   tensor clone() const;
 
-  /// Raw bytes, `nbytes()` of them.
-  char* raw() noexcept {
+  /// A view of `shape` and `type` over `data`, which `owner` keeps alive
+  /// (read in place, copied on the first write); throws `usage_error` for
+  /// a bad shape.
+  static tensor view(std::vector<int64_t> shape, dtype type, const char* data,
+                     std::shared_ptr<const void> owner);
+
+  /// Rows `[begin, end)` of a tensor of rank 1 or more, viewing its
+  /// numbers (as PyTorch's `narrow(0, ...)`); throws `usage_error` for a
+  /// range out of bounds.
+  tensor rows(size_t begin, size_t end) const;
+
+  /// True if the numbers are another's (a view) rather than its own.
+  bool is_view() const noexcept {
+    return view_ != nullptr;
+  }
+
+  /// Raw bytes, `nbytes()` of them; a view becomes a copy first.
+  char* raw() {
+    if (view_ != nullptr)
+      own();
     return storage_->data();
   }
   const char* raw() const noexcept {
-    return storage_->data();
+    return raw_begin();
   }
 
   /// Same dtype, shape and numbers.
@@ -181,12 +203,42 @@ public:
       auto& fresh = x.fresh_storage(); // never into storage others share
       return f(name, x.type_, x.shape_, fresh,
                caf::meta::load_callback([&x] { return x.check_loaded(); }));
+    } else if constexpr (std::is_base_of<caf::serializer, Inspector>::value) {
+      saved_bytes bytes{x.raw(), x.nbytes()}; // a view, written in place
+      return f(name, x.type_, x.shape_, bytes);
     } else {
-      return f(name, x.type_, x.shape_, *x.storage_);
+      // Lumen's codec and CAF's printers, which take a vector of bytes.
+      if (x.view_ == nullptr)
+        return f(name, x.type_, x.shape_, *x.storage_);
+      std::vector<char> bytes(x.view_, x.view_ + x.nbytes());
+      return f(name, x.type_, x.shape_, bytes);
     }
   }
 
 private:
+  /// The numbers as CAF writes a vector of bytes, from wherever they are.
+  struct saved_bytes {
+    const char* data;
+    size_t size;
+
+    friend caf::error inspect(caf::serializer& f, saved_bytes& x) {
+      size_t n = x.size;
+      if (auto err = f.begin_sequence(n))
+        return err;
+      if (n > 0)
+        if (auto err = f.apply_raw(n, const_cast<char*>(x.data)))
+          return err;
+      return f.end_sequence();
+    }
+  };
+
+  /// Makes a view's numbers its own.
+  void own();
+
+  const char* raw_begin() const noexcept {
+    return view_ != nullptr ? view_ : storage_->data();
+  }
+
   /// The storage as CAF reads it: of the length dtype and shape allow.
   struct expected_bytes {
     tensor* t;
@@ -227,7 +279,9 @@ private:
   dtype type_ = dtype::float32;
   std::vector<int64_t> shape_;
   size_t numel_ = 0;
-  std::shared_ptr<std::vector<char>> storage_;
+  std::shared_ptr<std::vector<char>> storage_; // unless a view
+  const char* view_ = nullptr;                 // a view's numbers
+  std::shared_ptr<const void> owner_;          // keeps them alive
 };
 
 } // namespace lumen::ml
