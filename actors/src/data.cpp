@@ -4,11 +4,15 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
+
+#include <lumen/node_shared.hpp>
 
 namespace lumen::ml {
 
@@ -152,6 +156,64 @@ dataset load_fashion_mnist(split which, const std::string& dir) {
     y[i] = label;
   }
   return out;
+}
+
+dataset node_fashion_mnist(split which, float mean, float stddev,
+                           const std::string& dir) {
+  if (!(stddev > 0))
+    throw usage_error("node_fashion_mnist: stddev must be positive");
+  std::string stem = which == split::train ? "train" : "t10k";
+  auto images_path = dir + "/" + stem + "-images-idx3-ubyte.gz";
+  // Another version of the files, or other scaling, is another block.
+  struct stat st {};
+  auto version = ::stat(images_path.c_str(), &st) == 0
+                   ? std::to_string(st.st_size) + "-" +
+                       std::to_string(st.st_mtime) + "-" +
+                       std::to_string(st.st_ino)
+                   : std::string{"missing"};
+  char scaling[64];
+  std::snprintf(scaling, sizeof(scaling), "%a_%a", mean, stddev);
+  std::string name = "fashion-mnist." + stem + "." + version + "." + scaling;
+  for (auto& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-')
+      c = '_';
+  // The block: rows (u64), then the features, then the labels.
+  auto block = lumen::node_shared(name, [&] {
+    auto d = load_fashion_mnist(which, dir);
+    if (mean != 0 || stddev != 1)
+      standardize(d, mean, stddev);
+    uint64_t rows = d.size();
+    std::vector<char> bytes(sizeof(rows) + d.features.nbytes() +
+                            d.labels.nbytes());
+    std::memcpy(bytes.data(), &rows, sizeof(rows));
+    std::memcpy(bytes.data() + sizeof(rows), d.features.raw(),
+                d.features.nbytes());
+    std::memcpy(bytes.data() + sizeof(rows) + d.features.nbytes(),
+                d.labels.raw(), d.labels.nbytes());
+    return bytes;
+  });
+  uint64_t rows = 0;
+  if (block->size() >= sizeof(rows))
+    std::memcpy(&rows, block->data(), sizeof(rows));
+  auto n = static_cast<int64_t>(rows);
+  if (block->size() != sizeof(rows) + rows * (784 * 4 + 4))
+    throw data_error("the node-shared block " + block->name() +
+                     " does not hold Fashion-MNIST: remove it from /dev/shm");
+  dataset out;
+  const char* x = block->data() + sizeof(rows);
+  out.features = tensor::view({n, 784}, dtype::float32, x, block);
+  out.labels = tensor::view({n}, dtype::int32, x + rows * 784 * 4, block);
+  return out;
+}
+
+dataset share_of(const dataset& d, size_t worker, size_t workers) {
+  if (worker >= workers)
+    throw usage_error("share_of: worker " + std::to_string(worker) + " of " +
+                      std::to_string(workers) +
+                      "; workers are numbered from 0");
+  size_t n = d.size();
+  size_t begin = n * worker / workers, end = n * (worker + 1) / workers;
+  return {d.features.rows(begin, end), d.labels.rows(begin, end)};
 }
 
 const std::vector<std::string>& fashion_mnist_classes() {

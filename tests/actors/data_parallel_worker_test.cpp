@@ -266,4 +266,36 @@ BOOST_AUTO_TEST_CASE(bad_weights_models_and_shards_are_refused_naming_why) {
     lumen::usage_error);
 }
 
+BOOST_AUTO_TEST_CASE(a_worker_reads_its_shard_from_the_nodes_copy) {
+  worker_config cfg;
+  cfg.model = {"softmax_regression", 784, {}, 10};
+  node_shard shard;
+  shard.which = split::test;
+  shard.worker = 1;
+  shard.workers = 4;
+  auto w = spawn_worker(cfg, shard, lumen::this_node_id());
+  auto g = lumen::get(
+    lumen::call(w, compute_gradient_atom::value, tensor({7850})), deadline);
+  BOOST_TEST(g.numel == 7850u);
+  // A node without the data set gives a worker that says so.
+  shard.dir = "/nonexistent";
+  auto lost = spawn_worker(cfg, shard, lumen::this_node_id());
+  try {
+    lumen::get(lumen::call(lost, worker_stats_atom::value), deadline);
+    BOOST_FAIL("a worker without its data answered");
+  } catch (const lumen::typed_actor_error& e) {
+    BOOST_TEST(std::string{e.what()}.find("apt-get install") !=
+                 std::string::npos,
+               e.what());
+  }
+  shard.worker = 4;
+  BOOST_CHECK_THROW(spawn_worker(cfg, shard, lumen::this_node_id()),
+                    lumen::usage_error);
+  auto wrong = cfg;
+  wrong.model.dim = 100; // Fashion-MNIST has 784 features
+  shard.worker = 0;
+  BOOST_CHECK_THROW(spawn_worker(wrong, shard, lumen::this_node_id()),
+                    lumen::usage_error);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

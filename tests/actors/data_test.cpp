@@ -14,6 +14,7 @@
 #include <numeric>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <lumen/ml.hpp>
@@ -93,6 +94,31 @@ BOOST_AUTO_TEST_CASE(fashion_mnist_loads_whole_with_balanced_classes) {
   BOOST_TEST(fashion_mnist_classes().size() == 10u);
   standardize(train, 0.2860f, 0.3530f);
   BOOST_TEST(std::abs(train.features.vec<float>().mean()) < 1e-3f);
+}
+
+BOOST_AUTO_TEST_CASE(the_node_copy_is_the_loaded_set_viewed_in_place) {
+  auto loaded = load_fashion_mnist(split::test);
+  standardize(loaded, 0.2860f, 0.3530f);
+  auto shared = node_fashion_mnist(split::test, 0.2860f, 0.3530f);
+  BOOST_TEST(shared.features.is_view());
+  BOOST_TEST((shared.features == loaded.features));
+  BOOST_TEST((shared.labels == loaded.labels));
+  // A second ask maps the same block (a mapping of its own).
+  auto again = node_fashion_mnist(split::test, 0.2860f, 0.3530f);
+  BOOST_TEST(again.features.is_view());
+  BOOST_TEST((again.features == loaded.features));
+  // Shares view it too, and cover it once.
+  size_t rows = 0;
+  for (size_t w = 0; w < 3; ++w) {
+    auto part = share_of(shared, w, 3);
+    BOOST_TEST(part.features.is_view());
+    BOOST_TEST(std::as_const(part.features).data<float>() ==
+               std::as_const(shared.features).data<float>() + rows * 784);
+    rows += part.size();
+  }
+  BOOST_TEST(rows == shared.size());
+  BOOST_CHECK_THROW(share_of(shared, 3, 3), lumen::usage_error);
+  BOOST_CHECK_THROW(node_fashion_mnist(split::test, 0, 0), lumen::usage_error);
 }
 
 BOOST_AUTO_TEST_CASE(damaged_and_missing_files_are_named_with_the_fix) {

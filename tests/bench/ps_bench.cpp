@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -363,6 +364,56 @@ tcp_baselines measure_tcp(int reps, bool smoke) {
   return {ping, {"tcp_echo_mlp", "MB/s", rts, n, long(mlp_gradient_bytes)}};
 }
 
+/// A process's proportional set size, in bytes: its share of each page it
+/// maps, a page shared by k processes counting 1/k.
+double pss_bytes(pid_t pid) {
+  std::ifstream in{"/proc/" + std::to_string(pid) + "/smaps_rollup"};
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("Pss:", 0) == 0)
+      return std::stod(line.substr(4)) * 1024.0;
+  return 0;
+}
+
+/// Four workers, one in each of `nodes` (processes of one machine), read
+/// their shards: the PSS the four processes grew by, over one copy of the
+/// data set.
+double data_pss_ratio(const std::vector<lumen::bench::node_process>& nodes,
+                      bool shared, bool smoke) {
+  ml::worker_config cfg;
+  cfg.model = {"softmax_regression", 784, {}, 10};
+  double before = 0;
+  for (auto& n : nodes)
+    before += pss_bytes(n.proc->pid());
+  std::vector<ml::data_parallel_worker> workers;
+  ml::node_shard shard;
+  shard.which = smoke ? ml::split::test : ml::split::train;
+  shard.workers = nodes.size();
+  shard.shared = shared;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    shard.worker = i;
+    workers.push_back(
+      ml::spawn_worker(cfg, shard, "node-" + std::to_string(i + 1)));
+  }
+  for (auto& w : workers) // each has its shard once it answers
+    lumen::get(lumen::call(w, ml::worker_stats_atom::value));
+  double after = 0;
+  for (auto& n : nodes)
+    after += pss_bytes(n.proc->pid());
+  for (auto& w : workers) {
+    caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+    // Gone once a call says so: their shards are let go by then.
+    for (;;) {
+      try {
+        lumen::get(lumen::call(w, ml::worker_stats_atom::value));
+      } catch (const lumen::actor_died&) {
+        break;
+      }
+    }
+  }
+  double rows = smoke ? 10000 : 60000;
+  return (after - before) / (rows * (784 * 4 + 4));
+}
+
 /// The server in other processes: a head and four nodes, this program.
 void across_processes(int reps, bool smoke, const tcp_baselines& tcp,
                       table& t) {
@@ -378,6 +429,20 @@ void across_processes(int reps, bool smoke, const tcp_baselines& tcp,
   init.address = procs[0].address;
   init.token_file = token_file;
   lumen::init(init);
+  // On the fresh nodes, before anything else there allocates: the shared
+  // run first, since the private one's freed copies may linger.
+  std::vector<lumen::bench::node_process> nodes;
+  for (size_t i = 1; i < procs.size(); ++i)
+    nodes.push_back(std::move(procs[i]));
+  t.figs.emplace_back("shared_data_pss_ratio", "ratio",
+                      std::vector<double>{data_pss_ratio(nodes, true, smoke)},
+                      1);
+  t.figs.emplace_back("private_data_pss_ratio", "ratio",
+                      std::vector<double>{data_pss_ratio(nodes, false, smoke)},
+                      1);
+  lumen::bench::compare(t.figs[t.figs.size() - 2], t.figs.back());
+  for (size_t i = 1; i < procs.size(); ++i)
+    procs[i] = std::move(nodes[i - 1]);
   ml::mlp net{784, {256, 128}, 10};
   ml::ps_config cfg; // sync, one worker: each push closes a step
   cfg.optimizer.lr = 1e-6f;

@@ -80,6 +80,21 @@ inline constexpr const char* fashion_mnist_dir =
 dataset load_fashion_mnist(split which,
                            const std::string& dir = fashion_mnist_dir);
 
+/// Fashion-MNIST as `load_fashion_mnist` gives it, then standardized with
+/// `mean` and `stddev` (0 and 1: as loaded), held once per machine in a
+/// node-shared block (lumen/node_shared.hpp) that every process asking for
+/// the same split, scaling and files maps: the tensors view it, read-only
+/// in place (a write makes a private copy). Throws as `load_fashion_mnist`
+/// does, and `error` if shared memory fails.
+dataset node_fashion_mnist(split which, float mean = 0, float stddev = 1,
+                           const std::string& dir = fashion_mnist_dir);
+
+/// Worker `worker`'s share of `d` in place: a contiguous range of its rows
+/// (sizes differing by one at most), viewing `d`'s numbers. The shares of
+/// workers 0 to workers-1 are disjoint and cover `d`. Throws `usage_error`
+/// unless worker < workers.
+dataset share_of(const dataset& d, size_t worker, size_t workers);
+
 /// Fashion-MNIST's class names, by label.
 const std::vector<std::string>& fashion_mnist_classes();
 

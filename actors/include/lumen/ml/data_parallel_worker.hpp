@@ -108,12 +108,39 @@ using data_parallel_worker = caf::typed_actor<
 /// The name workers are registered under.
 constexpr const char* data_parallel_worker_name = "lumen.data_parallel_worker";
 
+/// A worker's shard of Fashion-MNIST that it reads on its own node, from
+/// the one copy every process there maps (node_fashion_mnist), rather
+/// than receiving it: its share (share_of) of the split, standardized.
+struct node_shard {
+  split which = split::train;
+  float mean = 0.2860f; // standardization; 0 and 1 keep the pixels in [0, 1]
+  float stddev = 0.3530f;
+  uint64_t worker = 0;
+  uint64_t workers = 1;
+  bool shared = true; // false: the process loads a copy of its own
+  std::string dir = fashion_mnist_dir;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_shard& x) {
+  return f(caf::meta::type_name("lumen::ml::node_shard"), x.which, x.mean,
+           x.stddev, x.worker, x.workers, x.shared, x.dir);
+}
+
 /// Spawns a worker with `cfg` over `shard` (its rows; the worker keeps
 /// them) on node `node_id` (this process for lumen::this_node_id()).
 /// Throws `usage_error` if the model cannot be built, the shard is empty
 /// or does not fit the model, or the node cannot host a worker.
 data_parallel_worker spawn_worker(const worker_config& cfg,
                                   const dataset& shard,
+                                  const std::string& node_id);
+
+/// Spawns a worker that reads its shard on node `node_id`. A node that
+/// cannot read it (no data set there) gives a worker that answers every
+/// request with the reason. Throws `usage_error` if the model does not
+/// take Fashion-MNIST's 784 features, or the node cannot host a worker.
+data_parallel_worker spawn_worker(const worker_config& cfg,
+                                  const node_shard& shard,
                                   const std::string& node_id);
 
 namespace detail {
