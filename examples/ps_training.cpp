@@ -1,7 +1,8 @@
 // ps_training: Fashion-MNIST trained through a parameter server by
-// data-parallel workers, each a typed actor with its shard, a model
-// replica and a thread of its own, pulling weights and pushing gradients
-// on its own. The practices of the trade are flags:
+// data-parallel workers, each a typed actor with its shard (read on its
+// node, from the one copy of the data set every process there maps), a
+// model replica and a thread of its own, pulling weights and pushing
+// gradients on its own. The practices of the trade are flags:
 //
 //   ./build/examples/ps_training                         # sync SGD, 4 workers
 //   ./build/examples/ps_training --straggler=3            # worker 0 3x slower
@@ -64,10 +65,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     lumen::init(opts);
-    auto train = ml::load_fashion_mnist(ml::split::train);
-    auto test = ml::load_fashion_mnist(ml::split::test);
-    ml::standardize(train, 0.2860f, 0.3530f);
-    ml::standardize(test, 0.2860f, 0.3530f);
+    // Held once per machine, whoever asks (the workers of this node too).
+    auto test = ml::node_fashion_mnist(ml::split::test, 0.2860f, 0.3530f);
     std::vector<std::string> places;
     for (auto& n : lumen::nodes())
       if (n.alive)
@@ -95,8 +94,10 @@ int main(int argc, char** argv) {
                                            : ml::codec::none;
       wcfg.error_feedback = !no_feedback;
       wcfg.slow.factor = w == 0 ? straggler : 1;
-      auto worker = ml::spawn_worker(wcfg, ml::shard_of(train, w, workers, 3),
-                                     places[w % places.size()]);
+      ml::node_shard shard; // read on the worker's node, from its one copy
+      shard.worker = w;
+      shard.workers = workers;
+      auto worker = ml::spawn_worker(wcfg, shard, places[w % places.size()]);
       runs.push_back(lumen::call(worker, ml::train_atom::value, ps, until));
     }
     // [/train]

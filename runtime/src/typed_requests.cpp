@@ -22,6 +22,24 @@ bool encode(caf::actor_system& sys, caf::message msg, bytes& out) {
   return !sink(msg);
 }
 
+// Messages go out from a buffer each thread keeps: a fresh one for each
+// (grown step by step, its pages faulted in anew) costs more than the
+// copy into it. Past this size the buffer is let go after use.
+constexpr size_t kept_buffer = size_t{8} << 20;
+
+/// Runs `send` with `msg` encoded in this thread's buffer; false if it
+/// does not encode.
+template <class F>
+bool send_encoded(caf::actor_system& sys, const caf::message& msg, F send) {
+  thread_local bytes buffer;
+  if (!encode(sys, msg, buffer))
+    return false;
+  send(buffer);
+  if (buffer.capacity() > kept_buffer)
+    bytes{}.swap(buffer);
+  return true;
+}
+
 caf::error decode(caf::actor_system& sys, const char* data, size_t size,
                   caf::message& out) {
   try {
@@ -47,16 +65,17 @@ void respond(caf::actor_system& sys, data_connection& c, uint64_t id,
              caf::message msg) {
   auto status =
     msg.match_elements<caf::error>() ? reply_status::failed : reply_status::ok;
-  bytes out;
-  if (!encode(sys, msg, out)) {
+  auto reply = [&](const bytes& out) {
+    c.send(frame_kind::reply, status, id, {span_of(out)});
+  };
+  if (!send_encoded(sys, msg, reply)) {
     status = reply_status::failed;
-    encode(sys,
-           error_message(caf::sec::runtime_error,
-                         "the typed actor's response has a type this process "
-                         "did not announce (LUMEN_MESSAGE_TYPE)"),
-           out);
+    send_encoded(sys,
+                 error_message(caf::sec::runtime_error,
+                               "the typed actor's response has a type this "
+                               "process did not announce (LUMEN_MESSAGE_TYPE)"),
+                 reply);
   }
-  c.send(frame_kind::reply, status, id, {span_of(out)});
 }
 
 caf::actor_companion* companion(const caf::strong_actor_ptr& p) {
@@ -138,33 +157,36 @@ void typed_stand_ins::serve(uint64_t id, const bytes& payload) {
 bool send_typed(data_client& route, caf::actor_system& sys,
                 const caf::strong_actor_ptr& target, uint64_t sender,
                 const caf::message& msg, typed_done done) {
-  bytes out;
-  if (!encode(sys, msg, out))
-    return false;
   auto shared_done = std::make_shared<typed_done>(std::move(done));
-  return route.typed(
-    target->id(), sender, out,
-    [&sys, shared_done](reply_status s, const bytes& payload) {
-      caf::message reply;
-      if (s == reply_status::unroutable) {
-        (*shared_done)(false, reply);
-        return;
-      }
-      if (auto err = decode(sys, payload.data(), payload.size(), reply))
-        reply = error_message(
-          caf::sec::runtime_error,
-          "the typed actor's response does not load here: " + sys.render(err) +
-            (err == caf::sec::no_proxy_registry
-               ? " (it holds an actor handle: specialize "
-                 "lumen::carries_actor_handle for its type so that "
-                 "lumen::call sends it through CAF)"
-               : ""));
-      (*shared_done)(true, reply);
-    },
-    [shared_done](const std::string& why) {
-      caf::message reply = error_message(caf::sec::request_receiver_down, why);
-      (*shared_done)(true, reply);
-    });
+  bool sent = false;
+  bool encoded = send_encoded(sys, msg, [&](const bytes& out) {
+    sent = route.typed(
+      target->id(), sender, out,
+      [&sys, shared_done](reply_status s, const bytes& payload) {
+        caf::message reply;
+        if (s == reply_status::unroutable) {
+          (*shared_done)(false, reply);
+          return;
+        }
+        if (auto err = decode(sys, payload.data(), payload.size(), reply))
+          reply = error_message(
+            caf::sec::runtime_error,
+            "the typed actor's response does not load here: " +
+              sys.render(err) +
+              (err == caf::sec::no_proxy_registry
+                 ? " (it holds an actor handle: specialize "
+                   "lumen::carries_actor_handle for its type so that "
+                   "lumen::call sends it through CAF)"
+                 : ""));
+        (*shared_done)(true, reply);
+      },
+      [shared_done](const std::string& why) {
+        caf::message reply =
+          error_message(caf::sec::request_receiver_down, why);
+        (*shared_done)(true, reply);
+      });
+  });
+  return encoded && sent;
 }
 
 } // namespace lumen::detail

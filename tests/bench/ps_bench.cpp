@@ -24,9 +24,11 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <caf/exit_reason.hpp>
@@ -336,32 +338,20 @@ void accuracy(const data& d, const scale& z, table& t) {
                                             d.test));
 }
 
-/// Raw TCP on loopback in the same run: a 4-byte ping-pong, and an echo
-/// of the MLP's gradient (MB/s counts both directions).
-struct tcp_baselines {
-  figure pingpong, echo_mlp;
-};
-
-tcp_baselines measure_tcp(int reps, bool smoke) {
-  lumen::bench::tcp_echo tcp; // forks: before any thread
-  long calls = smoke ? 200 : 20000;
-  std::vector<char> small(4), back;
-  figure ping{"tcp_pingpong", "ops/s",
-              lumen::bench::rate(reps, calls,
-                                 [&] {
-                                   for (long i = 0; i < calls; ++i)
-                                     tcp.round_trip(small, back);
-                                 }),
-              calls};
-  std::vector<char> payload(mlp_gradient_bytes, 'x');
-  long n = smoke ? 2 : 200;
-  auto rts = lumen::bench::rate(reps, n, [&] {
-    for (long i = 0; i < n; ++i)
-      tcp.round_trip(payload, back);
-  });
-  for (auto& r : rts)
-    r *= 2.0 * mlp_gradient_bytes / 1e6;
-  return {ping, {"tcp_echo_mlp", "MB/s", rts, n, long(mlp_gradient_bytes)}};
+/// Rates of `ours` and of `base`, `n` operations each, a repetition of
+/// one then of the other, so that both see the same moments of a machine
+/// whose speed wanders.
+std::pair<std::vector<double>, std::vector<double>>
+paired_rates(int reps, long n, const std::function<void()>& ours,
+             const std::function<void()>& base) {
+  std::vector<double> a, b;
+  for (int r = 0; r < reps; ++r) {
+    auto x = lumen::bench::rate(1, n, ours);
+    auto y = lumen::bench::rate(1, n, base);
+    a.push_back(x[0]);
+    b.push_back(y[0]);
+  }
+  return {a, b};
 }
 
 /// A process's proportional set size, in bytes: its share of each page it
@@ -415,7 +405,9 @@ double data_pss_ratio(const std::vector<lumen::bench::node_process>& nodes,
 }
 
 /// The server in other processes: a head and four nodes, this program.
-void across_processes(int reps, bool smoke, const tcp_baselines& tcp,
+/// The server in other processes, beside raw TCP on loopback (`tcp`): a
+/// 4-byte ping-pong, and an echo of the MLP's gradient.
+void across_processes(int reps, bool smoke, lumen::bench::tcp_echo& tcp,
                       table& t) {
   char tmpl[] = "/tmp/lumen-ps-bench-XXXXXX";
   std::string token_file = std::string{::mkdtemp(tmpl)} + "/token";
@@ -450,30 +442,45 @@ void across_processes(int reps, bool smoke, const tcp_baselines& tcp,
   ml::tensor g({static_cast<int64_t>(net.num_params())});
   long n = smoke ? 2 : 100;
   uint64_t at = 0; // each repetition goes on from the last one's version
-  auto rts = lumen::bench::rate(reps, n, [&] {
-    for (long i = 0; i < n; ++i) {
-      auto [v, w] = lumen::get(lumen::call(ps, ml::push_atom::value, at, g));
-      verify(v == at + 1 && w.numel() == net.num_params(),
-             "the MLP's weights came back");
-      at = v;
-    }
-  });
-  for (auto& r : rts)
-    r *= 2.0 * mlp_gradient_bytes / 1e6;
+  std::vector<char> payload(mlp_gradient_bytes, 'x'), back;
+  auto [rts, echo] = paired_rates(
+    reps, n,
+    [&] {
+      for (long i = 0; i < n; ++i) {
+        auto [v, w] = lumen::get(lumen::call(ps, ml::push_atom::value, at, g));
+        verify(v == at + 1 && w.numel() == net.num_params(),
+               "the MLP's weights came back");
+        at = v;
+      }
+    },
+    [&] {
+      for (long i = 0; i < n; ++i)
+        tcp.round_trip(payload, back);
+    });
+  for (auto* rates : {&rts, &echo}) // MB/s, both directions
+    for (auto& r : *rates)
+      r *= 2.0 * mlp_gradient_bytes / 1e6;
+  figure tcp_echo_mlp{"tcp_echo_mlp", "MB/s", echo, n,
+                      long(mlp_gradient_bytes)};
   t.figs.emplace_back("ps_roundtrip_mlp", "MB/s", rts, n,
                       long(mlp_gradient_bytes));
-  lumen::bench::compare(t.figs.back(), tcp.echo_mlp);
+  lumen::bench::compare(t.figs.back(), tcp_echo_mlp);
   auto tiny = ml::spawn_parameter_server(cfg, {0.0f}, "node-1");
   long calls = smoke ? 200 : 5000;
-  t.figs.emplace_back(
-    "ps_small_requests", "ops/s",
-    lumen::bench::rate(reps, calls,
-                       [&] {
-                         for (long i = 0; i < calls; ++i)
-                           lumen::get(lumen::call(tiny, ml::pull_atom::value));
-                       }),
-    calls);
-  lumen::bench::compare(t.figs.back(), tcp.pingpong);
+  std::vector<char> small(4);
+  auto [pulls, pings] = paired_rates(
+    reps, calls,
+    [&] {
+      for (long i = 0; i < calls; ++i)
+        lumen::get(lumen::call(tiny, ml::pull_atom::value));
+    },
+    [&] {
+      for (long i = 0; i < calls; ++i)
+        tcp.round_trip(small, back);
+    });
+  figure tcp_pingpong{"tcp_pingpong", "ops/s", pings, calls};
+  t.figs.emplace_back("ps_small_requests", "ops/s", pulls, calls);
+  lumen::bench::compare(t.figs.back(), tcp_pingpong);
   // As a caller with many refs in flight (Ray's usual pattern) sees it.
   constexpr long window = 64;
   t.figs.emplace_back(
@@ -494,7 +501,9 @@ void across_processes(int reps, bool smoke, const tcp_baselines& tcp,
           lumen::get(r);
       }),
     calls);
-  lumen::bench::compare(t.figs.back(), tcp.pingpong);
+  lumen::bench::compare(t.figs.back(), tcp_pingpong);
+  t.figs.push_back(tcp_pingpong);
+  t.figs.push_back(tcp_echo_mlp);
   // A 10M-parameter model's pushes, to 1, 2 and 4 shards on nodes of
   // their own.
   size_t params = smoke ? 10000 : 10000000;
@@ -558,7 +567,7 @@ int main(int argc, char** argv) {
   // A repetition is a minute and a half of training: one unless asked.
   int reps = reps_given ? opts.reps : 1;
   try {
-    auto tcp = measure_tcp(opts.reps, opts.smoke);
+    lumen::bench::tcp_echo tcp; // forks: before any thread
     lumen::init();
     auto d = load(opts.smoke);
     scale z;
@@ -598,8 +607,6 @@ int main(int argc, char** argv) {
     lumen::shutdown();
     if (wanted("processes"))
       across_processes(opts.reps, opts.smoke, tcp, t);
-    t.figs.push_back(tcp.pingpong);
-    t.figs.push_back(tcp.echo_mlp);
     for (auto& f : t.figs)
       for (auto v : f.samples)
         verify(std::isfinite(v), f.name + " is a number");
