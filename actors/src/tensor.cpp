@@ -130,8 +130,10 @@ tensor tensor::rows(size_t begin, size_t end) const {
 }
 
 bool operator==(const tensor& a, const tensor& b) {
+  // memcmp takes no null pointers, which empty storage may give.
   return a.type_ == b.type_ && a.shape_ == b.shape_ &&
-         std::memcmp(a.raw_begin(), b.raw_begin(), a.nbytes()) == 0;
+         (a.nbytes() == 0 ||
+          std::memcmp(a.raw_begin(), b.raw_begin(), a.nbytes()) == 0);
 }
 
 std::string tensor::describe() const {
