@@ -21,13 +21,13 @@
 #include <caf/typed_response_promise.hpp>
 
 #include <lumen/caf_interop.hpp>
-#include <lumen/cluster.hpp>
 
 #include "async_lane.hpp"
+#include "worker_actor.hpp"
 
 namespace lumen::ml {
 
-namespace {
+namespace detail {
 
 using done_atom = caf::atom_constant<caf::atom("lmwdone")>;
 
@@ -110,7 +110,11 @@ struct worker_state {
     std::make_unique<detail::async_lane>();
 };
 
-using worker_pointer = data_parallel_worker::stateful_pointer<worker_state>;
+} // namespace detail
+
+namespace {
+
+using namespace detail;
 
 /// Computes a gradient at `weights` on the worker's thread, cut for
 /// `shards` shards; `then` gets it in the worker's context.
@@ -299,6 +303,10 @@ start_training(worker_pointer self, std::vector<parameter_server> shards,
   return rp;
 }
 
+} // namespace
+
+namespace detail {
+
 data_parallel_worker::behavior_type worker(worker_pointer self,
                                            worker_config cfg, dataset shard) {
   auto rep = std::make_shared<replica>();
@@ -356,43 +364,11 @@ data_parallel_worker::behavior_type worker(worker_pointer self,
   };
 }
 
-/// A worker that could not read its shard: every request gets the reason.
-data_parallel_worker::behavior_type broken_worker(std::string why) {
-  auto fail = [why] { return caf::make_error(caf::sec::runtime_error, why); };
-  return {
-    [=](compute_gradient_atom, tensor&) -> caf::result<compressed> {
-      return fail();
-    },
-    [=](train_atom, parameter_server&, uint64_t) -> caf::result<worker_report> {
-      return fail();
-    },
-    [=](train_atom, std::vector<parameter_server>&,
-        uint64_t) -> caf::result<worker_report> { return fail(); },
-    [=](worker_stats_atom) -> caf::result<worker_report> { return fail(); },
-  };
-}
+} // namespace detail
 
-data_parallel_worker::behavior_type
-node_worker(worker_pointer self, worker_config cfg, node_shard where) {
-  try {
-    auto all = where.shared ? node_fashion_mnist(where.which, where.mean,
-                                                 where.stddev, where.dir)
-                            : load_fashion_mnist(where.which, where.dir);
-    if (!where.shared)
-      standardize(all, where.mean, where.stddev);
-    return worker(self, std::move(cfg),
-                  share_of(all, where.worker, where.workers));
-  } catch (const std::exception& e) {
-    return broken_worker("the worker could not read its shard on node " +
-                         lumen::this_node_id() + ": " + e.what());
-  }
-}
-
-} // namespace
-
-LUMEN_TYPED_ACTOR(data_parallel_worker_name, worker);
-LUMEN_TYPED_ACTOR("lumen.data_parallel_worker.node_shard", node_worker);
-LUMEN_MESSAGE_TYPE(node_shard, "lumen::ml::node_shard");
+// Both here, where the worker's state is complete.
+LUMEN_TYPED_ACTOR(data_parallel_worker_name, detail::worker);
+LUMEN_TYPED_ACTOR(detail::node_shard_worker_name, detail::node_worker);
 LUMEN_MESSAGE_TYPE(worker_config, "lumen::ml::worker_config");
 LUMEN_MESSAGE_TYPE(worker_report, "lumen::ml::worker_report");
 LUMEN_MESSAGE_TYPE(dataset, "lumen::ml::dataset");
@@ -408,20 +384,6 @@ data_parallel_worker spawn_worker(const worker_config& cfg,
   net->loss(net->init(0).data(), shard.take({0}));
   return lumen::spawn_on<data_parallel_worker>(
     node_id, data_parallel_worker_name, cfg, shard);
-}
-
-data_parallel_worker spawn_worker(const worker_config& cfg,
-                                  const node_shard& shard,
-                                  const std::string& node_id) {
-  auto net = make_model(cfg.model);
-  dataset probe{tensor({1, 784}), tensor({1}, dtype::int32)};
-  net->loss(net->init(0).data(), probe);
-  if (shard.worker >= shard.workers)
-    throw usage_error("spawn_worker: worker " + std::to_string(shard.worker) +
-                      " of " + std::to_string(shard.workers) +
-                      "; workers are numbered from 0");
-  return lumen::spawn_on<data_parallel_worker>(
-    node_id, "lumen.data_parallel_worker.node_shard", cfg, shard);
 }
 
 namespace detail {
