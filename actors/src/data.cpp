@@ -20,6 +20,14 @@ namespace {
 
 constexpr uint32_t idx_unsigned_bytes = 0x08;
 
+/// Fashion-MNIST's file of `what` ("images-idx3", "labels-idx1") for a
+/// split, in `dir`.
+std::string fashion_file(split which, const std::string& dir,
+                         const char* what) {
+  return dir + "/" + (which == split::train ? "train" : "t10k") + "-" + what +
+         "-ubyte.gz";
+}
+
 /// gzread reads plain files too, so one reader serves both.
 struct gz_closer {
   void operator()(gzFile f) const {
@@ -120,9 +128,8 @@ dataset dataset::take(const std::vector<size_t>& rows) const {
 }
 
 dataset load_fashion_mnist(split which, const std::string& dir) {
-  std::string stem = which == split::train ? "train" : "t10k";
-  auto images_path = dir + "/" + stem + "-images-idx3-ubyte.gz";
-  auto labels_path = dir + "/" + stem + "-labels-idx1-ubyte.gz";
+  auto images_path = fashion_file(which, dir, "images-idx3");
+  auto labels_path = fashion_file(which, dir, "labels-idx1");
   struct stat st {};
   for (auto& path : {images_path, labels_path})
     if (::stat(path.c_str(), &st) != 0)
@@ -162,8 +169,7 @@ dataset node_fashion_mnist(split which, float mean, float stddev,
                            const std::string& dir) {
   if (!(stddev > 0))
     throw usage_error("node_fashion_mnist: stddev must be positive");
-  std::string stem = which == split::train ? "train" : "t10k";
-  auto images_path = dir + "/" + stem + "-images-idx3-ubyte.gz";
+  auto images_path = fashion_file(which, dir, "images-idx3");
   // Another version of the files, or other scaling, is another block.
   struct stat st {};
   auto version = ::stat(images_path.c_str(), &st) == 0
@@ -173,7 +179,9 @@ dataset node_fashion_mnist(split which, float mean, float stddev,
                    : std::string{"missing"};
   char scaling[64];
   std::snprintf(scaling, sizeof(scaling), "%a_%a", mean, stddev);
-  std::string name = "fashion-mnist." + stem + "." + version + "." + scaling;
+  std::string name = std::string{"fashion-mnist."} +
+                     (which == split::train ? "train." : "test.") + version +
+                     "." + scaling;
   for (auto& c : name)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-')
       c = '_';

@@ -18,7 +18,7 @@
 // Task and call payloads come from lumen's codec; arguments are never
 // copied out of the received frame. A typed request reaches a typed CAF
 // actor of the peer's process from a stand-in actor per sender
-// (data_server.cpp), so the actor sees one sender per remote requester. This
+// (typed_requests.hpp), so the actor sees one sender per remote requester. This
 // file is the wire; data_server.hpp and data_client.hpp are its two ends.
 
 #include <cstdint>
