@@ -102,6 +102,12 @@ struct worker_state {
   // the caller to answer.
   std::vector<parameter_server> shards;
   std::vector<uint64_t> versions;
+  // train: the replica, the shards' weights joined, updated by their
+  // answers; `own` once no message shares its numbers (changes are added
+  // in place).
+  tensor held;
+  bool own = false;
+  std::vector<float> scratch;
   uint64_t until = 0;
   caf::typed_response_promise<worker_report> trained;
   bool training = false;
@@ -191,19 +197,20 @@ void gather(worker_pointer self, Ask ask, std::function<void(gathered&)> then) {
 
 void train_from(worker_pointer self, tensor weights);
 
-/// On from the shards' answers: their versions, their weights joined.
+/// On from the shards' pulled weights, joined into the replica.
 void go_on(worker_pointer self, gathered& g) {
   auto& st = self->state;
   st.versions = g.versions;
-  tensor weights;
   try {
-    weights = join_shards(g.weights, st.rep->net->num_params());
+    st.held = join_shards(g.weights, st.rep->net->num_params());
   } catch (const error& e) {
     finish(self,
            caf::make_error(caf::sec::runtime_error, std::string{e.what()}));
     return;
   }
-  train_from(self, std::move(weights));
+  st.own = st.shards.size() > 1; // joined into a tensor of its own
+  st.report.bytes_received += st.held.nbytes();
+  train_from(self, st.held);
 }
 
 /// Fresh weights from every shard, then on.
@@ -230,6 +237,76 @@ bool behind(const caf::error& err) {
          (code == ps_refusal::late || code == ps_refusal::too_stale);
 }
 
+/// Shard `k`'s answer to a push, into the replica. False for a change made
+/// for a replica of another version (a pull puts that right).
+bool take_update(worker_state& st, size_t k, const weights_update& u) {
+  auto n = st.rep->net->num_params();
+  st.report.bytes_received += u.payload_bytes();
+  if (u.full && st.shards.size() == 1) {
+    st.held = join_shards({u.weights}, n); // checked, and shared as it came
+    st.own = false;
+  } else {
+    if (!st.own) {
+      st.held = st.held.clone();
+      st.own = true;
+    }
+    auto r = shard_range(n, st.shards.size(), k);
+    if (!apply_update(u, st.held.data<float>() + r.begin, r.size(),
+                      st.versions[k], st.scratch))
+      return false;
+  }
+  st.versions[k] = u.version;
+  return true;
+}
+
+/// Pushes every shard its part at once; once the last answer is in, goes
+/// on from the updated replica (or pulls afresh after a refusal the worker
+/// goes on from, or a change for another replica).
+void push_and_go(worker_pointer self,
+                 std::shared_ptr<std::vector<compressed>> parts) {
+  struct answers {
+    size_t waiting = 0;
+    bool stale = false;
+    caf::error err;
+  };
+  auto& st = self->state;
+  auto a = std::make_shared<answers>();
+  a->waiting = st.shards.size();
+  auto one_in = [self, a] {
+    if (--a->waiting > 0)
+      return;
+    auto& st = self->state;
+    if (a->err && !behind(a->err)) {
+      finish(self, std::move(a->err));
+    } else if (a->err || a->stale) {
+      st.report.refused += a->err ? 1 : 0;
+      pull_and_go(self);
+    } else {
+      ++st.report.pushed;
+      train_from(self, st.held);
+    }
+  };
+  for (size_t k = 0; k < st.shards.size(); ++k)
+    lumen::request(self, st.shards[k], caf::infinite, push_update_atom::value,
+                   st.versions[k], (*parts)[k])
+      .then(
+        [self, a, k, one_in](weights_update& u) {
+          try {
+            a->stale |= !take_update(self->state, k, u);
+          } catch (const error& e) {
+            if (!a->err)
+              a->err =
+                caf::make_error(caf::sec::runtime_error, std::string{e.what()});
+          }
+          one_in();
+        },
+        [a, one_in](caf::error& err) {
+          if (!a->err)
+            a->err = std::move(err);
+          one_in();
+        });
+}
+
 /// One train step from the shards' versions: compute, push every part,
 /// repeat until the server reaches `until`.
 void train_from(worker_pointer self, tensor weights) {
@@ -250,25 +327,8 @@ void train_from(worker_pointer self, tensor weights) {
     count(st.report, s);
     for (auto& part : s.parts)
       st.report.bytes_sent += part.bytes.size();
-    auto parts = std::make_shared<std::vector<compressed>>(std::move(s.parts));
-    gather(
-      self,
-      [self, parts](size_t k) {
-        auto& st = self->state;
-        return lumen::request(self, st.shards[k], caf::infinite,
-                              push_atom::value, st.versions[k], (*parts)[k]);
-      },
-      [self](gathered& g) {
-        if (g.err && behind(g.err)) {
-          ++self->state.report.refused;
-          pull_and_go(self);
-        } else if (g.err) {
-          finish(self, std::move(g.err));
-        } else {
-          ++self->state.report.pushed;
-          go_on(self, g);
-        }
-      });
+    push_and_go(self,
+                std::make_shared<std::vector<compressed>>(std::move(s.parts)));
   });
 }
 

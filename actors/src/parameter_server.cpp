@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include <caf/actor_cast.hpp>
@@ -32,10 +33,30 @@ constexpr size_t kept_steps = 4096;
 /// A server's state: the rules, the open sync step's callers, and who
 /// pushes (sync: a pusher that ends, or misses a step that waited too
 /// long for it, is not waited for again until it pushes again).
+struct server_state;
+
+/// What a closed step's callers get, each form made once and only if one
+/// of them asks for it.
+class step_answer {
+public:
+  explicit step_answer(server_state& st)
+    : st_(st) {}
+
+  uint64_t version() const noexcept;
+  const tensor& weights();
+  const weights_update& update();
+
+private:
+  server_state& st_;
+  std::optional<tensor> weights_;
+  std::optional<weights_update> update_;
+};
+
 struct server_state {
   std::unique_ptr<ps_core> core;
+  std::unique_ptr<broadcaster> caster;
   // Answer each with the step's new version and weights.
-  std::vector<std::function<void(uint64_t, const tensor&)>> waiting;
+  std::vector<std::function<void(step_answer&)>> waiting;
   // Sync: gradients by pusher, of the open step and of the last closed
   // one; each pusher's in the last step it was in; and the pushers a
   // timed-out step gave up on.
@@ -55,6 +76,22 @@ using server_pointer = parameter_server::stateful_pointer<server_state>;
 
 tensor weights_of(const ps_core& core) {
   return tensor::from(core.weights());
+}
+
+uint64_t step_answer::version() const noexcept {
+  return st_.core->version();
+}
+
+const tensor& step_answer::weights() {
+  if (!weights_)
+    weights_ = weights_of(*st_.core);
+  return *weights_;
+}
+
+const weights_update& step_answer::update() {
+  if (!update_)
+    update_ = st_.caster->next(version(), weights());
+  return *update_;
 }
 
 caf::error refusal(ps_refusal r, const std::string& why) {
@@ -77,9 +114,9 @@ void answer_step(server_pointer self) {
     st.known[who] = n;
   st.last_step_share = std::move(st.open_share);
   st.open_share.clear();
-  auto w = weights_of(*st.core);
-  for (auto& answer : st.waiting)
-    answer(st.core->version(), w);
+  step_answer answer{st};
+  for (auto& deliver : st.waiting)
+    deliver(answer);
   st.waiting.clear();
 }
 
@@ -197,7 +234,7 @@ Promise take(server_pointer self, uint64_t version, const float* g, size_t n,
     return rp;
   }
   st.waiting.push_back(
-    [rp, deliver](uint64_t v, const tensor& w) mutable { deliver(rp, v, w); });
+    [rp, deliver](step_answer& a) mutable { deliver(rp, a); });
   if (cfg.mode == ps_mode::sync && sender)
     note_pusher(self, sender);
   if (cfg.mode == ps_mode::async || out.closed_step) {
@@ -256,15 +293,22 @@ caf::typed_response_promise<tensor> apply(server_pointer self,
                                           const Grads& grads) {
   return take(self, self->state.core->version(), grads,
               self->make_response_promise<tensor>(),
-              [](auto& rp, uint64_t, const tensor& w) { rp.deliver(w); });
+              [](auto& rp, step_answer& a) { rp.deliver(a.weights()); });
 }
 
 template <class Grads>
 caf::typed_response_promise<uint64_t, tensor>
 push(server_pointer self, uint64_t version, const Grads& grads) {
+  return take(
+    self, version, grads, self->make_response_promise<uint64_t, tensor>(),
+    [](auto& rp, step_answer& a) { rp.deliver(a.version(), a.weights()); });
+}
+
+caf::typed_response_promise<weights_update>
+push_update(server_pointer self, uint64_t version, const compressed& grads) {
   return take(self, version, grads,
-              self->make_response_promise<uint64_t, tensor>(),
-              [](auto& rp, uint64_t v, const tensor& w) { rp.deliver(v, w); });
+              self->make_response_promise<weights_update>(),
+              [](auto& rp, step_answer& a) { rp.deliver(a.update()); });
 }
 
 ps_report report_of(const server_state& st) {
@@ -283,6 +327,8 @@ ps_report report_of(const server_state& st) {
   }
   r.timed_out = core.stats().timed_out;
   r.workers_lost = core.stats().workers_lost;
+  r.drift = st.caster->drift();
+  r.drift_max = st.caster->max_drift();
   // Oldest first.
   auto kept = st.step_seconds.size();
   for (size_t i = 0; i < kept; ++i)
@@ -304,6 +350,8 @@ caf::result<uint64_t> on_file(F f) {
 parameter_server::behavior_type server(server_pointer self, ps_config cfg,
                                        tensor initial) {
   self->state.core = std::make_unique<ps_core>(cfg, initial.to_vector<float>());
+  self->state.caster =
+    std::make_unique<broadcaster>(cfg.broadcast, cfg.rebroadcast_every);
   self->state.last_step = self->clock().now();
   self->set_down_handler(
     [self](const caf::down_msg& msg) { on_pusher_down(self, msg.source); });
@@ -337,6 +385,9 @@ parameter_server::behavior_type server(server_pointer self, ps_config cfg,
     [=](push_atom, uint64_t version, const compressed& grads) {
       return push(self, version, grads);
     },
+    [=](push_update_atom, uint64_t version, const compressed& grads) {
+      return push_update(self, version, grads);
+    },
     [=](ps_stats_atom) { return report_of(self->state); },
     [=](checkpoint_atom, const std::string& path) -> caf::result<uint64_t> {
       return on_file([&] {
@@ -346,8 +397,13 @@ parameter_server::behavior_type server(server_pointer self, ps_config cfg,
     },
     [=](restore_atom, const std::string& path) -> caf::result<uint64_t> {
       return on_file([&] {
-        restore_checkpoint(*self->state.core, path);
-        return self->state.core->version();
+        auto& st = self->state;
+        restore_checkpoint(*st.core, path);
+        // The workers' replicas are of other weights: the next goes in full.
+        auto& cfg = st.core->config();
+        st.caster =
+          std::make_unique<broadcaster>(cfg.broadcast, cfg.rebroadcast_every);
+        return st.core->version();
       });
     },
   };
@@ -359,6 +415,7 @@ LUMEN_TYPED_ACTOR(parameter_server_name, server);
 LUMEN_MESSAGE_TYPE(ps_config, "lumen::ml::ps_config");
 LUMEN_MESSAGE_TYPE(ps_report, "lumen::ml::ps_report");
 LUMEN_MESSAGE_TYPE(compressed, "lumen::ml::compressed");
+LUMEN_MESSAGE_TYPE(weights_update, "lumen::ml::weights_update");
 
 parameter_server spawn_parameter_server(const ps_config& cfg,
                                         const std::vector<float>& initial,

@@ -46,6 +46,15 @@ ps_core::ps_core(ps_config cfg, std::vector<float> initial)
     throw usage_error("parameter server: a clipping norm of " +
                       std::to_string(cfg.clip_norm) +
                       "; give a positive one, or 0 for none");
+  if (cfg.broadcast != codec::none && cfg.mode != ps_mode::sync)
+    throw usage_error(std::string{"parameter server: a "} +
+                      to_string(cfg.broadcast) +
+                      " broadcast in async mode; async answers each push at "
+                      "a version of its own, so broadcast none there");
+  if (compressed_size(cfg.broadcast, 1) == 0)
+    throw usage_error("parameter server: broadcast codec " +
+                      std::to_string(static_cast<int>(cfg.broadcast)) +
+                      " is none of none, fp16 and int8");
   sum_.assign(weights_.size(), 0.0f);
 }
 

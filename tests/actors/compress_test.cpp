@@ -6,6 +6,7 @@
 // what a step lost into the next; the wire form, whose byte block must be
 // the length its codec says.
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -173,6 +174,120 @@ BOOST_AUTO_TEST_CASE(crosses_caf_as_raw_bytes_and_refuses_lying_lengths) {
   BOOST_TEST(caf::to_string(err).find("needs 1016 bytes, the peer announced "
                                       "10") != std::string::npos,
              caf::to_string(err));
+}
+
+// Broadcasts: a server's weights going back to its workers as changes.
+
+namespace {
+
+/// Weights that move by up to `step` a value each version, from `seed`.
+struct trajectory {
+  std::vector<float> w;
+  std::mt19937_64 gen;
+  float step;
+
+  trajectory(size_t n, uint64_t seed, float step)
+    : w(gradient(n, seed))
+    , gen(seed + 1)
+    , step(step) {}
+
+  tensor next() {
+    std::uniform_real_distribution<float> move{-step, step};
+    for (auto& x : w)
+      x += move(gen);
+    return tensor::from(w);
+  }
+};
+
+float max_difference(const std::vector<float>& a, const float* b) {
+  float d = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    d = std::max(d, std::abs(a[i] - b[i]));
+  return d;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_replica_following_changes_stays_within_one_rounding) {
+  for (auto c : {codec::fp16, codec::int8}) {
+    trajectory t{1000, 7, 0.01f};
+    broadcaster caster{c, 0}; // never in full after the first
+    std::vector<float> replica(1000), scratch;
+    uint64_t held = 0;
+    float drift = 0;
+    for (uint64_t v = 1; v <= 200; ++v) {
+      auto before = t.w;
+      auto u = caster.next(v, t.next());
+      BOOST_TEST(u.full == (v == 1));
+      BOOST_TEST(u.version == v);
+      if (!u.full) {
+        BOOST_TEST(u.base == v - 1);
+        BOOST_TEST(u.payload_bytes() == compressed_size(c, 1000));
+      }
+      BOOST_REQUIRE(apply_update(u, replica.data(), 1000, held, scratch));
+      held = v;
+      // The server's drift is this replica's, to the bit: both add the
+      // same decompressed change.
+      auto d = max_difference(t.w, replica.data());
+      BOOST_TEST(caster.drift() == d);
+      // One step's rounding (the change includes the last drift, made
+      // good now): fp16 keeps 11 bits, int8 half a step of 1/127.
+      float change = max_difference(t.w, before.data()) + drift;
+      BOOST_TEST(
+        d <= (c == codec::fp16 ? 1e-3f : 1.0f / 254) * change * 1.001f + 1e-6f,
+        to_string(c) << " version " << v << ": drift " << d);
+      drift = d;
+    }
+    BOOST_TEST(caster.max_drift() > 0.0f);
+    BOOST_TEST(caster.max_drift() < 1e-3f);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(every_kth_version_goes_in_full_and_ends_the_drift) {
+  trajectory t{600, 8, 0.05f};
+  broadcaster caster{codec::int8, 5};
+  std::vector<float> replica(600), scratch;
+  for (uint64_t v = 1; v <= 21; ++v) {
+    auto u = caster.next(v, t.next());
+    BOOST_TEST(u.full == (v == 1 || v % 5 == 0), "version " << v);
+    BOOST_REQUIRE(apply_update(u, replica.data(), 600, v - 1, scratch));
+    if (u.full) {
+      BOOST_TEST(u.payload_bytes() == 600 * sizeof(float));
+      BOOST_TEST(caster.drift() == 0.0f);
+      BOOST_TEST(replica == t.w);
+    } else {
+      BOOST_TEST(caster.drift() > 0.0f);
+    }
+  }
+  // Without a codec every update is the weights.
+  broadcaster plain{codec::none, 5};
+  for (uint64_t v = 1; v <= 3; ++v)
+    BOOST_TEST(plain.next(v, t.next()).full);
+}
+
+BOOST_AUTO_TEST_CASE(a_change_for_another_replica_or_size_is_not_applied) {
+  trajectory t{300, 9, 0.01f};
+  broadcaster caster{codec::int8, 0};
+  std::vector<float> replica(300), scratch;
+  BOOST_REQUIRE(
+    apply_update(caster.next(1, t.next()), replica.data(), 300, 0, scratch));
+  auto change = caster.next(2, t.next());
+  auto kept = replica;
+  // A worker whose replica is of version 0 (it missed version 1) pulls.
+  BOOST_TEST(!apply_update(change, replica.data(), 300, 0, scratch));
+  BOOST_TEST(replica == kept);
+  BOOST_CHECK_THROW(apply_update(change, replica.data(), 200, 1, scratch),
+                    lumen::usage_error);
+  broadcaster other{codec::none, 0};
+  auto full = other.next(1, tensor::from(std::vector<float>(200)));
+  BOOST_CHECK_THROW(apply_update(full, replica.data(), 300, 0, scratch),
+                    lumen::usage_error);
+  // A change beyond fp16's range goes in full.
+  broadcaster half{codec::fp16, 0};
+  std::vector<float> w(10, 1.0f);
+  half.next(1, tensor::from(w));
+  w[3] = 1e6f;
+  BOOST_TEST(half.next(2, tensor::from(w)).full);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -236,6 +236,50 @@ BOOST_AUTO_TEST_CASE(they_train_a_sharded_server_range_by_range) {
     BOOST_TEST(std::abs(w.data<float>()[i] - problem.weights[i]) < 1e-2f);
 }
 
+// Workers holding replicas that the server's int8 changes keep up to
+// date: the same true weights, a quarter of the bytes back (and every
+// 50th version in full); the server reports the drift.
+BOOST_AUTO_TEST_CASE(a_compressed_broadcast_trains_on_a_quarter_of_the_bytes) {
+  auto problem = make_linear_regression(3000, 200, 5, 0.001f);
+  auto wcfg = linear_worker(100);
+  wcfg.model.dim = 200;
+  auto here = lumen::this_node_id();
+  auto train = [&](codec broadcast, size_t shards) {
+    auto workers = spawn_workers(problem, 3, {wcfg, wcfg, wcfg});
+    auto cfg = sgd_config(ps_mode::sync, 3, 0.2f);
+    cfg.broadcast = broadcast;
+    cfg.rebroadcast_every = 50;
+    sharded_server ps{cfg, linear_regression{200}.init(0),
+                      std::vector<std::string>(shards, here)};
+    std::vector<lumen::ObjectRef<worker_report>> runs;
+    for (auto& w : workers)
+      runs.push_back(
+        lumen::call(w, train_atom::value, ps.servers(), uint64_t{400}));
+    auto reports = lumen::get(runs, deadline);
+    for (auto& r : reports) {
+      BOOST_TEST(r.pushed == 400u);
+      BOOST_TEST(r.refused == 0u);
+    }
+    auto [version, w] = ps.pull();
+    BOOST_TEST(version == 400u);
+    for (size_t i = 0; i < 200; ++i)
+      BOOST_TEST(std::abs(w.data<float>()[i] - problem.weights[i]) < 1e-2f,
+                 to_string(broadcast) << " weight " << i);
+    auto stats = lumen::get(lumen::call(ps.servers()[0], ps_stats_atom::value));
+    return std::make_pair(reports[0].bytes_received, stats);
+  };
+  auto [full_bytes, full_stats] = train(codec::none, 1);
+  BOOST_TEST(full_stats.drift_max == 0.0f);
+  for (size_t shards : {1, 2}) {
+    auto [bytes, stats] = train(codec::int8, shards);
+    BOOST_TEST(double(bytes) / double(full_bytes) < 0.30,
+               shards << " shards: " << bytes << " bytes of " << full_bytes);
+    BOOST_TEST(stats.drift_max > 0.0f);
+    BOOST_TEST(stats.drift_max < 1e-2f);
+    BOOST_TEST(stats.drift == 0.0f); // version 400: a multiple of 50
+  }
+}
+
 BOOST_AUTO_TEST_CASE(bad_weights_models_and_shards_are_refused_naming_why) {
   auto problem = make_linear_regression(30, 4, 5);
   auto w = spawn_worker(linear_worker(10), problem.data, lumen::this_node_id());

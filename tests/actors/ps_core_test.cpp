@@ -148,6 +148,14 @@ BOOST_AUTO_TEST_CASE(configs_that_cannot_work_are_refused) {
   cfg.backup = 0;
   cfg.clip_norm = -1;
   BOOST_CHECK_THROW((ps_core{cfg, {0.0f}}), lumen::usage_error);
+  // Async answers each push at a version of its own: no broadcast to share.
+  cfg = sgd_config(ps_mode::async, 2);
+  cfg.broadcast = codec::int8;
+  BOOST_CHECK_THROW((ps_core{cfg, {0.0f}}), lumen::usage_error);
+  cfg.mode = ps_mode::sync;
+  BOOST_CHECK_NO_THROW((ps_core{cfg, {0.0f}}));
+  cfg.broadcast = static_cast<codec>(7);
+  BOOST_CHECK_THROW((ps_core{cfg, {0.0f}}), lumen::usage_error);
 }
 
 // The seed's program without actors: three workers on shards of the

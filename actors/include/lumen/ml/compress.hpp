@@ -22,17 +22,10 @@
 #include <caf/deserializer.hpp>
 #include <caf/meta/type_name.hpp>
 
+#include "lumen/ml/codec.hpp"
 #include "lumen/ml/tensor.hpp"
 
 namespace lumen::ml {
-
-enum class codec : uint8_t { none, fp16, int8 };
-
-/// "none", "fp16", "int8".
-const char* to_string(codec c) noexcept;
-
-/// Values per int8 block; each block has a float scale of its own.
-inline constexpr size_t int8_block = 256;
 
 /// A compressed gradient: `numel` values in `bytes`. none: the floats;
 /// fp16: two bytes a value (IEEE half, rounded to nearest even); int8:
@@ -42,10 +35,6 @@ struct compressed {
   uint64_t numel = 0;
   std::vector<uint8_t> bytes;
 };
-
-/// Bytes of `numel` values under `c`, scales counted (0 for a codec
-/// that does not exist).
-size_t compressed_size(codec c, size_t numel) noexcept;
 
 namespace detail {
 

@@ -85,6 +85,7 @@ struct worker_report {
   uint64_t epochs = 0;          // passes over the shard begun
   uint64_t version = 0;         // train: the server's version last seen
   uint64_t bytes_sent = 0;      // gradient bytes, compressed
+  uint64_t bytes_received = 0;  // train: weight bytes, pulled or pushed back
   double compute_seconds = 0;   // gradients and compression
   double data_wait_seconds = 0; // waiting for batches
   double slow_seconds = 0;      // sleeping as a straggler
@@ -94,8 +95,8 @@ struct worker_report {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_report& x) {
   return f(caf::meta::type_name("lumen::ml::worker_report"), x.steps, x.pushed,
-           x.refused, x.epochs, x.version, x.bytes_sent, x.compute_seconds,
-           x.data_wait_seconds, x.slow_seconds, x.loss);
+           x.refused, x.epochs, x.version, x.bytes_sent, x.bytes_received,
+           x.compute_seconds, x.data_wait_seconds, x.slow_seconds, x.loss);
 }
 
 using data_parallel_worker = caf::typed_actor<

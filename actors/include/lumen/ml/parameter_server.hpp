@@ -8,7 +8,10 @@
 //   w = lumen::get(lumen::call(ps, apply_gradients_atom::value, grads));
 //
 // and beside them the versioned pair: push(version, grads) -> (version,
-// weights), pull() -> (version, weights). A gradient comes as a float32
+// weights), pull() -> (version, weights); a worker's push_update(version,
+// grads) is answered with a weights_update: the weights, or in sync mode
+// with a compressed broadcast the change since the replica the workers
+// hold (broadcast.hpp). A gradient comes as a float32
 // tensor or compressed (fp16, int8: what a worker sends). In sync mode a push
 // is answered when its step closes, every worker of the step with the same
 // weights and version (a barrier on response promises); in async mode at once.
@@ -35,6 +38,7 @@
 
 #include <lumen/caf_interop.hpp>
 
+#include "lumen/ml/broadcast.hpp"
 #include "lumen/ml/compress.hpp"
 #include "lumen/ml/ps_core.hpp"
 #include "lumen/ml/tensor.hpp"
@@ -44,6 +48,7 @@ namespace lumen::ml {
 using get_weights_atom = caf::atom_constant<caf::atom("lmgetw")>;
 using apply_gradients_atom = caf::atom_constant<caf::atom("lmapplyg")>;
 using push_atom = caf::atom_constant<caf::atom("lmpush")>;
+using push_update_atom = caf::atom_constant<caf::atom("lmpushu")>;
 using pull_atom = caf::atom_constant<caf::atom("lmpull")>;
 using ps_stats_atom = caf::atom_constant<caf::atom("lmpsstat")>;
 using checkpoint_atom = caf::atom_constant<caf::atom("lmckpt")>;
@@ -59,12 +64,14 @@ struct ps_report {
   uint64_t timed_out = 0;          // sync: steps closed by step_timeout_ms
   uint64_t workers_lost = 0;       // sync: pushers ended or given up on
   std::vector<float> step_seconds; // the last 4096 steps' durations, in order
+  float drift = 0;     // compressed broadcast: the last step's (broadcaster)
+  float drift_max = 0; // and the largest
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ps_report& x) {
   return f(x.version, x.applied, x.steps, x.refused, x.staleness, x.timed_out,
-           x.workers_lost, x.step_seconds);
+           x.workers_lost, x.step_seconds, x.drift, x.drift_max);
 }
 
 using parameter_server = caf::typed_actor<
@@ -73,6 +80,7 @@ using parameter_server = caf::typed_actor<
   caf::replies_to<apply_gradients_atom, compressed>::with<tensor>,
   caf::replies_to<push_atom, uint64_t, tensor>::with<uint64_t, tensor>,
   caf::replies_to<push_atom, uint64_t, compressed>::with<uint64_t, tensor>,
+  caf::replies_to<push_update_atom, uint64_t, compressed>::with<weights_update>,
   caf::replies_to<pull_atom>::with<uint64_t, tensor>,
   caf::replies_to<ps_stats_atom>::with<ps_report>,
   caf::replies_to<checkpoint_atom, std::string>::with<uint64_t>,

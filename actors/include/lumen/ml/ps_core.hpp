@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "lumen/ml/codec.hpp"
 #include "lumen/ml/optimizer.hpp"
 
 namespace lumen::ml {
@@ -46,6 +47,16 @@ struct ps_config {
   // times the recent steps' median, 500 ms at least (10 s for the first
   // steps). A worker whose actor ends is not waited for at all.
   uint64_t step_timeout_ms = 0;
+  // Sync: what the answer to a worker's push (push_update) carries. none:
+  // the weights. fp16, int8: the change since the replica the workers
+  // hold, compressed (a half or a quarter of the bytes); the server keeps
+  // that replica as they do, so that one step's rounding is carried into
+  // the next instead of adding up.
+  codec broadcast = codec::none;
+  // With a compressed broadcast: the full weights at every multiple of
+  // this version, which brings every replica (one pulled at another version
+  // too) back to the server's weights exactly. 0: never.
+  uint64_t rebroadcast_every = 20;
 };
 
 /// A config as CAF messages carry it (to a node that spawns a server).
@@ -57,7 +68,8 @@ typename Inspector::result_type inspect(Inspector& f, optimizer_config& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ps_config& x) {
   return f(x.mode, x.workers, x.backup, x.optimizer, x.clip_norm,
-           x.max_staleness, x.step_timeout_ms);
+           x.max_staleness, x.step_timeout_ms, x.broadcast,
+           x.rebroadcast_every);
 }
 
 /// Why a gradient was not taken.
