@@ -22,10 +22,20 @@ std::vector<node_info> directory_cache::fetch() {
   auto h = head_.get();
   caf::scoped_actor self{sys_};
   std::vector<node_info> out;
-  self->request(h, head_timeout, nodes_atom::value)
-    .receive(
-      [&](bytes& b) { out = std::get<0>(decode<std::vector<node_info>>(b)); },
-      [&](caf::error& err) { throw head_.unreachable(sys_.render(err)); });
+  // A busy head (a loaded machine, a node's death to handle) may answer
+  // late; one that is gone its link reports, so only then is a late
+  // answer given up on at once.
+  for (int attempt = 1;; ++attempt) {
+    caf::error failed;
+    self->request(h, head_timeout, nodes_atom::value)
+      .receive(
+        [&](bytes& b) { out = std::get<0>(decode<std::vector<node_info>>(b)); },
+        [&](caf::error& err) { failed = std::move(err); });
+    if (!failed)
+      break;
+    if (failed != caf::sec::request_timeout || attempt == 3 || head_.lost())
+      throw head_.unreachable(sys_.render(failed));
+  }
   std::lock_guard<std::mutex> guard{mtx_};
   dead_.erase("head"); // it just answered
   for (auto& n : out)

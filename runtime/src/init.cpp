@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "lumen/detail/init_flags.hpp"
 #include "lumen/detail/registry.hpp"
@@ -30,10 +31,14 @@ std::unique_ptr<detail::local_runtime> the_runtime; // under init_mtx
 // so that calls made during shutdown fail cleanly.
 std::atomic<detail::local_runtime*> live_runtime{nullptr};
 
-// Ends the runtime at exit for programs that forget lumen::shutdown().
+// Ends the runtime at exit for programs that forget lumen::shutdown(), on
+// a thread of its own: by now the main thread's thread-locals are gone,
+// CAF's current-logger pointer among them, and an actor system torn down
+// here would release that pointer's logger a second time.
 struct shutdown_at_exit {
   ~shutdown_at_exit() {
-    shutdown();
+    if (live_runtime.load() != nullptr)
+      std::thread{[] { shutdown(); }}.join();
   }
 } shutdown_guard;
 

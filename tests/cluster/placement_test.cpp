@@ -126,6 +126,12 @@ BOOST_AUTO_TEST_CASE(named_actors_are_found_by_other_scripts) {
   BOOST_REQUIRE(row.size() > 4);
   BOOST_TEST(std::stoi(row[4]) >= 1, status.second);
   lumen::kill(shared);
+  // A script that returns without lumen::shutdown() exits as it said, the
+  // runtime ended for it (it once crashed at exit).
+  auto [forgot, said] = lumen::test::run(
+    {SECOND_DRIVER, cl.head.address, cl.token_file, "nobody-here"}, cl.env());
+  BOOST_TEST(forgot == 1, said);
+  BOOST_TEST(said.find("nobody-here: missing") != std::string::npos, said);
 }
 
 BOOST_AUTO_TEST_CASE(typed_actors_spawn_on_other_nodes_by_name) {

@@ -1,6 +1,7 @@
 // A second script in the cluster of a test: finds the named actor the
 // first one created ("shared" unless NAME is given), and reports what it
-// sees, one fact a line.
+// sees, one fact a line. Without the actor it exits 1 at once, leaving
+// lumen::shutdown() to the runtime, as a script that forgets it does.
 //   second_driver HEAD_ADDRESS TOKEN_FILE [NAME]
 
 #include <iostream>
