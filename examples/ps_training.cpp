@@ -9,6 +9,7 @@
 //   ./build/examples/ps_training --straggler=3 --backup=1 # ... left behind
 //   ./build/examples/ps_training --mode=async --clip=5    # on arrival
 //   ./build/examples/ps_training --codec=int8             # a quarter the bytes
+//   ./build/examples/ps_training --broadcast=int8         # ... back too
 //   ./build/examples/ps_training start --head --block     # machine A
 //   ./build/examples/ps_training start --address A:6380 --block  # B, C...
 //   ./build/examples/ps_training --address=A:6380         # workers spread
@@ -38,9 +39,9 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string{argv[1]} == "start")
     return lumen::cli_main(argc, argv);
   CLI::App app{"Fashion-MNIST through a parameter server"};
-  std::string mode = "sync", codec = "none";
+  std::string mode = "sync", codec = "none", broadcast = "none";
   size_t workers = 4, backup = 0;
-  uint64_t steps = 600;
+  uint64_t steps = 600, rebroadcast = 20, seed = 1;
   float lr = 0.1f, clip = 0;
   double straggler = 1;
   bool no_feedback = false;
@@ -59,6 +60,14 @@ int main(int argc, char** argv) {
     ->check(CLI::IsMember({"none", "fp16", "int8"}));
   app.add_flag("--no-error-feedback", no_feedback,
                "int8, fp16: drop what each step's rounding lost");
+  app
+    .add_option("--broadcast", broadcast,
+                "sync: weights back as none, or fp16, int8 changes")
+    ->check(CLI::IsMember({"none", "fp16", "int8"}));
+  app.add_option("--rebroadcast", rebroadcast,
+                 "with --broadcast: the full weights every K versions");
+  app.add_option("--seed", seed,
+                 "the run's seed; every other is drawn from it");
   app.add_option("--straggler", straggler, "worker 0 takes this many times")
     ->check(CLI::Range(1.0, 100.0));
   app.add_option("--address", opts.address, "a cluster's head, HOST:PORT");
@@ -78,20 +87,26 @@ int main(int argc, char** argv) {
     cfg.backup = backup;
     cfg.optimizer.lr = lr;
     cfg.clip_norm = clip;
+    auto codec_of = [](const std::string& name) {
+      return name == "fp16"   ? ml::codec::fp16
+             : name == "int8" ? ml::codec::int8
+                              : ml::codec::none;
+    };
+    cfg.broadcast = codec_of(broadcast);
+    cfg.rebroadcast_every = rebroadcast;
     ml::model_spec model{"mlp", 784, {128}, 10};
     auto net = ml::make_model(model);
-    auto ps = ml::spawn_parameter_server(cfg, net->init(/*seed=*/1),
-                                         lumen::this_node_id());
+    // Seeds drawn from one: the same run again with the same --seed.
+    auto ps = ml::spawn_parameter_server(
+      cfg, net->init(ml::derive_seed(seed, 0)), lumen::this_node_id());
     std::vector<lumen::ObjectRef<ml::worker_report>> runs;
     auto until = cfg.mode == ml::ps_mode::sync ? steps : steps * workers;
     for (size_t w = 0; w < workers; ++w) {
       ml::worker_config wcfg;
       wcfg.model = model;
       wcfg.batch_size = 64;
-      wcfg.seed = w; // each its own batch order
-      wcfg.compression = codec == "fp16"   ? ml::codec::fp16
-                         : codec == "int8" ? ml::codec::int8
-                                           : ml::codec::none;
+      wcfg.seed = ml::derive_seed(seed, 1 + w); // each its own batch order
+      wcfg.compression = codec_of(codec);
       wcfg.error_feedback = !no_feedback;
       wcfg.slow.factor = w == 0 ? straggler : 1;
       ml::node_shard shard; // read on the worker's node, from its one copy
@@ -120,23 +135,25 @@ int main(int argc, char** argv) {
       lumen::get(lumen::call(ps, ml::get_weights_atom::value));
     std::printf(
       "server: %llu gradients applied in %llu steps, %llu late, "
-      "%llu too stale\n",
+      "%llu too stale, replicas' drift at most %.2g\n",
       static_cast<unsigned long long>(stats.applied),
       static_cast<unsigned long long>(stats.steps),
       static_cast<unsigned long long>(
         stats.refused[static_cast<size_t>(ml::ps_refusal::late) - 1]),
       static_cast<unsigned long long>(
-        stats.refused[static_cast<size_t>(ml::ps_refusal::too_stale) - 1]));
+        stats.refused[static_cast<size_t>(ml::ps_refusal::too_stale) - 1]),
+      static_cast<double>(stats.drift_max));
     size_t w = 0;
     for (auto& r : lumen::get(runs)) {
       std::printf("worker %zu on %s: %llu gradients, %llu taken, %.1f MB "
-                  "sent, compute %.2f s, waiting for data %.3f s, slowed "
-                  "%.2f s\n",
+                  "sent, %.1f MB received, compute %.2f s, waiting for data "
+                  "%.3f s, slowed %.2f s\n",
                   w, places[w % places.size()].c_str(),
                   static_cast<unsigned long long>(r.steps),
                   static_cast<unsigned long long>(r.pushed),
-                  static_cast<double>(r.bytes_sent) / 1e6, r.compute_seconds,
-                  r.data_wait_seconds, r.slow_seconds);
+                  static_cast<double>(r.bytes_sent) / 1e6,
+                  static_cast<double>(r.bytes_received) / 1e6,
+                  r.compute_seconds, r.data_wait_seconds, r.slow_seconds);
       ++w;
     }
     auto accuracy = net->accuracy(final_weights.data<float>(), test);

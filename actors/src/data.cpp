@@ -239,6 +239,13 @@ void standardize(dataset& d, float mean, float stddev) {
   x = (x.array() - mean) / stddev;
 }
 
+uint64_t derive_seed(uint64_t run_seed, uint64_t stream) noexcept {
+  auto z = run_seed + (stream + 1) * 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
 std::vector<size_t> shuffled_rows(size_t n, uint64_t seed) {
   std::vector<size_t> rows(n);
   for (size_t i = 0; i < n; ++i)

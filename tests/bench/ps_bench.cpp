@@ -75,6 +75,9 @@ data load(bool smoke) {
 }
 
 /// A server and its workers, and the version to train to.
+/// Every seed of a run (weights, batch orders, slowdowns) is drawn from it.
+constexpr uint64_t run_seed = 1;
+
 struct setup {
   ml::ps_config server;
   std::vector<ml::worker_config> workers;
@@ -94,7 +97,8 @@ struct outcome {
 outcome run(const data& d, const setup& s) {
   auto net = ml::make_model(s.workers.front().model);
   auto here = lumen::this_node_id();
-  auto ps = ml::spawn_parameter_server(s.server, net->init(1), here);
+  auto ps = ml::spawn_parameter_server(
+    s.server, net->init(ml::derive_seed(run_seed, 0)), here);
   std::vector<ml::data_parallel_worker> workers;
   for (size_t w = 0; w < s.workers.size(); ++w)
     workers.push_back(ml::spawn_worker(
@@ -191,7 +195,7 @@ ml::worker_config worker(const ml::model_spec& model, uint64_t seed) {
   ml::worker_config w;
   w.model = model;
   w.batch_size = 64;
-  w.seed = seed;
+  w.seed = ml::derive_seed(run_seed, seed);
   return w;
 }
 
@@ -307,6 +311,22 @@ void codecs(const data& d, const scale& z, table& t) {
   t.add("accuracy_delta_fp16_pts", "points", acc(fp16) - acc(fp32));
   t.add("accuracy_delta_int8_ef_pts", "points", acc(int8) - acc(fp32));
   t.add("accuracy_delta_int8_noef_pts", "points", acc(int8_plain) - acc(fp32));
+  // Both ways: int8 gradients up, int8 changes of the weights back.
+  auto both = base;
+  for (auto& w : both.workers)
+    w.compression = ml::codec::int8;
+  both.server.broadcast = ml::codec::int8;
+  auto int8_both = run(d, both);
+  auto wire = [](const outcome& o) {
+    uint64_t n = 0;
+    for (auto& r : o.workers)
+      n += r.bytes_sent + r.bytes_received;
+    return static_cast<double>(n);
+  };
+  t.add("bytes_ratio_int8_both_ways", "ratio", wire(int8_both) / wire(fp32));
+  t.add("accuracy_delta_int8_both_ways_pts", "points",
+        acc(int8_both) - acc(fp32));
+  t.add("drift_max_broadcast_int8", "abs", int8_both.server.drift_max);
 }
 
 void prefetch(const data& d, const scale& z, table& t) {

@@ -103,6 +103,12 @@ const std::vector<std::string>& fashion_mnist_classes();
 /// set). Throws `usage_error` unless stddev is positive.
 void standardize(dataset& d, float mean, float stddev);
 
+/// The seed of stream `stream` (a worker's batch order, a model's
+/// initial weights, ...) drawn from one run seed, so that one number
+/// reproduces a whole run and no two streams share a seed (splitmix64's
+/// mix of the two).
+uint64_t derive_seed(uint64_t run_seed, uint64_t stream) noexcept;
+
 /// 0 to n-1 in an order drawn from `seed` (the same on every platform:
 /// a Fisher-Yates shuffle over std::mt19937_64).
 std::vector<size_t> shuffled_rows(size_t n, uint64_t seed);
