@@ -139,7 +139,7 @@ std::vector<float> mlp::init(uint64_t seed) const {
 }
 
 float mlp::run(const float* params, const dataset& batch, float* grad,
-               size_t* right) const {
+               size_t* right, const gradient_ready* ready) const {
   check_batch(name(), batch, widths_.front(), widths_.back());
   auto n = batch.size();
   auto layers = widths_.size() - 1;
@@ -203,6 +203,8 @@ float mlp::run(const float* params, const dataset& batch, float* grad,
       else
         dw.noalias() = acts[l].transpose() * z;
       db = z.colwise().sum().transpose();
+      if (ready != nullptr)
+        (*ready)(l);
       if (l > 0) {
         matrix back = z * weights(l).transpose();
         z = (acts[l].array() > 0.0f).select(back, 0.0f);
@@ -214,17 +216,45 @@ float mlp::run(const float* params, const dataset& batch, float* grad,
 
 float mlp::loss_and_gradient(const float* params, const dataset& batch,
                              float* grad) const {
-  return run(params, batch, grad, nullptr);
+  return run(params, batch, grad, nullptr, nullptr);
+}
+
+std::vector<param_range> mlp::layers() const {
+  std::vector<param_range> out;
+  size_t at = 0;
+  for (size_t l = 0; l + 1 < widths_.size(); ++l) {
+    auto next = at + (widths_[l] + 1) * widths_[l + 1];
+    out.push_back({at, next});
+    at = next;
+  }
+  return out;
+}
+
+float mlp::loss_and_gradient(const float* params, const dataset& batch,
+                             float* grad, const gradient_ready& ready) const {
+  return run(params, batch, grad, nullptr, &ready);
 }
 
 float mlp::loss(const float* params, const dataset& batch) const {
-  return run(params, batch, nullptr, nullptr);
+  return run(params, batch, nullptr, nullptr, nullptr);
 }
 
 float mlp::accuracy(const float* params, const dataset& batch) const {
   size_t right = 0;
-  run(params, batch, nullptr, &right);
+  run(params, batch, nullptr, &right, nullptr);
   return static_cast<float>(right) / static_cast<float>(batch.size());
+}
+
+std::vector<param_range> model::layers() const {
+  return {{0, num_params()}};
+}
+
+float model::loss_and_gradient(const float* params, const dataset& batch,
+                               float* grad, const gradient_ready& ready) const {
+  auto loss = loss_and_gradient(params, batch, grad);
+  for (auto l = layers().size(); l-- > 0;)
+    ready(l);
+  return loss;
 }
 
 softmax_regression::softmax_regression(size_t dim, size_t classes)

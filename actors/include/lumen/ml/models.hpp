@@ -12,6 +12,7 @@
 // No CAF here: tests, exercises and the browser playground use it alike.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,21 @@
 #include "lumen/ml/data.hpp"
 
 namespace lumen::ml {
+
+/// Parameters `[begin, end)` of a model's flat vector.
+struct param_range {
+  size_t begin = 0;
+  size_t end = 0;
+
+  size_t size() const noexcept {
+    return end - begin;
+  }
+};
+
+/// Told that layer `layer`'s gradient is written, while the backward
+/// pass goes on with the layers before it (a data-parallel step starts
+/// that gradient's all-reduce then).
+using gradient_ready = std::function<void(size_t layer)>;
 
 class model {
 public:
@@ -43,6 +59,19 @@ public:
   virtual float loss_and_gradient(const float* params, const dataset& batch,
                                   float* grad) const = 0;
 
+  /// The parameters of each layer, in forward order, covering the flat
+  /// vector: the unit the backward pass finishes gradients in. One range
+  /// for the linear models.
+  virtual std::vector<param_range> layers() const;
+
+  /// As loss_and_gradient, calling `ready(l)` as soon as layer l's
+  /// gradient is written: the last layer first. The gradient equals
+  /// loss_and_gradient's into the same buffer to the bit (Eigen's kernels
+  /// round by the output's alignment).
+  virtual float loss_and_gradient(const float* params, const dataset& batch,
+                                  float* grad,
+                                  const gradient_ready& ready) const;
+
   /// The batch's mean loss alone.
   virtual float loss(const float* params, const dataset& batch) const = 0;
 
@@ -55,6 +84,7 @@ public:
 class linear_regression : public model {
 public:
   explicit linear_regression(size_t dim);
+  using model::loss_and_gradient; // the form with `ready` too
   std::string name() const override;
   size_t num_params() const override;
   std::vector<float> init(uint64_t seed) const override;
@@ -78,14 +108,19 @@ public:
   std::vector<float> init(uint64_t seed) const override;
   float loss_and_gradient(const float* params, const dataset& batch,
                           float* grad) const override;
+  std::vector<param_range> layers() const override;
+  float loss_and_gradient(const float* params, const dataset& batch,
+                          float* grad,
+                          const gradient_ready& ready) const override;
   float loss(const float* params, const dataset& batch) const override;
   float accuracy(const float* params, const dataset& batch) const override;
 
 private:
-  /// The forward pass (and the backward one if `grad`): the mean loss,
-  /// and the number of rows classified right if `right`.
+  /// The forward pass (and the backward one if `grad`, telling `ready` of
+  /// each layer done if it is set): the mean loss, and the number of rows
+  /// classified right if `right`.
   float run(const float* params, const dataset& batch, float* grad,
-            size_t* right) const;
+            size_t* right, const gradient_ready* ready) const;
 
   std::vector<size_t> widths_; // dim, hidden..., classes
 };

@@ -1,0 +1,84 @@
+#include "lumen/train/data_parallel.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <utility>
+
+#include <lumen/object_store.hpp>
+
+#include "lumen/ml/collective.hpp"
+
+namespace lumen::train {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+double since(clock::time_point start) {
+  return std::chrono::duration<double>(clock::now() - start).count();
+}
+
+} // namespace
+
+bucketed_allreduce::bucketed_allreduce(const ml::model& net, std::string group,
+                                       bucket_config cfg)
+  : net_(net)
+  , group_(std::move(group))
+  , buckets_(plan_buckets(net.layers(), cfg)) {
+  bucket_of_.resize(net.layers().size());
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    for (auto l = buckets_[b].first_layer; l <= buckets_[b].last_layer; ++l)
+      bucket_of_[l] = b;
+    buffers_.emplace_back(buckets_[b].params.size());
+  }
+}
+
+float bucketed_allreduce::loss_and_mean_gradient(const float* params,
+                                                 const ml::dataset& batch,
+                                                 float* grad) {
+  auto start = clock::now();
+  auto n = buckets_.size();
+  layers_left_.resize(n);
+  for (size_t b = 0; b < n; ++b)
+    layers_left_[b] = buckets_[b].last_layer - buckets_[b].first_layer + 1;
+  running_.assign(n, ObjectRef<void>{});
+  timeline_.started.assign(n, 0);
+  timeline_.finished.assign(n, 0);
+  auto loss = net_.loss_and_gradient(params, batch, grad, [&](size_t layer) {
+    auto b = bucket_of_[layer];
+    if (--layers_left_[b] > 0)
+      return;
+    auto r = buckets_[b].params;
+    std::memcpy(buffers_[b].data(), grad + r.begin, r.size() * sizeof(float));
+    timeline_.started[b] = since(start);
+    running_[b] = collective::allreduce_async(buffers_[b], group_,
+                                              collective::reduce_op::average);
+  });
+  timeline_.backward_end = since(start);
+  for (size_t b = 0; b < n; ++b) {
+    lumen::get(running_[b]);
+    timeline_.finished[b] = since(start);
+    auto r = buckets_[b].params;
+    std::memcpy(grad + r.begin, buffers_[b].data(), r.size() * sizeof(float));
+  }
+  timeline_.end = since(start);
+  return loss;
+}
+
+void rebroadcast(std::vector<float>& params, const std::string& group,
+                 int root) {
+  collective::broadcast(params, root, group);
+}
+
+float drift(const std::vector<float>& params, const std::string& group) {
+  auto top = params, bottom = params;
+  collective::allreduce(top, group, collective::reduce_op::max);
+  collective::allreduce(bottom, group, collective::reduce_op::min);
+  float d = 0;
+  for (size_t i = 0; i < params.size(); ++i)
+    d = std::max(d, top[i] - bottom[i]);
+  return d;
+}
+
+} // namespace lumen::train

@@ -1,0 +1,211 @@
+#define BOOST_TEST_MODULE train
+#include <boost/test/unit_test.hpp>
+
+// Data-parallel training's core: buckets cover every parameter once, in
+// the order the backward pass finishes them, the first one small; the
+// backward pass says when each layer is done without changing a bit;
+// replicas all-reducing bucket by bucket stay identical to the bit and
+// follow one replica on the whole batch; a re-broadcast ends drift.
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <lumen/errors.hpp>
+#include <lumen/ml.hpp>
+#include <lumen/train.hpp>
+
+#include "runtime_fixture.hpp"
+
+using namespace lumen;
+using namespace lumen::train;
+
+namespace {
+
+/// `n` rows of `dim` features with labels of `classes` classes, seeded.
+ml::dataset synthetic(size_t n, size_t dim, size_t classes, uint64_t seed) {
+  std::mt19937_64 gen{seed};
+  std::normal_distribution<float> normal;
+  ml::dataset d{ml::tensor({int64_t(n), int64_t(dim)}),
+                ml::tensor({int64_t(n)}, ml::dtype::int32)};
+  auto x = d.features.data<float>();
+  auto y = d.labels.data<int32_t>();
+  for (size_t i = 0; i < n; ++i) {
+    float s = 0;
+    for (size_t j = 0; j < dim; ++j) {
+      x[i * dim + j] = normal(gen);
+      s += x[i * dim + j] * float(j % 3);
+    }
+    y[i] = static_cast<int32_t>(std::abs(int(s)) % int(classes));
+  }
+  return d;
+}
+
+/// Rows [begin, end) of `d`.
+ml::dataset rows(const ml::dataset& d, size_t begin, size_t end) {
+  std::vector<size_t> at;
+  for (auto i = begin; i < end; ++i)
+    at.push_back(i);
+  return d.take(at);
+}
+
+/// Runs `f(rank)` on `world` threads, each a member of `group`.
+template <class F>
+void on_ranks(int world, const std::string& group, F f) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([=] {
+      collective::init_group(world, r, group, collective::backend::threads);
+      f(r);
+      collective::destroy_group(group);
+    });
+  for (auto& t : threads)
+    t.join();
+}
+
+} // namespace
+
+using lumen::test::local_runtime;
+BOOST_TEST_GLOBAL_FIXTURE(local_runtime);
+
+BOOST_AUTO_TEST_SUITE(train_suite)
+
+BOOST_AUTO_TEST_CASE(buckets_cover_every_parameter_once_last_layers_first) {
+  ml::mlp net{784, {256, 128}, 10};
+  auto layers = net.layers();
+  BOOST_REQUIRE(layers.size() == 3u);
+  BOOST_TEST(layers[2].end == net.num_params());
+  for (auto cfg : {bucket_config{}, bucket_config{1, 1},
+                   bucket_config{size_t{1} << 30, size_t{1} << 30},
+                   bucket_config{200 << 10, 200 << 10}}) {
+    auto plan = plan_buckets(layers, cfg);
+    std::vector<int> covered(net.num_params(), 0);
+    size_t last_layer_seen = layers.size();
+    for (auto& b : plan) {
+      for (auto i = b.params.begin; i < b.params.end; ++i)
+        ++covered[i];
+      // In backward order: each bucket's layers come before the last's.
+      BOOST_TEST(b.last_layer < last_layer_seen);
+      BOOST_TEST(b.params.begin == layers[b.first_layer].begin);
+      BOOST_TEST(b.params.end == layers[b.last_layer].end);
+      last_layer_seen = b.first_layer;
+    }
+    BOOST_TEST(std::all_of(covered.begin(), covered.end(),
+                           [](int c) { return c == 1; }));
+    BOOST_TEST(plan.front().last_layer == 2u);
+  }
+  // The defaults: the 5 KB last layer alone first (64 KiB), then 131 KB
+  // (256 KiB cap), then the 804 KB first layer on its own.
+  auto plan = plan_buckets(layers, {});
+  BOOST_REQUIRE(plan.size() == 3u);
+  BOOST_TEST(plan[0].params.size() == 128u * 10 + 10);
+  // Caps that take everything: one bucket; the first cap holds back.
+  BOOST_TEST(plan_buckets(layers, {size_t{1} << 30, size_t{1} << 30}).size() ==
+             1u);
+  BOOST_TEST(plan_buckets(layers, {6 << 10, size_t{1} << 30}).size() == 2u);
+  BOOST_CHECK_THROW(plan_buckets(layers, {0, 1}), usage_error);
+  BOOST_CHECK_THROW(plan_buckets({{0, 5}, {6, 9}}, {}), usage_error);
+}
+
+BOOST_AUTO_TEST_CASE(the_backward_pass_tells_each_layer_done_bit_for_bit) {
+  ml::mlp net{20, {16, 8}, 3};
+  auto batch = synthetic(40, 20, 3, 1);
+  auto w = net.init(2);
+  // Into the same buffer: Eigen's kernels round by the output's alignment.
+  std::vector<float> grad(net.num_params());
+  auto a = net.loss_and_gradient(w.data(), batch, grad.data());
+  auto plain = grad;
+  std::fill(grad.begin(), grad.end(), 0.0f);
+  std::vector<size_t> order;
+  auto b = net.loss_and_gradient(w.data(), batch, grad.data(),
+                                 [&](size_t l) { order.push_back(l); });
+  BOOST_TEST(a == b);
+  BOOST_TEST(plain == grad);
+  BOOST_TEST(order == (std::vector<size_t>{2, 1, 0}));
+  // The linear models are one layer, done at the end.
+  ml::linear_regression lin{4};
+  auto problem = ml::make_linear_regression(10, 4, 3);
+  std::vector<float> g(5);
+  order.clear();
+  lin.loss_and_gradient(lin.init(0).data(), problem.data, g.data(),
+                        [&](size_t l) { order.push_back(l); });
+  BOOST_TEST(order == (std::vector<size_t>{0}));
+}
+
+// Three replicas, each on a third of every batch, with buckets small
+// enough that every layer is one: identical to the bit after 40 steps,
+// and the one replica trained on the whole batches within rounding.
+BOOST_AUTO_TEST_CASE(replicas_stay_identical_and_follow_the_whole_batch) {
+  ml::mlp net{20, {16, 8}, 3};
+  auto data = synthetic(40 * 96, 20, 3, 3);
+  constexpr int world = 3;
+  constexpr size_t per_rank = 32, steps = 40;
+  std::vector<std::vector<float>> params(world, net.init(4));
+  std::vector<float> drifts(world, -1);
+  std::vector<step_timeline> timelines(world);
+  on_ranks(world, "train-test-ddp", [&](int r) {
+    bucketed_allreduce sync{net, "train-test-ddp", {1, 1}};
+    ml::optimizer opt{{ml::optimizer_kind::momentum, 0.1f}, net.num_params()};
+    std::vector<float> grad(net.num_params());
+    for (size_t s = 0; s < steps; ++s) {
+      auto at = s * world * per_rank + size_t(r) * per_rank;
+      sync.loss_and_mean_gradient(params[r].data(),
+                                  rows(data, at, at + per_rank), grad.data());
+      opt.step(params[r].data(), grad.data(), grad.size());
+    }
+    timelines[r] = sync.last_step();
+    drifts[r] = drift(params[r], "train-test-ddp");
+  });
+  BOOST_TEST(params[0] == params[1]);
+  BOOST_TEST(params[0] == params[2]);
+  for (auto d : drifts)
+    BOOST_TEST(d == 0.0f);
+  // One replica on whole batches: the mean of three means of 32 rows is
+  // the mean of 96, up to rounding.
+  auto alone = net.init(4);
+  ml::optimizer opt{{ml::optimizer_kind::momentum, 0.1f}, net.num_params()};
+  std::vector<float> grad(net.num_params());
+  for (size_t s = 0; s < steps; ++s) {
+    auto at = s * world * per_rank;
+    net.loss_and_gradient(alone.data(), rows(data, at, at + world * per_rank),
+                          grad.data());
+    opt.step(alone.data(), grad.data(), grad.size());
+  }
+  float off = 0;
+  for (size_t i = 0; i < alone.size(); ++i)
+    off = std::max(off, std::abs(alone[i] - params[0][i]));
+  BOOST_TEST(off < 1e-4f);
+  // Each layer's all-reduce was asked for as the pass finished it, the
+  // last layer's first, and none was seen done before the pass ended.
+  auto& t = timelines[0];
+  BOOST_REQUIRE(t.started.size() == 3u);
+  BOOST_TEST(t.started[0] <= t.started[1]);
+  BOOST_TEST(t.started[1] <= t.started[2]);
+  BOOST_TEST(t.started[2] <= t.backward_end);
+  for (auto f : t.finished)
+    BOOST_TEST(f >= t.backward_end);
+  BOOST_TEST(t.exposed() >= 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(a_rebroadcast_from_rank_0_ends_drift) {
+  constexpr int world = 3;
+  std::vector<std::vector<float>> params(world, std::vector<float>(1000, 1.0f));
+  params[1][17] += 0.25f;
+  params[2][999] -= 0.5f;
+  std::vector<float> before(world), after(world);
+  on_ranks(world, "train-test-drift", [&](int r) {
+    before[r] = drift(params[r], "train-test-drift");
+    rebroadcast(params[r], "train-test-drift");
+    after[r] = drift(params[r], "train-test-drift");
+  });
+  for (int r = 0; r < world; ++r) {
+    BOOST_TEST(before[r] == 0.5f); // at 999: 1 on rank 0, 0.5 on rank 2
+    BOOST_TEST(after[r] == 0.0f);
+    BOOST_TEST(params[r] == std::vector<float>(1000, 1.0f));
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
