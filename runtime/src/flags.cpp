@@ -27,6 +27,12 @@ void build_init_app(CLI::App& app, init_options& opts, bool& help) {
   app.set_help_flag();
   app.add_flag("--help", help, "print this help and exit");
   add_init_flags(app, opts);
+  app
+    .add_option("--local-nodes", opts.local_nodes,
+                "without --address: node processes to start on this "
+                "machine, each this program again")
+    ->type_name("N")
+    ->check(CLI::Range(0, 64));
   app.allow_extras(); // positional arguments belong to the program
 }
 

@@ -16,6 +16,7 @@
 
 #include "credentials.hpp"
 #include "driver_runtime.hpp"
+#include "local_nodes.hpp"
 #include "local_runtime.hpp"
 #include "node_runtime.hpp"
 #include "node_setup.hpp"
@@ -27,6 +28,8 @@ namespace {
 
 std::mutex init_mtx;
 std::unique_ptr<detail::local_runtime> the_runtime; // under init_mtx
+// The embedded cluster's node processes, if it has any; under init_mtx.
+std::unique_ptr<detail::local_nodes> the_local_nodes;
 // What the API reads, lock-free; cleared before the runtime is torn down,
 // so that calls made during shutdown fail cleanly.
 std::atomic<detail::local_runtime*> live_runtime{nullptr};
@@ -89,6 +92,7 @@ void init(int argc, char** argv) {
 }
 
 void init(const init_options& opts) {
+  detail::serve_if_local_node(opts); // a local node never returns from it
   detail::cluster_role role;
   auto address = opts.address;
   if (address.empty())
@@ -99,8 +103,38 @@ void init(const init_options& opts) {
     role.head_address = detail::parse_address(address);
     role.token = detail::read_token(
       opts.token_file.empty() ? detail::default_token_file() : opts.token_file);
+    detail::init_node(opts, std::move(role));
+    return;
   }
+  if (opts.local_nodes < 0 || opts.local_nodes > 64)
+    throw usage_error("lumen::init: " + std::to_string(opts.local_nodes) +
+                      " local nodes; give 0 to 64");
+  if (opts.local_nodes == 0) {
+    detail::init_node(opts, std::move(role));
+    return;
+  }
+  // This process heads the local nodes, on loopback only.
+  auto locals = std::make_unique<detail::local_nodes>();
+  role.kind = detail::cluster_role::head;
+  role.token = locals->token();
   detail::init_node(opts, std::move(role));
+  try {
+    std::string head;
+    for (auto& n : nodes())
+      if (n.id == this_node_id())
+        head = n.address;
+    locals->start(opts.local_nodes, head, [] {
+      size_t alive = 0;
+      for (auto& n : nodes())
+        alive += n.alive && n.id != this_node_id();
+      return alive;
+    });
+  } catch (...) {
+    shutdown();
+    throw;
+  }
+  std::lock_guard<std::mutex> guard{init_mtx};
+  the_local_nodes = std::move(locals);
 }
 
 void detail::init_node(const init_options& opts, detail::cluster_role role) {
@@ -129,6 +163,9 @@ std::string this_node_id() {
 
 void shutdown() {
   std::lock_guard<std::mutex> guard{init_mtx};
+  // The local nodes first: their head going first would have them try to
+  // rejoin it until they are stopped.
+  the_local_nodes.reset();
   live_runtime = nullptr;
   the_runtime.reset();
 }

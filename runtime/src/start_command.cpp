@@ -23,6 +23,7 @@
 #include "log.hpp"
 #include "node_setup.hpp"
 #include "run_files.hpp"
+#include "serving.hpp"
 #include "token.hpp"
 
 namespace lumen::detail {
@@ -62,30 +63,6 @@ std::string start_node(const start_options& o) {
     if (n.id == this_node_id())
       return n.id + " " + n.address;
   throw error("the head does not list this node");
-}
-
-/// Blocks until SIGINT or SIGTERM, which the caller masked beforehand.
-void wait_for_stop_signal() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  int sig = 0;
-  sigwait(&set, &sig);
-}
-
-void mask_stop_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-}
-
-void serve_until_stopped() {
-  wait_for_stop_signal();
-  log_line("stopping " + this_node_id());
-  shutdown();
 }
 
 void print_started(const start_options& o, const std::string& id,

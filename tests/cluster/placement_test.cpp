@@ -134,6 +134,29 @@ BOOST_AUTO_TEST_CASE(named_actors_are_found_by_other_scripts) {
   BOOST_TEST(said.find("nobody-here: missing") != std::string::npos, said);
 }
 
+// An embedded cluster of processes: the script is their head, each node
+// this program run again, ended with it.
+BOOST_AUTO_TEST_CASE(local_nodes_are_processes_of_their_own) {
+  auto [code, out] = lumen::test::run({LOCAL_NODES_JOB, "--local-nodes", "2"});
+  BOOST_TEST(code == 0, out);
+  auto once = out.find("main began");
+  BOOST_TEST((once != std::string::npos &&
+              out.find("main began", once + 1) == std::string::npos),
+             out);
+  BOOST_TEST(out.find("nodes=2") != std::string::npos, out);
+  BOOST_TEST(out.find("node-1 in a process of its own") != std::string::npos,
+             out);
+  BOOST_TEST(out.find("node-2 in a process of its own") != std::string::npos,
+             out);
+  BOOST_TEST(out.find("counter on node-2 counts 6") != std::string::npos, out);
+  BOOST_TEST(out.find("node-1 killed: its work failed") != std::string::npos,
+             out);
+  BOOST_TEST(out.find("counter counts 7") != std::string::npos, out);
+  BOOST_TEST(out.find("after shutdown 2 of 2 node processes gone") !=
+               std::string::npos,
+             out);
+}
+
 BOOST_AUTO_TEST_CASE(typed_actors_spawn_on_other_nodes_by_name) {
   auto calc = lumen::spawn_on<calculator>("node-2", "calculator");
   BOOST_CHECK(calc->node() != lumen::system().node());

@@ -34,11 +34,20 @@ struct init_options {
   std::string token_file;
   /// Whether links to the cluster use TLS, and with which certificates.
   tls_options tls;
+  /// Without an address: node processes to start on this machine, making
+  /// the embedded cluster one of processes (work placed on a node runs in
+  /// a process of its own, as Ray's local workers do). Each is this
+  /// program run again with the same arguments, which becomes a node at
+  /// its lumen::init, so what main does before init runs there too.
+  /// This process is their head; they end with it, and lumen::nodes()
+  /// lists them ("node-1", ...) once init returns.
+  int local_nodes = 0;
 };
 
 /// Starts an embedded local cluster in this process, or joins the cluster
 /// at `--address`. Flags understood: `--num-cpus N`, `--address HOST:PORT`,
-/// `--token-file F`, `--tls`, `--tls-cert F`, `--tls-key F`, `--tls-ca F`
+/// `--local-nodes N`, `--token-file F`, `--tls`, `--tls-cert F`,
+/// `--tls-key F`, `--tls-ca F`
 /// (also as `--flag=value`) and `--help` (prints them and
 /// exits 0). As command-line tools do, it prints what is wrong and exits
 /// when it cannot start: 2 for misuse (any other flag starting with `--`,
