@@ -142,7 +142,7 @@ void head_directory::on_down(const caf::actor_addr& source,
     if (managers_[i] == source && nodes_[i].alive) {
       nodes_[i].alive = false;
       log_line("node " + nodes_[i].id + " at " + nodes_[i].address +
-               " is dead: " + reason);
+               (reason.empty() ? " stopped" : " is dead: " + reason));
     }
 }
 

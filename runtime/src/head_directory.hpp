@@ -82,7 +82,7 @@ public:
 
   /// Something monitored went down: a named actor (its name is freed), a
   /// process holding channel names (they are freed) or a node's manager
-  /// (the node is dead; logged with `reason`).
+  /// (the node is dead; logged with `reason`, or as stopped for none).
   void on_down(const caf::actor_addr& source, const std::string& reason);
 
 private:

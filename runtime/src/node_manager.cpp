@@ -160,7 +160,10 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
     }
     if (st.hosted.erase(msg.source) > 0)
       report_actors(self);
-    st.directory.on_down(msg.source, caf::to_string(msg.reason));
+    st.directory.on_down(msg.source,
+                         msg.reason == caf::exit_reason::user_shutdown
+                           ? std::string{}
+                           : caf::to_string(msg.reason));
   });
   return {
     [=](hello_atom, const std::string& role, const std::string& host,
