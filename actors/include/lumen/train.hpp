@@ -5,3 +5,4 @@
 
 #include "lumen/train/buckets.hpp"
 #include "lumen/train/data_parallel.hpp"
+#include "lumen/train/trainer.hpp"

@@ -1,0 +1,153 @@
+#pragma once
+
+// A data-parallel trainer in the spirit of Ray Train: a train loop that
+// every worker runs, each in a process of its own (a node of the cluster:
+// the local node processes of `--local-nodes`, or nodes joined with
+// `--address`), its rank and the world in its context, the workers one
+// collective group for their all-reduces. Rank 0's reports are the run's:
+// each is acknowledged once the trainer has recorded it (and stored its
+// checkpoint under the run's storage path), so nothing reported is lost.
+// A worker that fails (its loop throws, its process is killed) ends the
+// attempt; the trainer starts the group again from the last checkpoint, up
+// to `max_failures` times, on the nodes alive then.
+//
+//   void loop(const lumen::train::loop_config& cfg) {
+//     auto ctx = lumen::train::get_context();
+//     lumen::train::bucketed_allreduce sync{net, ctx.group};
+//     if (auto ckpt = lumen::train::get_checkpoint()) ... resume from it
+//     for (...) lumen::train::report({{"loss", loss}}, checkpoint);
+//   }
+//   LUMEN_TRAIN_LOOP(loop);
+//
+//   lumen::train::data_parallel_trainer trainer{"loop", cfg, {2}, run};
+//   auto result = trainer.fit();
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/meta/type_name.hpp>
+
+#include <lumen/remote.hpp>
+
+namespace lumen::train {
+
+/// Numbers a loop is given (hyperparameters) and reports (metrics).
+using loop_config = std::map<std::string, double>;
+using metrics = std::map<std::string, double>;
+
+/// `cfg[key]`, or `fallback` if it is not there.
+double value_or(const loop_config& cfg, const std::string& key,
+                double fallback);
+
+/// A checkpoint: the files of a directory, held in memory so that it
+/// crosses processes and machines with the report that carries it.
+struct checkpoint {
+  std::map<std::string, std::vector<char>> files;
+
+  /// The regular files of `dir` (not its subdirectories). Throws `error`
+  /// for a directory that cannot be read.
+  static checkpoint from_directory(const std::string& dir);
+
+  /// Writes the files into `dir`, made if need be. Throws `error` if it
+  /// cannot.
+  void to_directory(const std::string& dir) const;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, checkpoint& x) {
+  return f(caf::meta::type_name("lumen::train::checkpoint"), x.files);
+}
+
+/// Who a worker is, inside its train loop.
+struct train_context {
+  int world_rank = 0;
+  int world_size = 1;
+  int local_rank = 0; // among the workers of its machine
+  std::string group;  // the workers' collective group, joined already
+  int attempt = 0;    // 0, then 1 after the first restart, ...
+};
+
+/// The calling train loop's context. Throws `usage_error` outside one.
+const train_context& get_context();
+
+/// The checkpoint to resume from: the last one reported before a
+/// restart, or none in a fresh run.
+const std::optional<checkpoint>& get_checkpoint();
+
+/// Reports this worker's metrics (and rank 0's checkpoint, if given; the
+/// other ranks' are dropped, as theirs equal rank 0's). Returns once the
+/// trainer has recorded it. Throws `usage_error` outside a train loop,
+/// `error` if the trainer is gone.
+void report(const metrics& m,
+            const std::optional<checkpoint>& ckpt = std::nullopt);
+
+/// A train loop, registered under its name so that every process of the
+/// cluster can run it (each is the same program, or loads it with
+/// --code-path).
+using train_loop = std::function<void(const loop_config&)>;
+bool register_train_loop(const std::string& name, train_loop loop);
+
+#define LUMEN_TRAIN_LOOP(fn)                                                   \
+  static const bool LUMEN_PP_CAT(lumen_train_loop_, __COUNTER__) =             \
+    ::lumen::train::register_train_loop(#fn, fn)
+
+struct scaling_config {
+  size_t num_workers = 2;
+};
+
+struct failure_config {
+  int max_failures = 0; // restarts allowed before fit gives up
+};
+
+struct run_config {
+  std::string name = "lumen_train";
+  std::string storage_path = "lumen_results"; // the run's files: <path>/<name>
+  failure_config failure;
+  size_t checkpoints_kept = 2;  // the latest ones, and the best (0: all)
+  std::string checkpoint_score; // a metric ranking checkpoints ("": latest)
+  bool score_max = true;        // higher is better
+};
+
+struct train_result {
+  metrics last;                    // rank 0's last report
+  std::vector<metrics> history;    // rank 0's reports, restarts included
+  std::string last_checkpoint;     // directories under the run's path
+  std::string best_checkpoint;     // ("" if none was reported)
+  int failures = 0;                // restarts it took
+  std::vector<std::string> errors; // why each failed attempt ended
+};
+
+class data_parallel_trainer {
+public:
+  /// Runs the loop registered as `loop` (LUMEN_TRAIN_LOOP) with `cfg` on
+  /// `scaling.num_workers` workers. Throws `usage_error` for an unknown
+  /// loop or no workers.
+  data_parallel_trainer(std::string loop, loop_config cfg,
+                        scaling_config scaling, run_config run);
+
+  /// Trains until every worker's loop returns. Throws `error` naming the
+  /// last failure once `max_failures` restarts did not do, or if the
+  /// cluster has too few nodes, or the storage path cannot be written.
+  train_result fit();
+
+private:
+  std::string loop_;
+  loop_config cfg_;
+  scaling_config scaling_;
+  run_config run_;
+};
+
+namespace detail {
+
+/// Pulls the trainer's registrations into every program that includes
+/// this header, though the library is static.
+bool trainer_registered();
+inline const bool trainer_linked = trainer_registered();
+
+} // namespace detail
+
+} // namespace lumen::train

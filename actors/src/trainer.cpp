@@ -1,0 +1,441 @@
+#include "lumen/train/trainer.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include <caf/actor_cast.hpp>
+#include <caf/atom.hpp>
+#include <caf/message_view.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/result.hpp>
+#include <caf/sec.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include <lumen/caf_interop.hpp>
+#include <lumen/cluster.hpp>
+#include <lumen/errors.hpp>
+#include <lumen/object_store.hpp>
+
+#include "lumen/ml/collective.hpp"
+
+#include "async_lane.hpp"
+
+namespace fs = std::filesystem;
+
+namespace lumen::train {
+
+namespace {
+
+using report_atom = caf::atom_constant<caf::atom("lmtreport")>;
+using run_loop_atom = caf::atom_constant<caf::atom("lmtrun")>;
+using loop_done_atom = caf::atom_constant<caf::atom("lmtdone")>;
+
+/// Rank 0's reports as the driver keeps them.
+using train_reporter =
+  caf::typed_actor<caf::replies_to<report_atom, int32_t, int32_t, metrics, bool,
+                                   checkpoint>::with<bool>>;
+
+} // namespace
+
+/// What a worker is asked to run.
+struct train_task {
+  std::string loop;
+  loop_config cfg;
+  train_context ctx;
+  bool resume = false;
+  checkpoint from;
+  train_reporter reporter;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, train_context& x) {
+  return f(caf::meta::type_name("lumen::train::train_context"), x.world_rank,
+           x.world_size, x.local_rank, x.group, x.attempt);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, train_task& x) {
+  return f(caf::meta::type_name("lumen::train::train_task"), x.loop, x.cfg,
+           x.ctx, x.resume, x.from, x.reporter);
+}
+
+} // namespace lumen::train
+
+namespace lumen {
+
+template <>
+struct carries_actor_handle<train::train_task> : std::true_type {};
+
+} // namespace lumen
+
+namespace lumen::train {
+
+namespace {
+
+using train_worker = caf::typed_actor<
+  caf::replies_to<run_loop_atom, train_task>::with<std::string>>;
+
+constexpr const char* train_worker_name = "lumen.train.worker";
+
+std::map<std::string, train_loop>& loops() {
+  static std::map<std::string, train_loop> all;
+  return all;
+}
+
+/// The train loop running on this thread, if any.
+struct running_loop {
+  train_context ctx;
+  std::optional<checkpoint> from;
+  train_reporter reporter;
+};
+
+thread_local const running_loop* current = nullptr;
+
+const running_loop& in_loop(const char* what) {
+  if (current == nullptr)
+    throw usage_error(std::string{"lumen::train::"} + what +
+                      " outside a train loop; call it from the function a "
+                      "data_parallel_trainer runs");
+  return *current;
+}
+
+/// Runs a task's loop on the calling thread: "" if it returned, else why
+/// not.
+std::string run_task(const train_task& task) {
+  auto i = loops().find(task.loop);
+  if (i == loops().end())
+    return "no train loop '" + task.loop + "' on node " +
+           lumen::this_node_id() + "; register it with LUMEN_TRAIN_LOOP";
+  running_loop here{
+    task.ctx, task.resume ? std::optional<checkpoint>{task.from} : std::nullopt,
+    task.reporter};
+  current = &here;
+  std::string why;
+  try {
+    // A member lost for good fails the others' next step in 10 s.
+    collective::set_timeout(task.ctx.group, std::chrono::seconds(10));
+    collective::init_group(task.ctx.world_size, task.ctx.world_rank,
+                           task.ctx.group, collective::backend::processes);
+    i->second(task.cfg);
+  } catch (const std::exception& e) {
+    why = std::string{"rank "} + std::to_string(task.ctx.world_rank) +
+          " on node " + lumen::this_node_id() + ": " + e.what();
+  }
+  try {
+    if (collective::is_group_initialized(task.ctx.group))
+      collective::destroy_group(task.ctx.group);
+  } catch (const std::exception&) {
+    // The group failed already; the reason is in `why`.
+  }
+  current = nullptr;
+  return why;
+}
+
+struct worker_state {
+  std::vector<caf::typed_response_promise<std::string>> waiting;
+  // Last: its destructor lets the loop finish, then joins.
+  std::unique_ptr<ml::detail::async_lane> lane =
+    std::make_unique<ml::detail::async_lane>();
+};
+
+train_worker::behavior_type
+worker(train_worker::stateful_pointer<worker_state> self) {
+  // The loop's end is no message of the interface.
+  self->set_default_handler(
+    [self](caf::scheduled_actor*,
+           caf::message_view& xs) -> caf::result<caf::message> {
+      auto& msg = xs.content();
+      auto& st = self->state;
+      if (!msg.match_elements<loop_done_atom, std::string>() ||
+          st.waiting.empty())
+        return caf::sec::unexpected_message;
+      st.waiting.front().deliver(msg.get_as<std::string>(1));
+      st.waiting.erase(st.waiting.begin());
+      return caf::message{};
+    });
+  return {
+    [=](run_loop_atom, train_task& task) {
+      auto rp = self->make_response_promise<std::string>();
+      self->state.waiting.push_back(rp);
+      caf::weak_actor_ptr me = self->ctrl();
+      self->state.lane->post([me, task = std::move(task)] {
+        auto why = run_task(task);
+        if (auto alive = me.lock())
+          caf::anon_send(caf::actor_cast<caf::actor>(alive),
+                         loop_done_atom::value, why);
+      });
+      return rp;
+    },
+  };
+}
+
+/// What the driver keeps of a run.
+struct run_state {
+  std::mutex mtx;
+  run_config run;
+  fs::path dir;
+  int attempt = 0;
+  std::vector<metrics> history;
+  std::optional<checkpoint> latest;
+  std::vector<std::pair<fs::path, double>> stored; // oldest first
+  std::string best;
+  double best_score = 0;
+  size_t saved = 0;
+
+  void keep(const metrics& m, const checkpoint& c) {
+    auto path = dir / ("checkpoint_" + std::to_string(saved++));
+    c.to_directory(path.string());
+    latest = c;
+    double score = 0;
+    if (!run.checkpoint_score.empty()) {
+      auto s = m.find(run.checkpoint_score);
+      score = s == m.end() ? 0 : s->second;
+    }
+    bool better = best.empty() || run.checkpoint_score.empty() ||
+                  (run.score_max ? score > best_score : score < best_score);
+    if (better) {
+      best = path.string();
+      best_score = score;
+    }
+    stored.emplace_back(path, score);
+    // The latest `checkpoints_kept`, and the best, stay.
+    while (run.checkpoints_kept > 0 && stored.size() > run.checkpoints_kept) {
+      auto old = std::find_if(stored.begin(), stored.end() - 1, [&](auto& s) {
+        return s.first.string() != best;
+      });
+      if (old == stored.end() - 1)
+        break;
+      fs::remove_all(old->first);
+      stored.erase(old);
+    }
+  }
+};
+
+train_reporter::behavior_type reporter(train_reporter::pointer self,
+                                       std::shared_ptr<run_state> st) {
+  return {
+    [=](report_atom, int32_t attempt, int32_t rank, const metrics& m, bool has,
+        const checkpoint& c) -> caf::result<bool> {
+      std::lock_guard<std::mutex> guard{st->mtx};
+      if (rank != 0 || attempt != st->attempt)
+        return true; // another rank's, or a failed attempt's straggler
+      try {
+        if (has)
+          st->keep(m, c);
+      } catch (const std::exception& e) {
+        return caf::make_error(caf::sec::runtime_error,
+                               std::string{"the trainer could not store the "
+                                           "checkpoint: "} +
+                                 e.what());
+      }
+      st->history.push_back(m);
+      static_cast<void>(self);
+      return true;
+    },
+  };
+}
+
+std::string host_of(const std::string& address) {
+  return address.substr(0, address.rfind(':'));
+}
+
+} // namespace
+
+double value_or(const loop_config& cfg, const std::string& key,
+                double fallback) {
+  auto i = cfg.find(key);
+  return i == cfg.end() ? fallback : i->second;
+}
+
+checkpoint checkpoint::from_directory(const std::string& dir) {
+  checkpoint c;
+  std::error_code ec;
+  for (auto& entry : fs::directory_iterator{dir, ec}) {
+    if (!entry.is_regular_file())
+      continue;
+    std::ifstream in{entry.path(), std::ios::binary};
+    c.files[entry.path().filename().string()] =
+      std::vector<char>{std::istreambuf_iterator<char>{in}, {}};
+    if (!in && !in.eof())
+      throw error("cannot read checkpoint file " + entry.path().string());
+  }
+  if (ec)
+    throw error("cannot read the checkpoint directory " + dir + ": " +
+                ec.message());
+  return c;
+}
+
+void checkpoint::to_directory(const std::string& dir) const {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw error("cannot make the checkpoint directory " + dir + ": " +
+                ec.message());
+  for (auto& [name, bytes] : files) {
+    if (name.empty() || name.find('/') != std::string::npos || name == "." ||
+        name == "..")
+      throw error("a checkpoint file named '" + name +
+                  "'; names are plain file names");
+    std::ofstream out{fs::path{dir} / name, std::ios::binary};
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out)
+      throw error("cannot write checkpoint file " + name + " in " + dir);
+  }
+}
+
+const train_context& get_context() {
+  return in_loop("get_context").ctx;
+}
+
+const std::optional<checkpoint>& get_checkpoint() {
+  return in_loop("get_checkpoint").from;
+}
+
+void report(const metrics& m, const std::optional<checkpoint>& ckpt) {
+  auto& here = in_loop("report");
+  bool has = ckpt.has_value() && here.ctx.world_rank == 0;
+  lumen::get(lumen::call(
+    here.reporter, report_atom::value, int32_t{here.ctx.attempt},
+    int32_t{here.ctx.world_rank}, m, has, has ? *ckpt : checkpoint{}));
+}
+
+bool register_train_loop(const std::string& name, train_loop loop) {
+  loops()[name] = std::move(loop);
+  return true;
+}
+
+data_parallel_trainer::data_parallel_trainer(std::string loop, loop_config cfg,
+                                             scaling_config scaling,
+                                             run_config run)
+  : loop_(std::move(loop))
+  , cfg_(std::move(cfg))
+  , scaling_(scaling)
+  , run_(std::move(run)) {
+  if (!loops().count(loop_))
+    throw usage_error("data_parallel_trainer: no train loop '" + loop_ +
+                      "'; register it with LUMEN_TRAIN_LOOP");
+  if (scaling_.num_workers == 0)
+    throw usage_error("data_parallel_trainer: 0 workers; give "
+                      "scaling_config::num_workers 1 at least");
+  if (run_.failure.max_failures < 0)
+    throw usage_error("data_parallel_trainer: max_failures is negative");
+}
+
+train_result data_parallel_trainer::fit() {
+  auto st = std::make_shared<run_state>();
+  st->run = run_;
+  st->dir = fs::path{run_.storage_path} / run_.name;
+  std::error_code ec;
+  fs::create_directories(st->dir, ec);
+  auto probe = st->dir / ".lumen-write-test";
+  if (ec || !std::ofstream{probe}) {
+    throw error("cannot write the run's files under " + st->dir.string() +
+                (ec ? ": " + ec.message() : std::string{}) +
+                "; give run_config::storage_path a directory you can write");
+  }
+  fs::remove(probe);
+  auto rep = lumen::spawn(reporter, st);
+  train_result out;
+  for (int attempt = 0;; ++attempt) {
+    {
+      std::lock_guard<std::mutex> guard{st->mtx};
+      st->attempt = attempt;
+    }
+    // Other processes first (a worker each), then this one.
+    std::vector<node_info> places;
+    for (auto& n : lumen::nodes())
+      if (n.alive && n.id != lumen::this_node_id())
+        places.push_back(n);
+    for (auto& n : lumen::nodes())
+      if (n.alive && n.id == lumen::this_node_id())
+        places.push_back(n);
+    if (places.size() < scaling_.num_workers)
+      throw error(
+        "data_parallel_trainer: " + std::to_string(scaling_.num_workers) +
+        " workers, but " + std::to_string(places.size()) +
+        " live nodes; start more (--local-nodes N, or lumen start "
+        "on more machines), or ask for fewer workers");
+    auto group = "lumen.train." + run_.name + "." + std::to_string(::getpid()) +
+                 "." + std::to_string(attempt);
+    std::vector<ObjectRef<std::string>> runs;
+    std::map<std::string, int> per_host;
+    for (size_t r = 0; r < scaling_.num_workers; ++r) {
+      train_task task;
+      task.loop = loop_;
+      task.cfg = cfg_;
+      task.ctx.world_rank = static_cast<int>(r);
+      task.ctx.world_size = static_cast<int>(scaling_.num_workers);
+      task.ctx.local_rank = per_host[host_of(places[r].address)]++;
+      task.ctx.group = group;
+      task.ctx.attempt = attempt;
+      {
+        std::lock_guard<std::mutex> guard{st->mtx};
+        task.resume = st->latest.has_value();
+        if (task.resume)
+          task.from = *st->latest;
+      }
+      task.reporter = rep;
+      auto w = lumen::spawn_on<train_worker>(places[r].id, train_worker_name);
+      runs.push_back(lumen::call(w, run_loop_atom::value, std::move(task)));
+    }
+    std::string failed;
+    for (auto& r : runs) {
+      try {
+        auto why = lumen::get(r);
+        if (!why.empty() && failed.empty())
+          failed = why;
+      } catch (const std::exception& e) {
+        if (failed.empty())
+          failed = e.what();
+      }
+    }
+    if (failed.empty())
+      break;
+    out.errors.push_back(failed);
+    if (attempt >= run_.failure.max_failures)
+      throw error("training failed" +
+                  (attempt > 0
+                     ? " after " + std::to_string(attempt) + " restarts"
+                     : std::string{}) +
+                  ": " + failed +
+                  (attempt < 1 ? "; failure_config::max_failures allows "
+                                 "restarts from the last checkpoint"
+                               : std::string{}));
+    out.failures = attempt + 1;
+  }
+  std::lock_guard<std::mutex> guard{st->mtx};
+  out.history = st->history;
+  if (!out.history.empty())
+    out.last = out.history.back();
+  if (!st->stored.empty())
+    out.last_checkpoint = st->stored.back().first.string();
+  out.best_checkpoint = st->best;
+  return out;
+}
+
+namespace detail {
+
+bool trainer_registered() {
+  return true;
+}
+
+} // namespace detail
+
+LUMEN_TYPED_ACTOR(train_worker_name, worker);
+LUMEN_MESSAGE_TYPE(train_task, "lumen::train::train_task");
+LUMEN_MESSAGE_TYPE(checkpoint, "lumen::train::checkpoint");
+LUMEN_MESSAGE_TYPE(metrics, "lumen::train::metrics");
+
+} // namespace lumen::train
