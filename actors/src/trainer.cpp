@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -241,6 +242,8 @@ train_reporter::behavior_type reporter(train_reporter::pointer self,
                                  e.what());
       }
       st->history.push_back(m);
+      if (st->run.on_report)
+        st->run.on_report(m);
       static_cast<void>(self);
       return true;
     },
@@ -336,7 +339,12 @@ data_parallel_trainer::data_parallel_trainer(std::string loop, loop_config cfg,
 train_result data_parallel_trainer::fit() {
   auto st = std::make_shared<run_state>();
   st->run = run_;
-  st->dir = fs::path{run_.storage_path} / run_.name;
+  auto home = std::getenv("HOME");
+  auto storage = !run_.storage_path.empty() ? run_.storage_path
+                 : home != nullptr && *home != '\0'
+                   ? std::string{home} + "/lumen_results"
+                   : std::string{"lumen_results"};
+  st->dir = fs::path{storage} / run_.name;
   std::error_code ec;
   fs::create_directories(st->dir, ec);
   auto probe = st->dir / ".lumen-write-test";

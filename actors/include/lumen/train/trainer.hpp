@@ -105,11 +105,16 @@ struct failure_config {
 
 struct run_config {
   std::string name = "lumen_train";
-  std::string storage_path = "lumen_results"; // the run's files: <path>/<name>
+  // The run's files go to <storage_path>/<name>; "" is ~/lumen_results,
+  // as Ray's ~/ray_results.
+  std::string storage_path;
   failure_config failure;
   size_t checkpoints_kept = 2;  // the latest ones, and the best (0: all)
   std::string checkpoint_score; // a metric ranking checkpoints ("": latest)
   bool score_max = true;        // higher is better
+  // Called in the driver with each of rank 0's reports, once it is
+  // recorded: progress to print, a plot to grow.
+  std::function<void(const metrics&)> on_report;
 };
 
 struct train_result {
