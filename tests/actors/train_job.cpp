@@ -12,6 +12,7 @@
 
 #include <cstring>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -98,20 +99,23 @@ int main(int argc, char** argv) {
     "linear_loop", {{"epochs", 6}, {"kill_at_epoch", kill ? 2 : -1}}, {2}, run};
   try {
     auto result = trainer.fit();
-    std::cout << "failures=" << result.failures << "\n";
-    std::cout << "epochs reported:";
+    // Written at once: the head logs to the same output meanwhile.
+    std::ostringstream out;
+    out << "failures=" << result.failures << "\n";
+    out << "epochs reported:";
     for (auto& m : result.history)
-      std::cout << " " << m.at("epoch");
-    std::cout << "\n";
+      out << " " << m.at("epoch");
+    out << "\n";
     double drift = 0;
     for (auto& m : result.history)
       drift = std::max(drift, m.at("drift"));
-    std::cout << "largest drift=" << drift << "\n";
-    std::cout << "final loss=" << result.last.at("loss") << "\n";
-    std::cout << "last checkpoint=" << result.last_checkpoint << "\n";
-    std::cout << "best checkpoint=" << result.best_checkpoint << "\n";
+    out << "largest drift=" << drift << "\n";
+    out << "final loss=" << result.last.at("loss") << "\n";
+    out << "last checkpoint=" << result.last_checkpoint << "\n";
+    out << "best checkpoint=" << result.best_checkpoint << "\n";
     for (auto& e : result.errors)
-      std::cout << "attempt failed: " << e << "\n";
+      out << "attempt failed: " << e << "\n";
+    std::cout << out.str() << std::flush;
   } catch (const std::exception& e) {
     std::cout << "fit failed: " << e.what() << "\n";
     lumen::shutdown();

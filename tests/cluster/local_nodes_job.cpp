@@ -23,10 +23,15 @@ int process_id() {
 }
 LUMEN_REMOTE(process_id);
 
+/// One fact, written whole: the head logs to the same output meanwhile.
+void say(const std::string& line) {
+  std::cout << line + "\n" << std::flush;
+}
+
 int main(int argc, char** argv) {
   constexpr auto deadline = std::chrono::seconds(30);
   // The nodes run this too; their output goes nowhere.
-  std::cout << "main began" << std::endl;
+  say("main began");
   lumen::init(argc, argv);
   std::vector<std::pair<std::string, int>> nodes;
   for (auto& n : lumen::nodes())
@@ -34,31 +39,30 @@ int main(int argc, char** argv) {
       nodes.emplace_back(
         n.id,
         lumen::get(lumen::task(process_id).on_node(n.id).remote(), deadline));
-  std::cout << "nodes=" << nodes.size() << "\n";
+  say("nodes=" + std::to_string(nodes.size()));
   for (auto& [id, pid] : nodes)
-    std::cout << id
-              << (pid != ::getpid() ? " in a process of its own\n"
-                                    : " in this process\n");
+    say(id +
+        (pid != ::getpid() ? " in a process of its own" : " in this process"));
   auto last = nodes.back().first;
   auto counter = lumen::actor<Counter>(5).on_node(last).remote();
-  std::cout << "counter on "
-            << lumen::get(counter.call(&Counter::node), deadline) << " counts "
-            << lumen::get(counter.call(&Counter::add, 1), deadline) << "\n";
+  auto on = lumen::get(counter.call(&Counter::node), deadline);
+  auto counted = lumen::get(counter.call(&Counter::add, 1), deadline);
+  say("counter on " + on + " counts " + std::to_string(counted));
   auto [victim, victim_pid] = nodes.front();
   auto pending = lumen::task(busy).on_node(victim).remote(60000);
   ::kill(victim_pid, SIGKILL);
   try {
     lumen::get(pending, deadline);
-    std::cout << victim << " answered after SIGKILL\n";
+    say(victim + " answered after SIGKILL");
   } catch (const lumen::error& e) {
-    std::cout << victim << " killed: its work failed\n";
+    say(victim + " killed: its work failed");
   }
-  std::cout << "counter counts "
-            << lumen::get(counter.call(&Counter::add, 1), deadline) << "\n";
+  counted = lumen::get(counter.call(&Counter::add, 1), deadline);
+  say("counter counts " + std::to_string(counted));
   lumen::shutdown();
   size_t gone = 0;
   for (auto& [id, pid] : nodes)
     gone += ::kill(pid, 0) != 0 && errno == ESRCH;
-  std::cout << "after shutdown " << gone << " of " << nodes.size()
-            << " node processes gone\n";
+  say("after shutdown " + std::to_string(gone) + " of " +
+      std::to_string(nodes.size()) + " node processes gone");
 }
