@@ -6,6 +6,7 @@
 
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,17 @@ parse_flags(int argc, char** argv,
     }
   }
   return f;
+}
+
+/// `[a, b, c]`: a state's numbers as --step prints them, and as JSON.
+template <class T>
+std::string list(const std::vector<T>& v) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    out << (i ? ", " : "") << v[i];
+  out << "]";
+  return out.str();
 }
 
 /// Under --step: waits for Enter before the next `what`.

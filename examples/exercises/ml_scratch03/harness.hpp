@@ -91,8 +91,8 @@ public:
     for (size_t r = 0; r < ranks(); ++r) {
       auto from = (r + ranks() - 1) % ranks();
       std::cout << "  rank " << r << ": got chunk " << last_[r].chunk_index
-                << " from rank " << from << ", buffer " << list(bufs_[r])
-                << "\n";
+                << " from rank " << from << ", buffer "
+                << exercise::list(bufs_[r]) << "\n";
     }
     exercise::wait_for_enter(mode_, "step");
   }
@@ -106,15 +106,6 @@ public:
   }
 
 private:
-  static std::string list(const std::vector<float>& v) {
-    std::ostringstream out;
-    out << "[";
-    for (size_t i = 0; i < v.size(); ++i)
-      out << (i ? ", " : "") << v[i];
-    out << "]";
-    return out.str();
-  }
-
   std::string json_state() const {
     std::ostringstream out;
     out << "{\"step\": " << steps_ << ", \"phase\": \"" << phase_
@@ -123,7 +114,7 @@ private:
       out << (r ? ", " : "") << "{\"rank\": " << r
           << ", \"sent_chunk\": " << last_[(r + 1) % ranks()].chunk_index
           << ", \"received_chunk\": " << last_[r].chunk_index
-          << ", \"buffer\": " << list(bufs_[r]) << "}";
+          << ", \"buffer\": " << exercise::list(bufs_[r]) << "}";
     }
     out << "]}";
     return out.str();

@@ -212,29 +212,16 @@ private:
   size_t batch_;
 };
 
-inline std::string list(const std::vector<double>& v) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < v.size(); ++i)
-    out << (i ? ", " : "") << v[i];
-  out << "]";
-  return out.str();
-}
-
-inline std::string list(const std::vector<float>& v) {
-  return list(std::vector<double>(v.begin(), v.end()));
-}
-
 /// --step: a step's buckets against the backward pass, each replica's
 /// loss and drift.
 inline void show(const step_report& rep, step_mode mode) {
   if (mode == step_mode::json) {
     std::cout << "{\"step\": " << rep.step
               << ", \"backward_end\": " << rep.backward_end
-              << ", \"bucket_started\": " << list(rep.started)
-              << ", \"bucket_finished\": " << list(rep.finished)
-              << ", \"loss\": " << list(rep.loss)
-              << ", \"drift\": " << list(rep.drift)
+              << ", \"bucket_started\": " << exercise::list(rep.started)
+              << ", \"bucket_finished\": " << exercise::list(rep.finished)
+              << ", \"loss\": " << exercise::list(rep.loss)
+              << ", \"drift\": " << exercise::list(rep.drift)
               << ", \"rebroadcast\": " << (rep.rebroadcast ? "true" : "false")
               << "}\n";
     return;
