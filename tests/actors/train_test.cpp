@@ -66,6 +66,9 @@ void on_ranks(int world, const std::string& group, F f) {
     t.join();
 }
 
+void returns_at_once(const loop_config&) {}
+LUMEN_TRAIN_LOOP(returns_at_once);
+
 } // namespace
 
 using lumen::test::local_runtime;
@@ -206,6 +209,42 @@ BOOST_AUTO_TEST_CASE(a_rebroadcast_from_rank_0_ends_drift) {
     BOOST_TEST(after[r] == 0.0f);
     BOOST_TEST(params[r] == std::vector<float>(1000, 1.0f));
   }
+}
+
+// What a trainer cannot do is refused, naming the fix.
+BOOST_AUTO_TEST_CASE(a_trainer_refuses_what_cannot_work_naming_the_fix) {
+  auto says = [](const char* what) {
+    return [what](const std::exception& e) {
+      return std::string{e.what()}.find(what) != std::string::npos;
+    };
+  };
+  BOOST_CHECK_EXCEPTION((data_parallel_trainer{"nobody", {}, {1}, {}}),
+                        usage_error, says("LUMEN_TRAIN_LOOP"));
+  BOOST_CHECK_EXCEPTION((data_parallel_trainer{"returns_at_once", {}, {0}, {}}),
+                        usage_error, says("num_workers"));
+  run_config negative;
+  negative.failure.max_failures = -1;
+  BOOST_CHECK_THROW(
+    (data_parallel_trainer{"returns_at_once", {}, {1}, negative}), usage_error);
+  // The embedded cluster is one node: two workers do not fit.
+  run_config here;
+  here.storage_path = "/tmp";
+  BOOST_CHECK_EXCEPTION(
+    (data_parallel_trainer{"returns_at_once", {}, {2}, here}.fit()), error,
+    says("--local-nodes"));
+  run_config nowhere;
+  nowhere.storage_path = "/proc/lumen-cannot-write-here";
+  BOOST_CHECK_EXCEPTION(
+    (data_parallel_trainer{"returns_at_once", {}, {1}, nowhere}.fit()), error,
+    says("storage_path"));
+  // Outside a train loop there is no context to report in.
+  BOOST_CHECK_EXCEPTION(get_context(), usage_error,
+                        says("outside a train loop"));
+  BOOST_CHECK_EXCEPTION(report(metrics{{"loss", 1}}), usage_error,
+                        says("outside a train loop"));
+  // One worker in this process runs the loop to its end.
+  data_parallel_trainer alone{"returns_at_once", {}, {1}, here};
+  BOOST_TEST(alone.fit().failures == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -118,8 +118,8 @@ BOOST_AUTO_TEST_CASE(an_unknown_flag_is_named_in_the_error) {
 
 BOOST_AUTO_TEST_CASE(bad_flag_values_are_rejected) {
   bool help = false;
-  for (auto bad :
-       {"--num-cpus=0", "--num-cpus=-2", "--num-cpus=two", "--num-cpus=3x"}) {
+  for (auto bad : {"--num-cpus=0", "--num-cpus=-2", "--num-cpus=two",
+                   "--num-cpus=3x", "--local-nodes=65", "--local-nodes=-1"}) {
     argv_builder a{{"prog", bad}};
     BOOST_CHECK_THROW(lumen::detail::parse_init_flags(a.argc(), a.argv(), help),
                       lumen::usage_error);
@@ -128,6 +128,15 @@ BOOST_AUTO_TEST_CASE(bad_flag_values_are_rejected) {
   BOOST_CHECK_THROW(
     lumen::detail::parse_init_flags(missing.argc(), missing.argv(), help),
     lumen::usage_error);
+}
+
+BOOST_AUTO_TEST_CASE(local_nodes_out_of_range_are_a_usage_error) {
+  lumen::init_options opts;
+  opts.local_nodes = 65;
+  BOOST_CHECK_EXCEPTION(
+    lumen::init(opts), lumen::usage_error,
+    [](const lumen::usage_error& e) { return mentions(e, "0 to 64"); });
+  BOOST_TEST(!lumen::is_initialized());
 }
 
 BOOST_AUTO_TEST_CASE(flags_take_a_value_either_way_and_refuse_empty_ones) {
