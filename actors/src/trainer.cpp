@@ -199,12 +199,11 @@ train_result data_parallel_trainer::fit() {
     }
     // Other processes first (a worker each), then this one.
     std::vector<node_info> places;
-    for (auto& n : lumen::nodes())
-      if (n.alive && n.id != lumen::this_node_id())
-        places.push_back(n);
-    for (auto& n : lumen::nodes())
-      if (n.alive && n.id == lumen::this_node_id())
-        places.push_back(n);
+    auto all = lumen::nodes();
+    for (bool here : {false, true})
+      for (auto& n : all)
+        if (n.alive && (n.id == lumen::this_node_id()) == here)
+          places.push_back(n);
     if (places.size() < scaling_.num_workers)
       throw error(
         "data_parallel_trainer: " + std::to_string(scaling_.num_workers) +

@@ -27,6 +27,13 @@ bool has(const std::string& out, const std::string& line) {
   return out.find(line) != std::string::npos;
 }
 
+/// The job's "final loss=" figure.
+double final_loss(const std::string& out) {
+  auto at = out.find("final loss=");
+  BOOST_REQUIRE(at != std::string::npos);
+  return std::stod(out.substr(at + 11));
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(two_workers_report_every_epoch_with_identical_replicas) {
@@ -36,9 +43,7 @@ BOOST_AUTO_TEST_CASE(two_workers_report_every_epoch_with_identical_replicas) {
   BOOST_TEST(has(out, "failures=0"), out);
   BOOST_TEST(has(out, "epochs reported: 0 1 2 3 4 5\n"), out);
   BOOST_TEST(has(out, "largest drift=0\n"), out);
-  auto at = out.find("final loss=");
-  BOOST_REQUIRE(at != std::string::npos);
-  BOOST_TEST(std::stod(out.substr(at + 11)) < 1e-3, out);
+  BOOST_TEST(final_loss(out) < 1e-3, out);
   // The latest two and the best are kept; the best has the lowest loss,
   // which is the latest here.
   BOOST_TEST(has(out, "last checkpoint=" + dir + "/clean/checkpoint_5"), out);
@@ -60,8 +65,6 @@ BOOST_AUTO_TEST_CASE(
   BOOST_TEST(has(out, "epochs reported: 0 1 2 3 4 5\n"), out);
   BOOST_TEST(has(out, "largest drift=0\n"), out);
   BOOST_TEST(has(out, "attempt failed: "), out);
-  auto at = out.find("final loss=");
-  BOOST_REQUIRE(at != std::string::npos);
-  BOOST_TEST(std::stod(out.substr(at + 11)) < 1e-3, out);
+  BOOST_TEST(final_loss(out) < 1e-3, out);
   std::filesystem::remove_all(dir);
 }
