@@ -109,7 +109,10 @@ struct start_flags {
 
 } // namespace
 
-int cli_main(int argc, char** argv) {
+int cli_main(int argc, char** argv, const std::vector<cli_verb>& verbs) {
+  for (auto& v : verbs)
+    if (argc > 1 && v.name == argv[1])
+      return v.run(argc - 1, argv + 1);
   CLI::App app{"Start, inspect and stop the heads and nodes of a Lumen "
                "cluster.",
                "lumen"};
@@ -138,6 +141,9 @@ int cli_main(int argc, char** argv) {
   app.add_subcommand("stop",
                      "stop the heads and nodes `lumen start` started in the "
                      "background here (SIGTERM, then SIGKILL after 10 s)");
+  // Listed for --help; never parsed here, as each parses its own flags.
+  for (auto& v : verbs)
+    app.add_subcommand(v.name, v.summary);
   try {
     app.parse(argc, argv);
     if (app.got_subcommand("start"))

@@ -90,7 +90,8 @@ void add_tls_flags(CLI::App& app, tls_options& tls) {
     ->check(CLI::ExistingFile);
 }
 
-init_options parse_init_flags(int argc, char** argv, bool& help) {
+init_options parse_init_flags(int argc, char** argv, bool& help,
+                              bool positional) {
   init_options opts;
   help = false;
   CLI::App app{"Lumen flags", "lumen::init"};
@@ -102,11 +103,39 @@ init_options parse_init_flags(int argc, char** argv, bool& help) {
                       init_flags_help());
   }
   for (auto& extra : app.remaining())
-    if (extra.rfind("--", 0) == 0)
-      throw usage_error("lumen::init: unknown flag '" + extra + "'.\n" +
-                        init_flags_help() +
-                        "To use flags of your own, parse them yourself and "
-                        "call lumen::init(lumen::init_options{...}).");
+    if (extra.rfind("--", 0) == 0 || !positional)
+      throw usage_error(
+        "lumen::init: unknown " +
+        std::string{extra.rfind("--", 0) == 0 ? "flag" : "argument"} + " '" +
+        extra + "'.\n" + init_flags_help() +
+        "To use flags of your own, parse them yourself and "
+        "call lumen::init(lumen::init_options{...}).");
+  return opts;
+}
+
+} // namespace lumen::detail
+
+namespace lumen {
+
+init_options parse_init_flags(const std::vector<std::string>& args) {
+  init_options opts;
+  bool help = false;
+  CLI::App app{"Lumen flags", "lumen::init"};
+  detail::build_init_app(app, opts, help);
+  try {
+    // CLI11 takes the arguments last first.
+    app.parse(std::vector<std::string>(args.rbegin(), args.rend()));
+  } catch (const CLI::ParseError& e) {
+    throw usage_error(e.what());
+  }
+  auto rest = app.remaining();
+  if (help)
+    rest.insert(rest.begin(), "--help");
+  if (!rest.empty())
+    throw usage_error(
+      "unknown " +
+      std::string{rest.front().rfind("--", 0) == 0 ? "flag" : "argument"} +
+      " '" + rest.front() + "'");
   return opts;
 }
 
@@ -114,8 +143,8 @@ std::string init_flags_help() {
   init_options opts;
   bool help = false;
   CLI::App app{"Lumen flags (lumen::init)", "lumen::init"};
-  build_init_app(app, opts, help);
+  detail::build_init_app(app, opts, help);
   return app.help();
 }
 
-} // namespace lumen::detail
+} // namespace lumen

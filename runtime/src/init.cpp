@@ -18,6 +18,7 @@
 #include "driver_runtime.hpp"
 #include "local_nodes.hpp"
 #include "local_runtime.hpp"
+#include "log.hpp"
 #include "node_runtime.hpp"
 #include "node_setup.hpp"
 #include "token.hpp"
@@ -78,7 +79,7 @@ void init(int argc, char** argv) {
   try {
     opts = detail::parse_init_flags(argc, argv, help);
     if (help) {
-      std::cout << detail::init_flags_help();
+      std::cout << init_flags_help();
       std::exit(0);
     }
     init(opts);
@@ -113,7 +114,9 @@ void init(const init_options& opts) {
     detail::init_node(opts, std::move(role));
     return;
   }
-  // This process heads the local nodes, on loopback only.
+  // This process heads the local nodes, on loopback only; their coming
+  // and going is how it runs, not news.
+  detail::set_lifecycle_quiet(true);
   auto locals = std::make_unique<detail::local_nodes>();
   role.kind = detail::cluster_role::head;
   role.token = locals->token();
@@ -166,6 +169,7 @@ void shutdown() {
   // The local nodes first: their head going first would have them try to
   // rejoin it until they are stopped.
   the_local_nodes.reset();
+  detail::set_lifecycle_quiet(false);
   live_runtime = nullptr;
   the_runtime.reset();
 }

@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iostream>
+#include <sstream>
 
+#include <lumen/cli.hpp>
 #include <lumen/detail/init_flags.hpp>
 #include <lumen/lumen.hpp>
 
@@ -128,6 +131,47 @@ BOOST_AUTO_TEST_CASE(bad_flag_values_are_rejected) {
   BOOST_CHECK_THROW(
     lumen::detail::parse_init_flags(missing.argc(), missing.argv(), help),
     lumen::usage_error);
+}
+
+BOOST_AUTO_TEST_CASE(a_program_with_flags_of_its_own_hands_init_the_rest) {
+  auto opts = lumen::parse_init_flags(
+    {"--address", "127.0.0.1:7000", "--num-cpus=2", "--tls"});
+  BOOST_TEST(opts.address == "127.0.0.1:7000");
+  BOOST_TEST(opts.num_cpus == 2);
+  BOOST_TEST(opts.tls.enabled);
+  for (auto [bad, says] :
+       {std::pair{"--epochs=3", "unknown flag '--epochs=3'"},
+        std::pair{"input.txt", "unknown argument 'input.txt'"},
+        std::pair{"--help", "unknown flag '--help'"},
+        std::pair{"--num-cpus=0", "--num-cpus"}}) {
+    BOOST_CHECK_EXCEPTION(
+      lumen::parse_init_flags({bad}), lumen::usage_error,
+      [&](const lumen::usage_error& e) { return mentions(e, says); });
+  }
+  BOOST_TEST(
+    mentions(std::runtime_error{lumen::init_flags_help()}, "--token-file"));
+}
+
+BOOST_AUTO_TEST_CASE(a_verb_of_a_library_is_run_with_its_arguments) {
+  std::vector<std::string> seen;
+  lumen::cli_verb verb{"greet", "says hello", [&](int argc, char** argv) {
+                         seen.assign(argv, argv + argc);
+                         return 7;
+                       }};
+  argv_builder a{{"lumen", "greet", "--loud", "world"}};
+  BOOST_TEST(lumen::cli_main(a.argc(), a.argv(), {verb}) == 7);
+  BOOST_TEST((seen == std::vector<std::string>{"greet", "--loud", "world"}));
+  // `lumen --help` lists it; an unknown verb is still a usage error.
+  std::ostringstream help;
+  auto* was = std::cout.rdbuf(help.rdbuf());
+  argv_builder h{{"lumen", "--help"}};
+  auto code = lumen::cli_main(h.argc(), h.argv(), {verb});
+  std::cout.rdbuf(was);
+  BOOST_TEST(code == 0);
+  BOOST_TEST(help.str().find("greet") != std::string::npos, help.str());
+  BOOST_TEST(help.str().find("says hello") != std::string::npos);
+  argv_builder unknown{{"lumen", "greets"}};
+  BOOST_TEST(lumen::cli_main(unknown.argc(), unknown.argv(), {verb}) == 2);
 }
 
 BOOST_AUTO_TEST_CASE(local_nodes_out_of_range_are_a_usage_error) {

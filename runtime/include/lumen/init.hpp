@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace lumen {
 
@@ -55,6 +56,16 @@ struct init_options {
 /// head cannot be reached or refuses the token). To handle those yourself,
 /// parse your own flags and call `init(init_options)`.
 void init(int argc, char** argv);
+
+/// For a program with flags of its own (parsed first, leaving the rest):
+/// the options `init(argc, argv)` would take from `args`, so that a flag
+/// means the same in every Lumen program. Throws `usage_error` naming an
+/// argument that is not one of init's flags, or a bad value, with
+/// init_flags_help() in the message.
+init_options parse_init_flags(const std::vector<std::string>& args);
+
+/// init's flags and what each does, as `--help` prints them.
+std::string init_flags_help();
 
 /// Like `init(argc, argv)` with the options given in code, but throws
 /// instead of exiting: `usage_error` for misuse, `error` otherwise, each
