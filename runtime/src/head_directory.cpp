@@ -63,7 +63,7 @@ head_directory::admit(const std::string& host, uint16_t port,
   nodes_.push_back(std::move(info));
   managers_.push_back(manager);
   if (previous_id.empty())
-    log_line("node " + id + " joined from " + address);
+    log_lifecycle("node " + id + " joined from " + address);
   else if (previous_epoch == epoch_)
     log_line("node " + previous_id + " at " + address +
              ", given up for dead before, rejoined as " + id);
@@ -141,8 +141,11 @@ void head_directory::on_down(const caf::actor_addr& source,
   for (size_t i = 0; i < nodes_.size(); ++i)
     if (managers_[i] == source && nodes_[i].alive) {
       nodes_[i].alive = false;
-      log_line("node " + nodes_[i].id + " at " + nodes_[i].address +
-               (reason.empty() ? " stopped" : " is dead: " + reason));
+      auto line = "node " + nodes_[i].id + " at " + nodes_[i].address;
+      if (reason.empty())
+        log_lifecycle(line + " stopped");
+      else
+        log_line(line + " is dead: " + reason);
     }
 }
 

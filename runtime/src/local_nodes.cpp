@@ -17,6 +17,7 @@
 #include "lumen/errors.hpp"
 
 #include "address.hpp"
+#include "log.hpp"
 #include "node_setup.hpp"
 #include "serving.hpp"
 #include "token.hpp"
@@ -67,6 +68,7 @@ void serve_if_local_node(const init_options& opts) {
   if (parent == nullptr || std::to_string(::getppid()) != parent)
     std::_Exit(0);
   mask_stop_signals();
+  set_lifecycle_quiet(true);
   cluster_role role;
   role.kind = cluster_role::node;
   role.head_address = parse_address(head);

@@ -1,5 +1,6 @@
 #include "log.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <ctime>
 #include <iostream>
@@ -17,6 +18,21 @@ void log_line(const std::string& text) {
   std::strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S", &local);
   std::lock_guard<std::mutex> guard{mtx};
   std::cerr << stamp << " lumen: " << text << std::endl;
+}
+
+namespace {
+
+std::atomic<bool> lifecycle_quiet{false};
+
+} // namespace
+
+void log_lifecycle(const std::string& text) {
+  if (!lifecycle_quiet)
+    log_line(text);
+}
+
+void set_lifecycle_quiet(bool quiet) {
+  lifecycle_quiet = quiet;
 }
 
 void log_budget::say(const std::string& line) {

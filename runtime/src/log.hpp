@@ -9,6 +9,12 @@ namespace lumen::detail {
 /// runs in the background. Thread-safe.
 void log_line(const std::string& text);
 
+/// A line about a node starting or stopping as asked. An embedded cluster
+/// quiets these for its own local node processes: they are how it runs,
+/// not news to its user.
+void log_lifecycle(const std::string& text);
+void set_lifecycle_quiet(bool quiet);
+
 /// At most five log lines a second, however many peers misbehave: a flood
 /// of strangers must not fill the disk. The rest are counted and reported.
 /// Not thread-safe: one per event loop.

@@ -30,7 +30,7 @@ void serve_until_stopped() {
   auto set = stop_signals();
   int sig = 0;
   sigwait(&set, &sig);
-  log_line("stopping " + this_node_id());
+  log_lifecycle("stopping " + this_node_id());
   shutdown();
 }
 
