@@ -51,7 +51,7 @@ dtype dtype_of_code(const std::string& path, const std::string& name,
 
 } // namespace
 
-void save_safetensors(const std::string& path, const safetensors_file& file) {
+std::vector<char> safetensors_bytes(const safetensors_file& file) {
   nlohmann::json header = nlohmann::json::object();
   uint64_t offset = 0;
   for (auto& [name, t] : file.tensors) {
@@ -65,18 +65,29 @@ void save_safetensors(const std::string& path, const safetensors_file& file) {
   auto text = header.dump();
   // Padded with spaces to 8 bytes, so that the tensors start aligned.
   text.append((8 - text.size() % 8) % 8, ' ');
+  uint64_t n = text.size();
+  std::vector<char> out(sizeof n + n + offset);
+  std::memcpy(out.data(), &n, sizeof n);
+  std::memcpy(out.data() + sizeof n, text.data(), n);
+  auto at = out.data() + sizeof n + n;
+  for (auto& [name, t] : file.tensors) {
+    if (t.nbytes() > 0)
+      std::memcpy(at, t.raw(), t.nbytes());
+    at += t.nbytes();
+  }
+  return out;
+}
+
+void save_safetensors(const std::string& path, const safetensors_file& file) {
+  auto bytes = safetensors_bytes(file);
   auto tmp = path + ".tmp-" + std::to_string(::getpid());
   {
     std::ofstream out{tmp, std::ios::binary | std::ios::trunc};
-    uint64_t n = text.size();
-    out.write(reinterpret_cast<const char*>(&n), sizeof n);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (auto& [name, t] : file.tensors)
-      out.write(t.raw(), static_cast<std::streamsize>(t.nbytes()));
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     if (!out.flush())
       fail(path, "cannot be written; give a path in a directory you may "
                  "write to, with room for " +
-                   std::to_string(offset) + " bytes");
+                   std::to_string(bytes.size()) + " bytes");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
@@ -89,8 +100,13 @@ safetensors_file load_safetensors(const std::string& path) {
   if (!in)
     fail(path, "cannot be opened; check the path (checkpoints are written "
                "on the node that saved them)");
-  std::vector<char> bytes{std::istreambuf_iterator<char>{in},
-                          std::istreambuf_iterator<char>{}};
+  return parse_safetensors(
+    {std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}},
+    path);
+}
+
+safetensors_file parse_safetensors(const std::vector<char>& bytes,
+                                   const std::string& path) {
   uint64_t n = 0;
   if (bytes.size() < sizeof n)
     fail(path, "is " + std::to_string(bytes.size()) +

@@ -51,9 +51,11 @@ void write_raw(const std::string& path, const std::string& header,
   write_all(path, bytes);
 }
 
-void expect_refused(const std::string& path, const std::string& says) {
+template <class Load = safetensors_file (*)(const std::string&)>
+void expect_refused(const std::string& path, const std::string& says,
+                    Load load = load_safetensors) {
   try {
-    load_safetensors(path);
+    load(path);
     BOOST_ERROR("a damaged file was read: " << says);
   } catch (const data_error& e) {
     BOOST_TEST(std::string{e.what()}.find(says) != std::string::npos, e.what());
@@ -178,6 +180,88 @@ BOOST_AUTO_TEST_CASE(a_server_restores_its_weights_version_and_optimizer) {
   foreign.tensors.emplace("weights", tensor::from(a.weights()));
   save_safetensors(path, foreign);
   BOOST_CHECK_THROW(restore_checkpoint(b, path), data_error);
+  std::remove(path.c_str());
+}
+
+BOOST_AUTO_TEST_CASE(a_model_file_rebuilds_the_model_from_the_file_alone) {
+  model_spec spec{"mlp", 4, {3}, 2};
+  auto net = make_model(spec);
+  model_file f{spec, net->init(7), {}, {{"input_mean", "0.5"}}};
+  f.extra["optimizer.velocity"] = tensor::from(std::vector<float>{1, 2});
+  auto path = temp_path("model");
+  save_model_file(path, f);
+  // As numpy would read it: one tensor per layer, [in, out], named so.
+  auto bytes = read_all(path);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  auto header = nlohmann::json::parse(bytes.begin() + 8,
+                                      bytes.begin() + 8 + static_cast<long>(n));
+  BOOST_TEST((header["layers.0.weight"]["shape"] == nlohmann::json{4, 3}));
+  BOOST_TEST((header["layers.0.bias"]["shape"] == nlohmann::json{3}));
+  BOOST_TEST((header["layers.1.weight"]["shape"] == nlohmann::json{3, 2}));
+  BOOST_TEST(header["__metadata__"]["architecture"] == "4-3-2");
+  BOOST_TEST(header["__metadata__"]["lumen.model"] == "mlp");
+  BOOST_TEST(header["__metadata__"]["input_mean"] == "0.5");
+  auto range =
+    header["layers.0.bias"]["data_offsets"].get<std::vector<size_t>>();
+  float first_bias = 1;
+  std::memcpy(&first_bias, bytes.data() + 8 + n + range[0], sizeof first_bias);
+  BOOST_TEST(first_bias == f.params[12]); // after W's 4 x 3
+  auto back = load_model_file(path);
+  BOOST_TEST(back.spec.kind == "mlp");
+  BOOST_TEST(back.spec.dim == 4u);
+  BOOST_TEST((back.spec.hidden == std::vector<uint64_t>{3}));
+  BOOST_TEST(back.spec.classes == 2u);
+  BOOST_TEST(back.params == f.params);
+  BOOST_TEST(back.metadata == f.metadata);
+  BOOST_CHECK(back.extra.at("optimizer.velocity") ==
+              f.extra.at("optimizer.velocity"));
+  for (auto* kind : {"softmax_regression", "linear_regression"}) {
+    model_spec other{kind, 5, {}, 3};
+    model_file g{other, make_model(other)->init(1), {}, {}};
+    g.params.back() = 0.25f;
+    save_model_file(path, g);
+    auto again = load_model_file(path);
+    BOOST_TEST(again.spec.kind == kind);
+    BOOST_TEST(again.params == g.params);
+  }
+  std::remove(path.c_str());
+}
+
+BOOST_AUTO_TEST_CASE(model_files_that_do_not_fit_are_refused) {
+  model_spec spec{"mlp", 4, {3}, 2};
+  model_file f{spec, std::vector<float>(5), {}, {}};
+  auto path = temp_path("bad-model");
+  BOOST_CHECK_THROW(save_model_file(path, f), lumen::usage_error);
+  f.params = make_model(spec)->init(1);
+  f.extra["layers.9.weight"] = tensor::from(std::vector<float>{1});
+  BOOST_CHECK_THROW(save_model_file(path, f), lumen::usage_error);
+  f.extra.clear();
+  save_model_file(path, f);
+  auto file = load_safetensors(path);
+  // The file with one thing changed is refused, saying so.
+  auto refused = [&](auto change, const std::string& says) {
+    auto damaged = file;
+    change(damaged);
+    save_safetensors(path, damaged);
+    expect_refused(path, says, load_model_file);
+  };
+  refused([](auto& d) { d.tensors.erase("layers.1.bias"); },
+          "no tensor layers.1.bias");
+  refused(
+    [](auto& d) {
+      d.tensors["layers.0.weight"] = tensor{{3, 4}};
+    },
+    "layers.0.weight is float32[3, 4]");
+  refused([](auto& d) { d.metadata.erase("architecture"); },
+          "no \"lumen.model\" or \"architecture\"");
+  refused([](auto& d) { d.metadata["architecture"] = "4-x-2"; },
+          "is not widths joined by");
+  refused(
+    [](auto& d) {
+      d.tensors["layers.2.weight"] = tensor{{2, 2}};
+    },
+    "beyond the 4-3-2 architecture");
   std::remove(path.c_str());
 }
 

@@ -10,6 +10,7 @@
 #include "lumen/ml/compress.hpp"
 #include "lumen/ml/data.hpp"
 #include "lumen/ml/data_parallel_worker.hpp"
+#include "lumen/ml/model_file.hpp"
 #include "lumen/ml/models.hpp"
 #include "lumen/ml/optimizer.hpp"
 #include "lumen/ml/parameter_server.hpp"

@@ -14,6 +14,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "lumen/ml/data.hpp"
 #include "lumen/ml/tensor.hpp"
@@ -25,6 +26,9 @@ struct safetensors_file {
   std::map<std::string, std::string> metadata; // "__metadata__"
 };
 
+/// The file's bytes, as save_safetensors writes them.
+std::vector<char> safetensors_bytes(const safetensors_file& file);
+
 /// Writes `file` to `path` (through a temporary file renamed over it, so
 /// that a crash never leaves half a checkpoint). Throws `data_error`
 /// naming the path if it cannot be written.
@@ -35,5 +39,10 @@ void save_safetensors(const std::string& path, const safetensors_file& file);
 /// unknown dtype, or byte ranges that overlap, leave gaps or do not fit
 /// their shapes.
 safetensors_file load_safetensors(const std::string& path);
+
+/// Reads the bytes of a safetensors file, as load_safetensors does; errors
+/// name the file `name`.
+safetensors_file parse_safetensors(const std::vector<char>& bytes,
+                                   const std::string& name);
 
 } // namespace lumen::ml
