@@ -43,6 +43,10 @@ optimizer::optimizer(optimizer_config cfg, size_t n)
   check_unit("momentum", cfg.momentum);
   check_unit("beta1", cfg.beta1);
   check_unit("beta2", cfg.beta2);
+  if (!(cfg.weight_decay >= 0.0f) || !std::isfinite(cfg.weight_decay))
+    throw usage_error("optimizer: a weight decay of " +
+                      std::to_string(cfg.weight_decay) +
+                      "; give 0 or a positive one");
   if (cfg.kind != optimizer_kind::sgd)
     m_.assign(n, 0.0f);
   if (cfg.kind == optimizer_kind::adam)
@@ -55,29 +59,37 @@ void optimizer::step(float* w, const float* g, size_t n, float lr_scale) {
                       " values for " + std::to_string(n_) + " parameters");
   auto len = static_cast<Eigen::Index>(n);
   vector_map weights{w, len};
-  const_vector_map grad{g, len};
+  const_vector_map raw{g, len};
   float lr = cfg_.lr * lr_scale;
   ++steps_;
-  switch (cfg_.kind) {
-    case optimizer_kind::sgd:
-      weights -= lr * grad;
-      break;
-    case optimizer_kind::momentum: {
-      vector_map v{m_.data(), len};
-      v = cfg_.momentum * v + grad;
-      weights -= lr * v;
-      break;
+  // The decayed gradient stays an expression, read element by element.
+  auto update = [&](const auto& grad) {
+    switch (cfg_.kind) {
+      case optimizer_kind::sgd:
+        weights -= lr * grad;
+        break;
+      case optimizer_kind::momentum: {
+        vector_map v{m_.data(), len};
+        v = cfg_.momentum * v + grad;
+        weights -= lr * v;
+        break;
+      }
+      case optimizer_kind::adam: {
+        vector_map m{m_.data(), len}, v{v_.data(), len};
+        m = cfg_.beta1 * m + (1 - cfg_.beta1) * grad;
+        v = cfg_.beta2 * v + (1 - cfg_.beta2) * grad.square();
+        auto t = static_cast<float>(steps_);
+        float c1 = 1 - std::pow(cfg_.beta1, t),
+              c2 = 1 - std::pow(cfg_.beta2, t);
+        weights -= lr * (m / c1) / ((v / c2).sqrt() + cfg_.eps);
+        break;
+      }
     }
-    case optimizer_kind::adam: {
-      vector_map m{m_.data(), len}, v{v_.data(), len};
-      m = cfg_.beta1 * m + (1 - cfg_.beta1) * grad;
-      v = cfg_.beta2 * v + (1 - cfg_.beta2) * grad.square();
-      auto t = static_cast<float>(steps_);
-      float c1 = 1 - std::pow(cfg_.beta1, t), c2 = 1 - std::pow(cfg_.beta2, t);
-      weights -= lr * (m / c1) / ((v / c2).sqrt() + cfg_.eps);
-      break;
-    }
-  }
+  };
+  if (cfg_.weight_decay == 0.0f)
+    update(raw);
+  else
+    update(raw + cfg_.weight_decay * weights);
 }
 
 std::vector<std::vector<float>*> optimizer::state() {

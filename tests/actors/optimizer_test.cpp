@@ -33,6 +33,21 @@ BOOST_AUTO_TEST_CASE(sgd_and_momentum_follow_their_definitions) {
   BOOST_TEST(mom.state().size() == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(weight_decay_adds_the_weights_to_the_gradient) {
+  // torch.optim: d = g + wd·w, then the rule as before.
+  std::vector<float> w{2.0f}, g{0.5f};
+  optimizer_config cfg{optimizer_kind::momentum, 0.1f};
+  cfg.weight_decay = 0.25f;
+  optimizer mom{cfg, 1};
+  mom.step(w.data(), g.data(), 1); // d = 0.5 + 0.5 = 1, velocity 1
+  BOOST_TEST(std::abs(w[0] - 1.9f) < 1e-6f);
+  mom.step(w.data(), g.data(), 1); // d = 0.5 + 0.475, velocity 0.9 + 0.975
+  BOOST_TEST(std::abs(w[0] - (1.9f - 0.1f * 1.875f)) < 1e-6f);
+  optimizer_config bad{optimizer_kind::sgd, 0.1f};
+  bad.weight_decay = -1.0f;
+  BOOST_CHECK_THROW((optimizer{bad, 1}), lumen::usage_error);
+}
+
 BOOST_AUTO_TEST_CASE(adam_follows_its_definition_with_bias_correction) {
   std::vector<float> w{0.0f};
   optimizer adam{{optimizer_kind::adam, 0.001f}, 1};

@@ -29,6 +29,9 @@ struct optimizer_config {
   float beta1 = 0.9f;    // adam, with bias correction
   float beta2 = 0.999f;
   float eps = 1e-8f;
+  // L2 penalty, as torch.optim's weight_decay: the gradient used is
+  // g + weight_decay·w.
+  float weight_decay = 0.0f;
 };
 
 /// An optimizer for `n` parameters, with its state (momentum's velocity,

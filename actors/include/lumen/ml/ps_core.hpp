@@ -62,7 +62,7 @@ struct ps_config {
 /// A config as CAF messages carry it (to a node that spawns a server).
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, optimizer_config& x) {
-  return f(x.kind, x.lr, x.momentum, x.beta1, x.beta2, x.eps);
+  return f(x.kind, x.lr, x.momentum, x.beta1, x.beta2, x.eps, x.weight_decay);
 }
 
 template <class Inspector>
