@@ -25,6 +25,7 @@ bucketed_allreduce::bucketed_allreduce(const ml::model& net, std::string group,
                                        bucket_config cfg)
   : net_(net)
   , group_(std::move(group))
+  , overlap_(cfg.overlap)
   , buckets_(plan_buckets(net.layers(), cfg)) {
   bucket_of_.resize(net.layers().size());
   for (size_t b = 0; b < buckets_.size(); ++b) {
@@ -45,17 +46,22 @@ float bucketed_allreduce::loss_and_mean_gradient(const float* params,
   running_.assign(n, ObjectRef<void>{});
   timeline_.started.assign(n, 0);
   timeline_.finished.assign(n, 0);
-  auto loss = net_.loss_and_gradient(params, batch, grad, [&](size_t layer) {
-    auto b = bucket_of_[layer];
-    if (--layers_left_[b] > 0)
-      return;
+  auto begin = [&](size_t b) {
     auto r = buckets_[b].params;
     std::memcpy(buffers_[b].data(), grad + r.begin, r.size() * sizeof(float));
     timeline_.started[b] = since(start);
     running_[b] = collective::allreduce_async(buffers_[b], group_,
                                               collective::reduce_op::average);
+  };
+  auto loss = net_.loss_and_gradient(params, batch, grad, [&](size_t layer) {
+    auto b = bucket_of_[layer];
+    if (--layers_left_[b] == 0 && overlap_)
+      begin(b);
   });
   timeline_.backward_end = since(start);
+  if (!overlap_)
+    for (size_t b = 0; b < n; ++b) // in the order backward finishes them
+      begin(b);
   for (size_t b = 0; b < n; ++b) {
     lumen::get(running_[b]);
     timeline_.finished[b] = since(start);

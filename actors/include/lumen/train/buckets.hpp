@@ -23,6 +23,9 @@ namespace lumen::train {
 struct bucket_config {
   size_t first_bytes = size_t{64} << 10; // PyTorch: 1 MiB, for larger models
   size_t cap_bytes = size_t{256} << 10;  // PyTorch: 25 MiB
+  // Off, every bucket's all-reduce waits for the end of the backward pass:
+  // the reference a measure of the overlap compares with.
+  bool overlap = true;
 };
 
 /// A bucket: parameters `params` (floats), made of layers

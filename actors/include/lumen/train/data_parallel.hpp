@@ -65,6 +65,7 @@ public:
 private:
   const ml::model& net_;
   std::string group_;
+  bool overlap_;
   std::vector<bucket> buckets_;
   std::vector<size_t> bucket_of_;   // by layer
   std::vector<size_t> layers_left_; // by bucket, this step
