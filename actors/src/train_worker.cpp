@@ -145,6 +145,12 @@ void report(const metrics& m, const std::optional<checkpoint>& ckpt) {
     int32_t{here.ctx.world_rank}, m, has, has ? *ckpt : checkpoint{}));
 }
 
+void report_progress(const metrics& m) {
+  auto& here = in_loop("report_progress");
+  caf::anon_send(here.reporter, progress_atom::value, int32_t{here.ctx.attempt},
+                 int32_t{here.ctx.world_rank}, m);
+}
+
 bool register_train_loop(const std::string& name, train_loop loop) {
   loops()[name] = std::move(loop);
   return true;

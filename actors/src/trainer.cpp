@@ -104,6 +104,11 @@ train_reporter::behavior_type reporter(train_reporter::pointer self,
       static_cast<void>(self);
       return true;
     },
+    [=](progress_atom, int32_t attempt, int32_t rank, const metrics& m) {
+      std::lock_guard<std::mutex> guard{st->mtx};
+      if (rank == 0 && attempt == st->attempt && st->run.on_progress)
+        st->run.on_progress(m);
+    },
   };
 }
 
@@ -116,7 +121,23 @@ std::string host_of(const std::string& address) {
 double value_or(const loop_config& cfg, const std::string& key,
                 double fallback) {
   auto i = cfg.find(key);
-  return i == cfg.end() ? fallback : i->second;
+  if (i == cfg.end())
+    return fallback;
+  if (i->second.is_text)
+    throw usage_error("the train loop's setting '" + key + "' is the text '" +
+                      i->second.text + "'; it takes a number");
+  return i->second.number;
+}
+
+std::string text_or(const loop_config& cfg, const std::string& key,
+                    const std::string& fallback) {
+  auto i = cfg.find(key);
+  if (i == cfg.end())
+    return fallback;
+  if (!i->second.is_text)
+    throw usage_error("the train loop's setting '" + key + "' is the number " +
+                      std::to_string(i->second.number) + "; it takes a text");
+  return i->second.text;
 }
 
 checkpoint checkpoint::from_directory(const std::string& dir) {
@@ -172,24 +193,39 @@ data_parallel_trainer::data_parallel_trainer(std::string loop, loop_config cfg,
     throw usage_error("data_parallel_trainer: max_failures is negative");
 }
 
+std::string run_dir(const run_config& run) {
+  auto home = std::getenv("HOME");
+  fs::path storage = !run.storage_path.empty() ? fs::path{run.storage_path}
+                     : home != nullptr && *home != '\0'
+                       ? fs::path{home} / "lumen_results"
+                       : fs::path{"lumen_results"};
+  return (storage / run.name).string();
+}
+
 train_result data_parallel_trainer::fit() {
   auto st = std::make_shared<run_state>();
   st->run = run_;
-  auto home = std::getenv("HOME");
-  auto storage = !run_.storage_path.empty() ? run_.storage_path
-                 : home != nullptr && *home != '\0'
-                   ? std::string{home} + "/lumen_results"
-                   : std::string{"lumen_results"};
-  st->dir = fs::path{storage} / run_.name;
+  st->dir = run_dir(run_);
   std::error_code ec;
   fs::create_directories(st->dir, ec);
   auto probe = st->dir / ".lumen-write-test";
   if (ec || !std::ofstream{probe}) {
-    throw error("cannot write the run's files under " + st->dir.string() +
-                (ec ? ": " + ec.message() : std::string{}) +
-                "; give run_config::storage_path a directory you can write");
+    throw error(
+      "cannot write the run's files under " + st->dir.string() +
+      (ec ? ": " + ec.message() : std::string{}) +
+      "; give a storage path you can write (run_config::storage_path, "
+      "--storage of lumen train)");
   }
   fs::remove(probe);
+  // A run resumed into its folder numbers its checkpoints after those
+  // there, leaving them be.
+  for (auto& e : fs::directory_iterator{st->dir, ec}) {
+    auto n = e.path().filename().string();
+    if (n.rfind("checkpoint_", 0) == 0)
+      st->saved = std::max(
+        st->saved, size_t(std::strtoul(n.c_str() + 11, nullptr, 10)) + 1);
+  }
+  st->latest = run_.resume_from;
   auto rep = lumen::spawn(reporter, st);
   train_result out;
   for (int attempt = 0;; ++attempt) {

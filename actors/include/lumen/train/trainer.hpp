@@ -27,6 +27,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <caf/meta/type_name.hpp>
@@ -35,13 +37,44 @@
 
 namespace lumen::train {
 
-/// Numbers a loop is given (hyperparameters) and reports (metrics).
-using loop_config = std::map<std::string, double>;
+/// A setting a loop is given: a number (a hyperparameter) or a text (a
+/// path, a name).
+struct config_value {
+  double number = 0;
+  std::string text;
+  bool is_text = false;
+
+  config_value() = default;
+  template <class T, class = std::enable_if_t<std::is_arithmetic_v<T>>>
+  config_value(T x) // NOLINT: {"lr", 0.05} reads as it should
+    : number(static_cast<double>(x)) {}
+  config_value(std::string s) // NOLINT: {"data", dir} too
+    : text(std::move(s))
+    , is_text(true) {}
+  config_value(const char* s) // NOLINT
+    : config_value(std::string{s}) {}
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, config_value& x) {
+  return f(caf::meta::type_name("lumen::train::config_value"), x.number, x.text,
+           x.is_text);
+}
+
+/// What a loop is given (Ray Train's train_loop_config), and the numbers
+/// it reports.
+using loop_config = std::map<std::string, config_value>;
 using metrics = std::map<std::string, double>;
 
-/// `cfg[key]`, or `fallback` if it is not there.
+/// The number `cfg[key]`, or `fallback` if it is not there. Throws
+/// `usage_error` if it is a text.
 double value_or(const loop_config& cfg, const std::string& key,
                 double fallback);
+
+/// The text `cfg[key]`, or `fallback` if it is not there. Throws
+/// `usage_error` if it is a number.
+std::string text_or(const loop_config& cfg, const std::string& key,
+                    const std::string& fallback);
 
 /// A checkpoint: the files of a directory, held in memory so that it
 /// crosses processes and machines with the report that carries it.
@@ -85,6 +118,12 @@ const std::optional<checkpoint>& get_checkpoint();
 void report(const metrics& m,
             const std::optional<checkpoint>& ckpt = std::nullopt);
 
+/// Tells the driver how far this worker got (rank 0's go to
+/// run_config::on_progress; the others' are dropped), without waiting:
+/// call it as often as a progress bar should move. Throws `usage_error`
+/// outside a train loop.
+void report_progress(const metrics& m);
+
 /// A train loop, registered under its name so that every process of the
 /// cluster can run it (each is the same program, or loads it with
 /// --code-path).
@@ -115,7 +154,16 @@ struct run_config {
   // Called in the driver with each of rank 0's reports, once it is
   // recorded: progress to print, a plot to grow.
   std::function<void(const metrics&)> on_report;
+  // Called in the driver with rank 0's report_progress metrics.
+  std::function<void(const metrics&)> on_progress;
+  // A checkpoint to start from (get_checkpoint() in the loop), as Ray
+  // Train's resume_from_checkpoint.
+  std::optional<checkpoint> resume_from;
 };
+
+/// Where a run's files go: <storage_path>/<name>, ~/lumen_results/<name>
+/// for an empty storage_path.
+std::string run_dir(const run_config& run);
 
 struct train_result {
   metrics last;                    // rank 0's last report
