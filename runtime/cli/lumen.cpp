@@ -1,6 +1,9 @@
-// The `lumen` command: starts heads and nodes, shows and stops them.
+// The `lumen` command: starts heads and nodes, shows and stops them, and
+// trains (`lumen train`, from the ML layer, which links in here and only
+// here: the runtime library knows nothing of it).
 #include <lumen/cli.hpp>
+#include <lumen/train/fashion_mnist.hpp>
 
 int main(int argc, char** argv) {
-  return lumen::cli_main(argc, argv);
+  return lumen::cli_main(argc, argv, {lumen::train::train_verb()});
 }

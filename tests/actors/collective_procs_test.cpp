@@ -20,16 +20,9 @@ using lumen::test::process;
 
 namespace {
 
-std::string make_home() {
-  char tmpl[] = "/tmp/lumen-collective-XXXXXX";
-  auto dir = ::mkdtemp(tmpl);
-  BOOST_REQUIRE(dir != nullptr);
-  return dir;
-}
-
 /// A head on loopback (with TLS if asked) and the members started against it.
 struct head_fixture {
-  std::string home = make_home();
+  std::string home = lumen::test::fresh_dir("collective");
   std::string token_file = home + "/token";
   std::unique_ptr<process> head;
   std::string address;

@@ -16,13 +16,6 @@
 
 namespace {
 
-std::string fresh_dir() {
-  char tmpl[] = "/tmp/lumen-trainer-XXXXXX";
-  auto dir = ::mkdtemp(tmpl);
-  BOOST_REQUIRE(dir != nullptr);
-  return dir;
-}
-
 bool has(const std::string& out, const std::string& line) {
   return out.find(line) != std::string::npos;
 }
@@ -37,7 +30,7 @@ double final_loss(const std::string& out) {
 } // namespace
 
 BOOST_AUTO_TEST_CASE(two_workers_report_every_epoch_with_identical_replicas) {
-  auto dir = fresh_dir();
+  auto dir = lumen::test::fresh_dir("trainer");
   auto [code, out] = lumen::test::run({TRAIN_JOB, "--local-nodes", "2", dir});
   BOOST_TEST(code == 0, out);
   BOOST_TEST(has(out, "failures=0"), out);
@@ -56,7 +49,7 @@ BOOST_AUTO_TEST_CASE(two_workers_report_every_epoch_with_identical_replicas) {
 
 BOOST_AUTO_TEST_CASE(
   a_worker_killed_mid_epoch_is_survived_from_the_checkpoint) {
-  auto dir = fresh_dir();
+  auto dir = lumen::test::fresh_dir("trainer");
   auto [code, out] =
     lumen::test::run({TRAIN_JOB, "--local-nodes", "2", dir, "kill"});
   BOOST_TEST(code == 0, out);

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <optional>
 #include <sstream>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -178,6 +179,14 @@ inline std::vector<std::string> status_row(const std::string& output,
 inline std::string status_of(const std::string& output, const std::string& id) {
   auto row = status_row(output, id);
   return row.size() > 3 ? row[3] : std::string{};
+}
+
+/// A new folder /tmp/lumen-<what>-XXXXXX for a test's files.
+inline std::string fresh_dir(const std::string& what) {
+  auto tmpl = "/tmp/lumen-" + what + "-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr)
+    throw std::runtime_error("cannot make a folder like " + tmpl);
+  return tmpl;
 }
 
 /// Runs a command to completion; returns its exit code and output.

@@ -5,4 +5,5 @@
 
 #include "lumen/train/buckets.hpp"
 #include "lumen/train/data_parallel.hpp"
+#include "lumen/train/fashion_mnist.hpp"
 #include "lumen/train/trainer.hpp"

@@ -1,0 +1,145 @@
+#define BOOST_TEST_MODULE train_cli
+#include <boost/test/unit_test.hpp>
+
+// `lumen train fashion-mnist`, run as a user runs it (the lumen command,
+// its workers local node processes): the CSV's columns and rows, the plot,
+// a checkpoint whose file alone rebuilds the model and gives the accuracy
+// reported, --resume continuing the same loss curve to the bit, and bad
+// input refused with the fix named.
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <lumen/ml.hpp>
+
+#include "process.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// `lumen train fashion-mnist` on a small share of the data.
+std::pair<int, std::string> train(const std::string& storage,
+                                  const std::string& name,
+                                  std::vector<std::string> more = {}) {
+  std::vector<std::string> argv{
+    LUMEN_CLI,  "train",     "fashion-mnist", "--workers", "2",
+    "--epochs", "2",         "--limit",       "2048",      "--test-limit",
+    "1000",     "--storage", storage,         "--name",    name};
+  argv.insert(argv.end(), more.begin(), more.end());
+  return lumen::test::run(argv);
+}
+
+std::vector<std::string> lines_of(const fs::path& file) {
+  std::ifstream in{file};
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);)
+    out.push_back(line);
+  return out;
+}
+
+std::vector<std::string> cells(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream in{line};
+  for (std::string c; std::getline(in, c, ',');)
+    out.push_back(c);
+  return out;
+}
+
+bool has(const std::string& out, const std::string& text) {
+  return out.find(text) != std::string::npos;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_run_writes_csv_plot_and_a_checkpoint_that_resumes) {
+  auto dir = lumen::test::fresh_dir("train-cli");
+  auto [code, out] = train(dir, "a");
+  BOOST_REQUIRE_MESSAGE(code == 0, out);
+  BOOST_TEST(has(out, "epoch   1/2  loss"), out);
+  BOOST_TEST(has(out, "epoch   2/2  loss"), out);
+  auto run = fs::path{dir} / "a";
+  auto csv = lines_of(run / "metrics.csv");
+  BOOST_REQUIRE_EQUAL(csv.size(), 3u);
+  BOOST_TEST(csv[0] == "epoch,loss,test_loss,test_accuracy,epoch_seconds,"
+                       "samples_per_second,exposed_allreduce_seconds,drift");
+  auto second = cells(csv[2]);
+  BOOST_REQUIRE_EQUAL(second.size(), 8u);
+  BOOST_TEST(second[0] == "2");
+  BOOST_TEST(second[7] == "0"); // the replicas stayed identical
+  auto svg = lines_of(run / "metrics.svg");
+  BOOST_REQUIRE(!svg.empty());
+  BOOST_TEST(svg[0].rfind("<svg", 0) == 0u);
+
+  // The checkpoint's file alone rebuilds the model: its layers, its
+  // architecture, the normalisation of its inputs.
+  auto file = lumen::ml::load_model_file(
+    (run / "checkpoint_1/model.safetensors").string());
+  BOOST_TEST(file.spec.kind == "mlp");
+  BOOST_TEST((file.spec.hidden == std::vector<uint64_t>{256, 128}));
+  BOOST_TEST(file.metadata.at("epochs_done") == "2");
+  BOOST_TEST(has(file.metadata.at("classes"), "Ankle boot"));
+  auto test = lumen::ml::load_fashion_mnist(lumen::ml::split::test);
+  lumen::ml::dataset first{test.features.rows(0, 1000).clone(),
+                           test.labels.rows(0, 1000)};
+  lumen::ml::standardize(first, std::stof(file.metadata.at("input_mean")),
+                         std::stof(file.metadata.at("input_std")));
+  auto net = lumen::ml::make_model(file.spec);
+  BOOST_TEST(net->accuracy(file.params.data(), first) == std::stod(second[3]),
+             boost::test_tools::tolerance(1e-5));
+
+  // Resumed after epoch 1, epoch 2 comes out as it did: the same batches,
+  // the same momentum, the same learning rate.
+  auto [again, out2] =
+    train(dir, "b", {"--resume", (run / "checkpoint_0").string()});
+  BOOST_REQUIRE_MESSAGE(again == 0, out2);
+  BOOST_TEST(has(out2, "(1 epochs done)"), out2);
+  auto resumed = lines_of(fs::path{dir} / "b" / "metrics.csv");
+  BOOST_REQUIRE_EQUAL(resumed.size(), 2u);
+  auto row = cells(resumed[1]);
+  BOOST_TEST(row[0] == "2");
+  BOOST_TEST(row[1] == second[1]); // training loss
+  BOOST_TEST(row[3] == second[3]); // test accuracy
+
+  // --resume alone takes the run's latest; it has every epoch done.
+  auto [done, out3] = train(dir, "a", {"--resume"});
+  BOOST_TEST(done == 2, out3);
+  BOOST_TEST(has(out3, "2 epochs done already; ask for more with --epochs"),
+             out3);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(bad_input_is_refused_naming_the_fix) {
+  auto dir = lumen::test::fresh_dir("train-cli");
+  auto [code, out] = train(dir, "x", {"--data", dir + "/nowhere"});
+  BOOST_TEST(code == 1, out);
+  BOOST_TEST(has(out, "apt-get install dataset-fashion-mnist"), out);
+
+  auto bad = dir + "/bad.safetensors";
+  std::ofstream{bad} << "not a checkpoint at all";
+  std::tie(code, out) = train(dir, "x", {"--resume", bad});
+  BOOST_TEST(code == 1, out);
+  BOOST_TEST(has(out, bad), out);
+
+  std::tie(code, out) = train(dir + "/bad.safetensors/under", "x");
+  BOOST_TEST(code == 1, out);
+  BOOST_TEST(has(out, "give a storage path you can write"), out);
+
+  std::tie(code, out) = train(dir, "x", {"--epochs", "0"});
+  BOOST_TEST(code == 2, out);
+  BOOST_TEST(has(out, "--epochs"), out);
+
+  std::tie(code, out) = train(dir, "x", {"--no-such-flag"});
+  BOOST_TEST(code == 2, out);
+  BOOST_TEST(has(out, "unknown flag '--no-such-flag'"), out);
+
+  std::tie(code, out) = train(dir, "x", {"--hidden", "256,zero"});
+  BOOST_TEST(code == 2, out);
+  BOOST_TEST(has(out, "e.g. 256,128"), out);
+  fs::remove_all(dir);
+}
