@@ -1,0 +1,306 @@
+// trainer_bench: `lumen train fashion-mnist`'s figures, in one run beside
+// its baselines: the same MLP 784-256-128-10 trained by the same steps
+// in a plain loop with no framework (one thread), and by PyTorch
+// (tests/bench/torch_fashion_mnist.py: one thread, and DistributedData-
+// Parallel over gloo with 2 processes) where python3-torch is installed.
+//   test_accuracy          after --epochs, 2 workers
+//   time_to_089_seconds    training seconds until the test accuracy
+//                          reaches 0.89 (n = workers), and PyTorch's
+//   epoch_seconds          n = 1 and 2 workers, the plain loop's, PyTorch's
+//   overlap_fraction       the share of the all-reduce time the backward
+//                          pass hides: 1 - (time waited after backward) /
+//                          (the same with every all-reduce after backward)
+// Run:  ./build/tests/bench/trainer_bench [--json] [--epochs=E]
+//         [--timing-epochs=T] [--torch=auto|off]
+// The workers are local node processes of this program. Needs
+// dataset-fashion-mnist; about 3 minutes with PyTorch.
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <lumen/lumen.hpp>
+#include <lumen/ml.hpp>
+#include <lumen/train.hpp>
+
+#include "bench_report.hpp"
+
+namespace ml = lumen::ml;
+namespace train = lumen::train;
+using lumen::bench::figure;
+
+namespace {
+
+struct settings {
+  size_t epochs = 20;       // the accuracy runs
+  size_t timing_epochs = 3; // the epoch-time runs
+  size_t limit = 0;         // training rows (0: all)
+  size_t test_limit = 0;
+  double lr = 0.05, weight_decay = 5e-4;
+  bool torch = true;
+};
+
+struct run_figures {
+  std::vector<double> seconds, accuracy, exposed;
+};
+
+/// The trainer on `workers` local node processes, as `lumen train` runs it.
+run_figures lumen_run(const settings& s, size_t workers, size_t epochs,
+                      bool overlap, const std::string& storage) {
+  run_figures out;
+  train::run_config run;
+  run.name = "bench_" + std::to_string(workers) + (overlap ? "" : "_serial");
+  run.storage_path = storage;
+  run.checkpoints_kept = 1;
+  run.on_report = [&](const train::metrics& m) {
+    out.seconds.push_back(m.at("epoch_seconds"));
+    out.accuracy.push_back(m.at("test_accuracy"));
+    out.exposed.push_back(m.at("exposed_allreduce_seconds"));
+    std::fprintf(stderr,
+                 "  lumen %zu worker(s)%s epoch %.0f: %.2f s, test "
+                 "accuracy %.4f\n",
+                 workers, overlap ? "" : " (no overlap)", m.at("epoch"),
+                 m.at("epoch_seconds"), m.at("test_accuracy"));
+  };
+  train::data_parallel_trainer trainer{train::fashion_mnist_loop,
+                                       {{"epochs", epochs},
+                                        {"lr", s.lr},
+                                        {"weight_decay", s.weight_decay},
+                                        {"limit", s.limit},
+                                        {"test_limit", s.test_limit},
+                                        {"overlap", overlap ? 1 : 0}},
+                                       {workers},
+                                       run};
+  trainer.fit();
+  return out;
+}
+
+/// The same steps with no framework: one replica, its whole batch of 64,
+/// on this thread.
+std::vector<double> plain_loop(const settings& s, size_t epochs) {
+  auto all = ml::load_fashion_mnist(ml::split::train);
+  ml::standardize(all, train::fashion_mnist_mean, train::fashion_mnist_std);
+  if (s.limit > 0 && s.limit < all.size())
+    all = {all.features.rows(0, s.limit), all.labels.rows(0, s.limit)};
+  ml::mlp net{784, {256, 128}, 10};
+  auto w = net.init(ml::derive_seed(1, 0));
+  ml::optimizer_config rule{ml::optimizer_kind::momentum, float(s.lr)};
+  rule.weight_decay = float(s.weight_decay);
+  ml::optimizer opt{rule, w.size()};
+  ml::batch_stream batches{all, 64, ml::derive_seed(1, 1), true};
+  std::vector<float> grad(w.size());
+  std::vector<double> out;
+  auto steps = batches.batches_per_epoch();
+  double loss = 0;
+  for (size_t e = 0; e < epochs; ++e) {
+    auto start = std::chrono::steady_clock::now();
+    for (size_t k = 0; k < steps; ++k) {
+      auto t = double(e * steps + k) / double(epochs * steps);
+      loss += net.loss_and_gradient(w.data(), batches.next().data, grad.data());
+      opt.step(w.data(), grad.data(), grad.size(),
+               float(0.5 * (1 + std::cos(M_PI * t))));
+    }
+    std::chrono::duration<double> took =
+      std::chrono::steady_clock::now() - start;
+    out.push_back(took.count());
+    std::fprintf(stderr, "  plain loop epoch %zu: %.2f s\n", e + 1,
+                 took.count());
+  }
+  lumen::bench::verify(std::isfinite(loss), "the plain loop's loss");
+  return out;
+}
+
+/// PyTorch's run, or nothing if python3-torch is missing.
+std::optional<run_figures> torch_run(const settings& s, const char* mode,
+                                     size_t epochs) {
+  // Debian's python3-torch is for Debian's python3, on OpenBLAS (its
+  // reference BLAS is an order of magnitude slower).
+  if (std::system("/usr/bin/python3 -c 'import torch' 2> /dev/null") != 0) {
+    std::fprintf(stderr, "trainer_bench: python3-torch is not installed "
+                         "(apt-get install python3-torch libopenblas0): no "
+                         "PyTorch figures\n");
+    return std::nullopt;
+  }
+  auto cmd =
+    std::string{"LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread "
+                "OMP_NUM_THREADS=1 /usr/bin/python3 "} +
+    LUMEN_TORCH_SCRIPT + " " + mode + " " + std::to_string(epochs) + " " +
+    std::to_string(s.limit) + " " + std::to_string(s.test_limit) + " " +
+    std::to_string(s.lr) + " " + std::to_string(s.weight_decay);
+  std::fprintf(stderr, "  PyTorch %s, %zu epochs\n", mode, epochs);
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe{::popen(cmd.c_str(), "r"),
+                                             ::pclose};
+  std::string text;
+  char buf[4096];
+  while (pipe && std::fgets(buf, sizeof buf, pipe.get()) != nullptr)
+    text += buf;
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  lumen::bench::verify(!j.is_discarded() && j.contains("seconds"),
+                       std::string{"PyTorch's output: "} + text);
+  run_figures out;
+  out.seconds = j["seconds"].get<std::vector<double>>();
+  out.accuracy = j["accuracy"].get<std::vector<double>>();
+  return out;
+}
+
+/// Training seconds until the accuracy first reaches `goal`.
+std::optional<double> time_to(const run_figures& r, double goal) {
+  double t = 0;
+  for (size_t e = 0; e < r.seconds.size(); ++e) {
+    t += r.seconds[e];
+    if (r.accuracy[e] >= goal)
+      return t;
+  }
+  return std::nullopt;
+}
+
+size_t flag_number(const std::string& flag, size_t at) {
+  try {
+    return std::stoul(flag.substr(at));
+  } catch (const std::exception&) {
+    throw std::invalid_argument("'" + flag + "' takes a number");
+  }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  auto opts = lumen::bench::parse_options(
+    argc, argv,
+    "trainer_bench: the data-parallel trainer on Fashion-MNIST beside a "
+    "plain loop and PyTorch\n"
+    "  --epochs=E         epochs of the accuracy runs (20)\n"
+    "  --timing-epochs=T  epochs of the epoch-time runs (3)\n"
+    "  --torch=auto|off   PyTorch's figures where it is installed (auto)");
+  settings s;
+  try {
+    for (auto& flag : opts.rest) {
+      if (flag.rfind("--epochs=", 0) == 0)
+        s.epochs = flag_number(flag, 9);
+      else if (flag.rfind("--timing-epochs=", 0) == 0)
+        s.timing_epochs = flag_number(flag, 16);
+      else if (flag == "--torch=off" || flag == "--torch=auto")
+        s.torch = flag == "--torch=auto";
+      else
+        throw std::invalid_argument("unknown flag '" + flag + "'; see --help");
+    }
+    if (s.epochs == 0 || s.timing_epochs == 0)
+      throw std::invalid_argument("give at least one epoch");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "trainer_bench: %s\n", e.what());
+    return 2;
+  }
+  if (opts.smoke) {
+    s = {1, 1, 1024, 500, s.lr, s.weight_decay, false};
+  }
+  lumen::init_options init;
+  init.local_nodes = 2;
+  lumen::init(init); // the local node processes serve from here
+  char tmpl[] = "/tmp/lumen-trainer-bench-XXXXXX";
+  std::string storage = ::mkdtemp(tmpl);
+  std::vector<figure> figs;
+  try {
+    std::fprintf(stderr, "trainer_bench: %zu epochs with 2 workers\n",
+                 s.epochs);
+    auto two = lumen_run(s, 2, s.epochs, true, storage);
+    auto one = lumen_run(s, 1, s.timing_epochs, true, storage);
+    auto serial = lumen_run(s, 2, s.timing_epochs, false, storage);
+    auto plain = plain_loop(s, s.timing_epochs);
+    std::optional<run_figures> torch1, torch2;
+    if (s.torch) {
+      torch1 = torch_run(s, "single", s.epochs);
+      if (torch1)
+        torch2 = torch_run(s, "ddp", s.timing_epochs);
+    }
+
+    figs.emplace_back("test_accuracy", "fraction",
+                      std::vector<double>{two.accuracy.back()}, 2);
+    auto ours089 = time_to(two, 0.89);
+    std::optional<double> torch089;
+    if (torch1)
+      torch089 = time_to(*torch1, 0.89);
+    if (torch089) {
+      figs.emplace_back("time_to_089_seconds_torch", "s",
+                        std::vector<double>{*torch089}, 1);
+      figs.back().label = "time_to_089_seconds torch 1 thread";
+    }
+    if (ours089) {
+      figs.emplace_back("time_to_089_seconds", "s",
+                        std::vector<double>{*ours089}, 2);
+      figs.back().label = "time_to_089_seconds n=2";
+      if (torch089)
+        lumen::bench::compare(figs.back(), figs[figs.size() - 2]);
+    } else {
+      std::fprintf(stderr,
+                   "trainer_bench: 2 workers did not reach 0.89 "
+                   "test accuracy in %zu epochs\n",
+                   s.epochs);
+    }
+    // Epoch times: the accuracy run's for 2 workers, its first epoch (the
+    // one that warms the caches) left out where there are more.
+    auto steady = [](std::vector<double> xs) {
+      if (xs.size() > 1)
+        xs.erase(xs.begin());
+      return xs;
+    };
+    figure base{"epoch_seconds_baseline", "s", steady(plain), 1};
+    base.label = "epoch_seconds plain loop";
+    figure e1{"epoch_seconds", "s", steady(one.seconds), 1};
+    e1.label = "epoch_seconds n=1";
+    lumen::bench::compare(e1, base);
+    figure e2{"epoch_seconds", "s", steady(two.seconds), 2};
+    e2.label = "epoch_seconds n=2";
+    lumen::bench::compare(e2, e1);
+    figs.push_back(base);
+    figs.push_back(e1);
+    figs.push_back(e2);
+    if (torch1) {
+      figure t1{"epoch_seconds_torch_1thread", "s", steady(torch1->seconds), 1};
+      t1.label = "epoch_seconds torch 1 thread";
+      figs.push_back(t1);
+      auto vs = e2;
+      vs.label = "epoch_seconds n=2 vs torch";
+      lumen::bench::compare(vs, t1);
+      figs.push_back(vs);
+    }
+    if (torch2) {
+      figure t2{"epoch_seconds_torch_ddp2", "s", steady(torch2->seconds), 2};
+      t2.label = "epoch_seconds torch DDP 2 procs";
+      figs.push_back(t2);
+      auto vs = e2;
+      vs.label = "epoch_seconds n=2 vs torch DDP";
+      lumen::bench::compare(vs, t2);
+      figs.push_back(vs);
+    }
+    figure wait{"exposed_allreduce_seconds", "s", steady(two.exposed), 2};
+    wait.label = "all-reduce waited per epoch";
+    figure whole{"exposed_allreduce_seconds_no_overlap", "s",
+                 steady(serial.exposed), 2};
+    whole.label = "the same, no overlap";
+    std::vector<double> hidden;
+    for (auto x : wait.samples)
+      hidden.push_back(1 - x / whole.median());
+    figure overlap{"overlap_fraction", "fraction", hidden, 2};
+    figs.push_back(wait);
+    figs.push_back(whole);
+    figs.push_back(overlap);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "trainer_bench: %s\n", e.what());
+    std::filesystem::remove_all(storage);
+    lumen::shutdown();
+    return 1;
+  }
+  std::filesystem::remove_all(storage);
+  lumen::shutdown();
+  lumen::bench::print("trainer_bench", figs, opts.json);
+  return 0;
+}
