@@ -35,10 +35,10 @@ using progress_atom = caf::atom_constant<caf::atom("lmtprog")>;
 
 /// Rank 0's reports as the driver keeps them, and its progress as the
 /// driver shows it.
-using train_reporter = caf::typed_actor<
-  caf::replies_to<report_atom, int32_t, int32_t, metrics, bool,
-                  checkpoint>::with<bool>,
-  caf::reacts_to<progress_atom, int32_t, int32_t, metrics>>;
+using train_reporter =
+  caf::typed_actor<caf::replies_to<report_atom, int32_t, int32_t, metrics, bool,
+                                   checkpoint>::with<bool>,
+                   caf::reacts_to<progress_atom, int32_t, int32_t, metrics>>;
 
 /// What a worker is asked to run.
 struct train_task {

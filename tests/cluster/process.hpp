@@ -10,10 +10,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <sstream>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
