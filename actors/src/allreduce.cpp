@@ -154,4 +154,39 @@ ObjectRef<void> allreduce_async(std::vector<float>& buf,
   });
 }
 
+started_allreduce allreduce_start(float* data, size_t numel,
+                                  const std::string& group, reduce_op op) {
+  started_allreduce out;
+  auto& m = member_of(group);
+  if (m.lane)
+    m.lane->drain();
+  auto bytes = numel * sizeof(float);
+  if (m.net && m.net->world() > 1 && bytes <= shared_arena::region_bytes)
+    if (auto* arena = m.net->arena()) {
+      out.net_ = m.net;
+      out.seq_ = arena->start(reinterpret_cast<char*>(data), ml::dtype::float32,
+                              numel, op);
+      return out;
+    }
+  out.ref_ = later(group, [data, numel, op](const membership& who) {
+    allreduce_in_place(who, reinterpret_cast<char*>(data), ml::dtype::float32,
+                       numel, op);
+  });
+  return out;
+}
+
+bool started_allreduce::test() {
+  if (net_)
+    return net_->open_arena()->progress(seq_, false);
+  return ref_.ready();
+}
+
+void started_allreduce::wait() {
+  if (net_) {
+    net_->open_arena()->progress(seq_, true);
+    return;
+  }
+  lumen::get(ref_);
+}
+
 } // namespace lumen::collective

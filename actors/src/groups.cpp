@@ -69,8 +69,16 @@ membership& member_of(const std::string& group) {
   return i->second;
 }
 
-const membership& settled(const std::string& group) {
+membership& caught_up(const std::string& group) {
   auto& m = member_of(group);
+  if (m.net)
+    if (auto* a = m.net->open_arena())
+      a->finish_all();
+  return m;
+}
+
+const membership& settled(const std::string& group) {
+  auto& m = caught_up(group);
   if (m.lane)
     m.lane->drain();
   return m;

@@ -304,6 +304,10 @@ struct membership {
 /// if it has none.
 membership& member_of(const std::string& group);
 
+/// The calling thread's membership once the all-reduces it started
+/// (allreduce_start) are done: any other operation comes after them.
+membership& caught_up(const std::string& group);
+
 /// The calling thread's membership once its _async operations ran: a
 /// blocking call comes after them, in the order they were asked for.
 const membership& settled(const std::string& group);

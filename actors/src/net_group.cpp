@@ -280,6 +280,14 @@ std::string net_group::disagreement(const op_descriptor& theirs, int p,
   return {};
 }
 
+shared_arena* net_group::arena() {
+  if (!arena_tried_) {
+    arena_tried_ = true;
+    arena_ = shared_arena::open(*links_);
+  }
+  return arena_.get();
+}
+
 std::vector<char>& net_group::scratch(size_t i, size_t bytes) {
   if (scratch_[i].size() < bytes)
     scratch_[i].resize(bytes);

@@ -18,6 +18,7 @@
 #include "lumen/ml/collective.hpp"
 
 #include "net_link.hpp"
+#include "net_shared.hpp"
 
 namespace lumen::collective::detail {
 
@@ -93,6 +94,16 @@ public:
   /// a time), at least `bytes` long.
   std::vector<char>& scratch(size_t i, size_t bytes);
 
+  /// The members' shared memory (net_shared.hpp), opened by the first
+  /// call, which every member makes at the same point (its first
+  /// allreduce_start); nullptr where they do not all share this machine.
+  shared_arena* arena();
+
+  /// The arena if one is open; never opens it.
+  shared_arena* open_arena() const noexcept {
+    return arena_.get();
+  }
+
 private:
   /// What is wrong between rank `p`'s descriptor and rank `me`'s, or
   /// empty.
@@ -102,6 +113,8 @@ private:
 
   lumen::channel_listener listener_; // holds the rank while the group lives
   std::unique_ptr<net_links> links_;
+  std::unique_ptr<shared_arena> arena_; // goes before the links it uses
+  bool arena_tried_ = false;
   allreduce_algorithm algorithm_ = allreduce_algorithm::automatic;
   uint64_t seq_ = 0;
   std::vector<std::vector<char>> scratch_; // sized once: refs stay valid

@@ -146,6 +146,18 @@ public:
   }
 
   void set_timeout(std::chrono::milliseconds timeout);
+  std::chrono::milliseconds timeout() const noexcept {
+    return timeout_;
+  }
+
+  /// Whether the channel to `peer` runs over loopback: the peer shares
+  /// this machine's kernel (and its shared memory).
+  bool is_loopback(int peer) const;
+
+  /// For a member that waits for `peer` elsewhere than on the channel
+  /// (net_shared.hpp): fails the group if the peer died or sent its abort
+  /// meanwhile; nothing else may come from it then.
+  void watch_peer(int peer, const char* doing);
 
   /// Queues a frame to `peer`; the writer sends it after those queued
   /// before. `data` must stay untouched until `wait_sent` covers the

@@ -1,5 +1,6 @@
 #include "net_ops.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "net_ring.hpp"
@@ -55,21 +56,29 @@ void ring_allreduce(net_group& g, char* data, ml::dtype type, size_t numel,
   ring.run();
 }
 
-/// Reduces the `n` buffers at `bufs` (rank order) into `out`, so that every
-/// member that reduces them gets the same bits.
+} // namespace
+
 void reduce_in_rank_order(const std::vector<const char*>& bufs, char* out,
                           ml::dtype type, size_t numel, reduce_op op) {
-  auto bytes = numel * ml::size_of(type);
-  if (bytes > 0 && out != bufs[0])
-    std::memmove(out, bufs[0], bytes);
   with_type(type, [&](auto t) {
     using T = decltype(t);
-    for (size_t q = 1; q < bufs.size(); ++q)
-      reduce_into(reinterpret_cast<T*>(out),
-                  reinterpret_cast<const T*>(bufs[q]), numel, op);
-    finish(reinterpret_cast<T*>(out), numel, op, bufs.size());
+    // Block by block, so that a block's partial result stays in the
+    // cache while every buffer is added to it: one pass over memory.
+    constexpr size_t block = 4096;
+    auto acc = reinterpret_cast<T*>(out);
+    for (size_t at = 0; at < numel; at += block) {
+      auto n = std::min(block, numel - at);
+      auto first = reinterpret_cast<const T*>(bufs[0]) + at;
+      if (first != acc + at)
+        std::memmove(acc + at, first, n * sizeof(T));
+      for (size_t q = 1; q < bufs.size(); ++q)
+        reduce_into(acc + at, reinterpret_cast<const T*>(bufs[q]) + at, n, op);
+      finish(acc + at, n, op, bufs.size());
+    }
   });
 }
+
+namespace {
 
 /// Every member sends its whole buffer to every other and reduces all N
 /// in rank order: one step, N-1 times the bytes of the ring per rank.

@@ -26,6 +26,11 @@ void net_allgather(net_group& g, std::vector<ml::tensor>& out,
 void net_reducescatter(net_group& g, ml::tensor& out,
                        const std::vector<ml::tensor>& in, reduce_op op);
 void net_barrier(net_group& g);
+
+/// Reduces the `n` buffers at `bufs` (rank order) into `out`, so that every
+/// member that reduces them gets the same bits.
+void reduce_in_rank_order(const std::vector<const char*>& bufs, char* out,
+                          ml::dtype type, size_t numel, reduce_op op);
 void net_send(net_group& g, const char* data, ml::dtype type, size_t numel,
               int dst);
 void net_recv(net_group& g, char* data, ml::dtype type, size_t numel, int src);

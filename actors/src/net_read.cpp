@@ -1,5 +1,9 @@
 #include "net_link.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 // The reading side of a member's links: frames from each peer through a
 // read buffer of its own (a small operation's frames cost one system
 // call, not four), large data straight into the caller's memory.
@@ -150,6 +154,39 @@ frame_header net_links::read_header(int peer, const char* doing) {
       h.kind != static_cast<uint32_t>(frame_kind::agree))
     junk();
   return h;
+}
+
+bool net_links::is_loopback(int peer) const {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  auto fd = peers_[static_cast<size_t>(peer)].native_handle();
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    return false;
+  if (addr.ss_family == AF_UNIX)
+    return true;
+  if (addr.ss_family == AF_INET) {
+    auto ip = ntohl(reinterpret_cast<sockaddr_in&>(addr).sin_addr.s_addr);
+    return (ip >> 24) == 127;
+  }
+  if (addr.ss_family == AF_INET6) {
+    auto& a = reinterpret_cast<sockaddr_in6&>(addr).sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&a))
+      return true;
+    return IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127;
+  }
+  return false;
+}
+
+void net_links::watch_peer(int peer, const char* doing) {
+  auto& rd = readers_[static_cast<size_t>(peer)];
+  pollfd fd{peers_[static_cast<size_t>(peer)].native_handle(), POLLIN, 0};
+  if (rd.pos == rd.len && ::poll(&fd, 1, 0) == 0)
+    return;
+  read_header(peer, doing); // an abort, or the channel's end, throws
+  fail("group '" + group_ + "': rank " + std::to_string(peer) +
+       " sent a collective's frame while rank " + std::to_string(rank_) +
+       " waited for it to " + doing +
+       "; every rank must call the same collectives in the same order");
 }
 
 op_descriptor net_links::read_op(int peer, const char* doing) {

@@ -116,7 +116,7 @@ inline const ml::tensor& tensor_in(const slot& s) {
 /// Queues `op` on the member's lane; its ref is ready once `op` ran.
 template <class Op>
 ObjectRef<void> later(const std::string& group, Op op) {
-  auto& m = member_of(group);
+  auto& m = caught_up(group);
   if (!m.lane)
     m.lane = std::make_shared<detail::async_lane>();
   auto done = std::make_shared<promise<void>>();

@@ -1,4 +1,5 @@
 #define BOOST_TEST_MODULE collective_procs
+#include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
 // Collective groups whose members are processes of their own, meeting
@@ -96,10 +97,36 @@ BOOST_AUTO_TEST_CASE(the_ring_runs_over_tls_too) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(a_member_killed_mid_allreduce_fails_the_others_in_2s) {
+BOOST_AUTO_TEST_CASE(started_allreduces_meet_in_shared_memory) {
+  head_fixture h;
+  for (int n : {2, 3}) {
+    auto ms = h.members("started" + std::to_string(n), n, "started");
+    for (auto& m : ms) {
+      BOOST_TEST(m->wait() == 0, m->output());
+      BOOST_TEST(m->output().find("ok") != std::string::npos, m->output());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_started_allreduce_of_other_lengths_fails_every_rank) {
+  head_fixture h;
+  auto ms = h.members("mismatch_started", 3, "mismatch_started");
+  for (auto& m : ms) {
+    m->wait();
+    auto& out = m->output();
+    BOOST_TEST(out.find("error: group 'mismatch_started'") != std::string::npos,
+               out);
+    BOOST_TEST(out.find("999 float32") != std::string::npos, out);
+    BOOST_TEST(out.find("1000 float32") != std::string::npos, out);
+  }
+}
+
+BOOST_DATA_TEST_CASE(a_member_killed_mid_allreduce_fails_the_others_in_2s,
+                     boost::unit_test::data::make({"loop", "loop_started"}),
+                     mode) {
   head_fixture h;
   const int n = 4;
-  auto ms = h.members("kill", n, "loop");
+  auto ms = h.members("kill", n, mode);
   for (auto& m : ms)
     BOOST_REQUIRE_MESSAGE(m->await_output("looping", seconds(30)), m->output());
   auto killed = steady_clock::now();

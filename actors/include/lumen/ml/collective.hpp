@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@
 #include "lumen/ml/tensor.hpp"
 
 namespace lumen::collective {
+
+namespace detail {
+class net_group;
+} // namespace detail
 
 /// A collective could not run: an unknown or destroyed group, a rank out
 /// of range or claimed twice, buffers that differ across ranks, a member
@@ -145,6 +150,48 @@ ObjectRef<void> allreduce_async(ml::tensor& buf, const std::string& group,
 ObjectRef<void> allreduce_async(std::vector<float>& buf,
                                 const std::string& group,
                                 reduce_op op = reduce_op::sum);
+
+/// An all-reduce started by allreduce_start, which the thread that
+/// started it moves on itself (MPI's Iallreduce and Test): `test` between
+/// pieces of other work, `wait` at the end.
+class started_allreduce {
+public:
+  started_allreduce() = default;
+
+  bool valid() const noexcept {
+    return seq_ > 0 || ref_.valid();
+  }
+
+  /// Moves this member's started all-reduces on as far as they go
+  /// without waiting; true once this one is done here.
+  bool test();
+
+  /// Returns once it is done here; throws collective_error as allreduce
+  /// does.
+  void wait();
+
+private:
+  friend started_allreduce allreduce_start(float*, size_t, const std::string&,
+                                           reduce_op);
+
+  std::shared_ptr<detail::net_group> net_; // the members' shared memory
+  uint64_t seq_ = 0;
+  ObjectRef<void> ref_; // or the member's lane
+};
+
+/// Starts an all-reduce of the `numel` floats at `data`, in place; they
+/// must stay alive and untouched until it is done. Members of a group
+/// across processes of one machine meet in shared memory, and the calling
+/// thread does the work, in `test` and `wait`: no hand-off to another
+/// thread, which is what a backward pass on a busy machine needs. Members
+/// elsewhere go over their channels on the member's lane, as
+/// allreduce_async does. Any other operation of the group first finishes
+/// the member's started all-reduces. For a gradient in buckets:
+///   auto a = allreduce_start(grad + b, n, "ddp", reduce_op::average);
+///   ... a.test() between layers ...; a.wait();
+started_allreduce allreduce_start(float* data, size_t numel,
+                                  const std::string& group,
+                                  reduce_op op = reduce_op::sum);
 
 /// As allreduce, but only rank `dst_rank` gets the result; the others'
 /// buffers stay as they were.
