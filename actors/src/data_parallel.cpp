@@ -26,13 +26,12 @@ bucketed_allreduce::bucketed_allreduce(const ml::model& net, std::string group,
   : net_(net)
   , group_(std::move(group))
   , overlap_(cfg.overlap)
-  , buckets_(plan_buckets(net.layers(), cfg)) {
+  , buckets_(plan_buckets(net.layers(), cfg))
+  , alone_(collective::get_world_size(group_) == 1) {
   bucket_of_.resize(net.layers().size());
-  for (size_t b = 0; b < buckets_.size(); ++b) {
+  for (size_t b = 0; b < buckets_.size(); ++b)
     for (auto l = buckets_[b].first_layer; l <= buckets_[b].last_layer; ++l)
       bucket_of_[l] = b;
-    buffers_.emplace_back(buckets_[b].params.size());
-  }
 }
 
 float bucketed_allreduce::loss_and_mean_gradient(const float* params,
@@ -40,33 +39,47 @@ float bucketed_allreduce::loss_and_mean_gradient(const float* params,
                                                  float* grad) {
   auto start = clock::now();
   auto n = buckets_.size();
+  timeline_.started.assign(n, 0);
+  timeline_.finished.assign(n, 0);
+  if (alone_) { // the mean of one member's gradient is that gradient
+    auto loss = net_.loss_and_gradient(params, batch, grad);
+    timeline_.backward_end = timeline_.end = since(start);
+    std::fill(timeline_.finished.begin(), timeline_.finished.end(),
+              timeline_.end);
+    return loss;
+  }
   layers_left_.resize(n);
   for (size_t b = 0; b < n; ++b)
     layers_left_[b] = buckets_[b].last_layer - buckets_[b].first_layer + 1;
-  running_.assign(n, ObjectRef<void>{});
-  timeline_.started.assign(n, 0);
-  timeline_.finished.assign(n, 0);
+  running_.assign(n, collective::started_allreduce{});
+  size_t begun = 0, over = 0; // buckets started, and finished, in order
   auto begin = [&](size_t b) {
     auto r = buckets_[b].params;
-    std::memcpy(buffers_[b].data(), grad + r.begin, r.size() * sizeof(float));
     timeline_.started[b] = since(start);
-    running_[b] = collective::allreduce_async(buffers_[b], group_,
+    // In place: the pass does not touch a bucket's layers again.
+    running_[b] = collective::allreduce_start(grad + r.begin, r.size(), group_,
                                               collective::reduce_op::average);
+    ++begun;
+  };
+  // Moves the started all-reduces on between layers, noting when each
+  // one ended.
+  auto drive = [&] {
+    while (over < begun && running_[over].test())
+      timeline_.finished[over++] = since(start);
   };
   auto loss = net_.loss_and_gradient(params, batch, grad, [&](size_t layer) {
     auto b = bucket_of_[layer];
     if (--layers_left_[b] == 0 && overlap_)
       begin(b);
+    drive();
   });
   timeline_.backward_end = since(start);
   if (!overlap_)
     for (size_t b = 0; b < n; ++b) // in the order backward finishes them
       begin(b);
-  for (size_t b = 0; b < n; ++b) {
-    lumen::get(running_[b]);
-    timeline_.finished[b] = since(start);
-    auto r = buckets_[b].params;
-    std::memcpy(grad + r.begin, buffers_[b].data(), r.size() * sizeof(float));
+  for (; over < n; ++over) {
+    running_[over].wait();
+    timeline_.finished[over] = since(start);
   }
   timeline_.end = since(start);
   return loss;

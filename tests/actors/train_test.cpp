@@ -182,14 +182,18 @@ BOOST_AUTO_TEST_CASE(replicas_stay_identical_and_follow_the_whole_batch) {
     off = std::max(off, std::abs(alone[i] - params[0][i]));
   BOOST_TEST(off < 1e-4f);
   // Each layer's all-reduce was asked for as the pass finished it, the
-  // last layer's first, and none was seen done before the pass ended.
+  // last layer's first, and each was seen done after it started (during
+  // the pass, where the layers before it gave it the time) and before the
+  // step ended.
   auto& t = timelines[0];
   BOOST_REQUIRE(t.started.size() == 3u);
   BOOST_TEST(t.started[0] <= t.started[1]);
   BOOST_TEST(t.started[1] <= t.started[2]);
   BOOST_TEST(t.started[2] <= t.backward_end);
-  for (auto f : t.finished)
-    BOOST_TEST(f >= t.backward_end);
+  for (size_t b = 0; b < 3; ++b) {
+    BOOST_TEST(t.finished[b] >= t.started[b]);
+    BOOST_TEST(t.finished[b] <= t.end);
+  }
   BOOST_TEST(t.exposed() >= 0.0);
 }
 

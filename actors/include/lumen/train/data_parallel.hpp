@@ -4,11 +4,11 @@
 // each member computes the gradient of its own batch, and the group's
 // mean gradient is made bucket by bucket while the backward pass goes on.
 // When the pass finishes a bucket's last layer, that bucket's all-reduce
-// starts (allreduce_async, on the member's collective thread) and the pass
-// goes on with the layers before it; after the pass the member waits for
-// what is still under way. Every member ends with the same mean to the
-// bit, so replicas that start alike and step alike stay alike; `drift`
-// checks that and `rebroadcast` puts it right.
+// starts in place (allreduce_start) and the pass goes on with the layers
+// before it, moving the started all-reduces on between layers; after the
+// pass the member waits for what is still under way. Every member ends with the
+// same mean to the bit, so replicas that start alike and step alike stay alike;
+// `drift` checks that and `rebroadcast` puts it right.
 //
 //   lumen::collective::init_group(world, rank, "ddp");
 //   lumen::train::bucketed_allreduce sync{net, "ddp"};
@@ -21,6 +21,7 @@
 
 #include <lumen/object_ref.hpp>
 
+#include "lumen/ml/collective.hpp"
 #include "lumen/ml/data.hpp"
 #include "lumen/ml/models.hpp"
 #include "lumen/train/buckets.hpp"
@@ -32,8 +33,8 @@ struct step_timeline {
   double backward_end = 0;      // the forward and backward passes done
   double end = 0;               // the last all-reduce waited for
   std::vector<double> started;  // each bucket's all-reduce asked for
-  std::vector<double> finished; // and seen done (the pass's end at the
-                                // earliest: it looks only then)
+  std::vector<double> finished; // and seen done (between layers, or
+                                // once the pass ended)
 
   /// The time spent waiting for all-reduces after the backward pass.
   double exposed() const noexcept {
@@ -68,9 +69,9 @@ private:
   bool overlap_;
   std::vector<bucket> buckets_;
   std::vector<size_t> bucket_of_;   // by layer
+  bool alone_;                      // a group of one: nothing to all-reduce
   std::vector<size_t> layers_left_; // by bucket, this step
-  std::vector<std::vector<float>> buffers_;
-  std::vector<ObjectRef<void>> running_;
+  std::vector<collective::started_allreduce> running_;
   step_timeline timeline_;
 };
 
