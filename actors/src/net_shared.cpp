@@ -67,9 +67,11 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free &&
 
 namespace {
 
+constexpr size_t page = 4096;
+
 /// The doorbell's page, then a page of state for each member.
 size_t header_bytes(int world) {
-  return 4096 * (1 + static_cast<size_t>(world));
+  return page * (1 + static_cast<size_t>(world));
 }
 
 size_t segment_bytes_for(int world) {
@@ -86,17 +88,17 @@ void* map_segment(int fd, size_t bytes) {
 } // namespace
 
 std::unique_ptr<shared_arena> shared_arena::open(net_links& links) {
-  static_assert(sizeof(member_state) <= 4096, "a member's state in a page");
+  static_assert(sizeof(member_state) <= page, "a member's state in a page");
   int world = links.world(), rank = links.rank();
   auto bytes = segment_bytes_for(world);
   char name[64] = {};
   void* map = nullptr;
-  uint8_t all_ok = 1;
+  uint8_t all_ok = 0;
   if (rank == 0) {
+    bool local = true;
     for (int p = 1; p < world; ++p)
-      if (!links.is_loopback(p))
-        all_ok = 0;
-    if (all_ok) {
+      local = local && links.is_loopback(p);
+    if (local) {
       std::snprintf(name, sizeof name, "/lumen-collective-%d-%016llx",
                     static_cast<int>(::getpid()),
                     static_cast<unsigned long long>(std::random_device{}()) ^
@@ -162,9 +164,9 @@ shared_arena::~shared_arena() {
 }
 
 shared_arena::member_state& shared_arena::state(int rank) const noexcept {
-  auto base = static_cast<char*>(map_) + 4096;
+  auto base = static_cast<char*>(map_) + page;
   return *reinterpret_cast<member_state*>(base +
-                                          static_cast<size_t>(rank) * 4096);
+                                          static_cast<size_t>(rank) * page);
 }
 
 char* shared_arena::region(int rank) const noexcept {
@@ -292,7 +294,7 @@ bool shared_arena::progress(uint64_t seq, bool block) {
         return false;
       wait_for(all_in, "start the same all-reduce");
     }
-    std::vector<const char*> bufs(static_cast<size_t>(world_));
+    copies_.resize(static_cast<size_t>(world_));
     for (int q = 0; q < world_; ++q) {
       auto& d = state(q).ops[p.seq % ring_ops];
       if (d.seq != p.seq || d.numel != p.numel ||
@@ -308,9 +310,9 @@ bool shared_arena::progress(uint64_t seq, bool block) {
           ml::to_string(p.type) + " elements (" + to_string(p.op) +
           "); every member must start the same all-reduces in the same "
           "order");
-      bufs[static_cast<size_t>(q)] = region(q) + d.offset;
+      copies_[static_cast<size_t>(q)] = region(q) + d.offset;
     }
-    reduce_in_rank_order(bufs, p.data, p.type, p.numel, p.op);
+    reduce_in_rank_order(copies_, p.data, p.type, p.numel, p.op);
     done_ = p.seq;
     pending_.pop_front();
     auto& me = state(rank_);

@@ -6,16 +6,16 @@
 // to another thread, no sleeping peer to wake on a busy machine.
 //
 // The segment holds, per member, a state block (what it published, what
-// it finished) and a data region used as a ring. Starting operation k, a
+// it finished) and a data region. Starting operation k, a
 // member copies its buffer into its region, writes a descriptor (where,
 // how many elements, which op) and publishes k. Once every member
 // published k, each reduces all members' copies in rank order into its
 // own buffer, so all get the same bits, and marks k done; a region's
 // bytes are written again only once every member is done with the
-// operation that used them. A member that waits spins briefly, then
-// sleeps on a futex in the segment, and looks at its channels to the
-// others between naps: a dead peer or a peer's abort (net_link.hpp) fails
-// the group as on the sockets.
+// operation that used them, the lowest free place first. A member that waits
+// spins briefly, then sleeps on a futex in the segment, and looks at its
+// channels to the others between naps: a dead peer or a peer's abort
+// (net_link.hpp) fails the group as on the sockets.
 //
 // Only members whose channels to each other run over loopback take part
 // (members on other machines, or in network namespaces of their own,
@@ -65,10 +65,6 @@ public:
     progress(started_, true);
   }
 
-  bool idle() const noexcept {
-    return done_ == started_;
-  }
-
 private:
   struct member_state;
   struct descriptor;
@@ -107,7 +103,8 @@ private:
   int world_, rank_;
   uint64_t started_ = 0, done_ = 0;
   std::deque<pending> pending_;
-  std::vector<used> used_; // places in the region still read, by place
+  std::vector<used> used_;          // places in the region still read, by place
+  std::vector<const char*> copies_; // the members' copies of an operation
 };
 
 } // namespace lumen::collective::detail

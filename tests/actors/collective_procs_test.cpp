@@ -73,6 +73,14 @@ struct head_fixture {
   }
 };
 
+/// Every member ends well and says "ok".
+void expect_ok(const std::vector<std::unique_ptr<process>>& ms) {
+  for (auto& m : ms) {
+    BOOST_TEST(m->wait() == 0, m->output());
+    BOOST_TEST(m->output().find("ok") != std::string::npos, m->output());
+  }
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(members_in_processes_of_their_own_get_every_op_right) {
@@ -90,22 +98,13 @@ BOOST_AUTO_TEST_CASE(members_in_processes_of_their_own_get_every_op_right) {
 
 BOOST_AUTO_TEST_CASE(the_ring_runs_over_tls_too) {
   head_fixture h{true};
-  auto ms = h.members("tls", 3, "sweep");
-  for (auto& m : ms) {
-    BOOST_TEST(m->wait() == 0, m->output());
-    BOOST_TEST(m->output().find("ok") != std::string::npos, m->output());
-  }
+  expect_ok(h.members("tls", 3, "sweep"));
 }
 
 BOOST_AUTO_TEST_CASE(started_allreduces_meet_in_shared_memory) {
   head_fixture h;
-  for (int n : {2, 3}) {
-    auto ms = h.members("started" + std::to_string(n), n, "started");
-    for (auto& m : ms) {
-      BOOST_TEST(m->wait() == 0, m->output());
-      BOOST_TEST(m->output().find("ok") != std::string::npos, m->output());
-    }
-  }
+  for (int n : {2, 3})
+    expect_ok(h.members("started" + std::to_string(n), n, "started"));
 }
 
 BOOST_AUTO_TEST_CASE(a_started_allreduce_of_other_lengths_fails_every_rank) {
@@ -142,11 +141,7 @@ BOOST_DATA_TEST_CASE(a_member_killed_mid_allreduce_fails_the_others_in_2s,
     BOOST_TEST(m.wait() == 3);
   }
   // The name is free again: a new group of the survivors and a new rank 2.
-  auto again = h.members("kill", n, "again");
-  for (auto& m : again) {
-    BOOST_TEST(m->wait() == 0, m->output());
-    BOOST_TEST(m->output().find("ok") != std::string::npos, m->output());
-  }
+  expect_ok(h.members("kill", n, "again"));
 }
 
 BOOST_AUTO_TEST_CASE(mismatched_lengths_fail_every_rank_and_the_group_goes_on) {
