@@ -111,6 +111,7 @@ void channel_hub::admit(int fd) {
       }
     }
     set_socket_timeout(fd, std::chrono::milliseconds(0), false);
+    keep_probing(fd);
     std::shared_ptr<channel_listener::queue> q;
     {
       std::lock_guard<std::mutex> guard{mtx_};
@@ -161,6 +162,7 @@ channel open_channel(const std::string& where, const std::string& name,
                         errc::unreachable);
   }
   set_no_delay(fd);
+  keep_probing(fd);
   return channel{fd, name};
 }
 

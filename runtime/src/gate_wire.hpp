@@ -45,4 +45,26 @@ inline void set_no_delay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+/// How long a TCP link may go without an acknowledgement from its peer
+/// before the kernel gives it up (`keep_probing`).
+inline constexpr int unacknowledged_ms = 1500;
+
+/// Has the kernel probe an idle link every second and fail it once the
+/// peer acknowledged nothing for `unacknowledged_ms`, sent data included:
+/// a peer behind a cut link sends no reset and no end of stream, and a
+/// call blocked on the link would otherwise wait for its own timeout. The
+/// acknowledgements come from the peer's kernel, so a busy or stopped
+/// peer process still answers. Does nothing on a socket pair (a TLS
+/// link's plaintext end, whose relay holds the TCP socket).
+inline void keep_probing(int fd) {
+  int one = 1, idle_s = 1, interval_s = 1, probes = 1;
+  int user_timeout = unacknowledged_ms;
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof(interval_s));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout,
+               sizeof(user_timeout));
+}
+
 } // namespace lumen::detail

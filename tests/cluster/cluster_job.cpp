@@ -61,6 +61,20 @@ double relay(const std::string& to, int n) {
 }
 LUMEN_REMOTE(relay);
 
+// Connects to the channel `name` and sits on it without a word until it
+// ends; 1 if it ended with a byte, 0 with an error.
+int hold_channel(const std::string& name) {
+  auto c = lumen::connect(name, std::chrono::seconds(10));
+  char byte = 0;
+  try {
+    c.recv(&byte, 1);
+  } catch (const lumen::channel_error&) {
+    return 0;
+  }
+  return 1;
+}
+LUMEN_REMOTE(hold_channel);
+
 Counter::Counter(int start)
   : n_(start) {}
 

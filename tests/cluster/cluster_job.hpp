@@ -16,6 +16,7 @@ int fails(int x);
 int busy(int ms);
 std::string busy_on(const std::string& victim);
 double relay(const std::string& to, int n);
+int hold_channel(const std::string& name);
 
 class Counter {
 public:

@@ -1,0 +1,134 @@
+#pragma once
+
+// Hosts in network namespaces a test makes itself: a switch namespace
+// with a bridge, and hosts a, b, c each wired to it by a veth pair, with
+// addresses of their own (10.201.0.1-3, reachable only inside these
+// namespaces). A host's link is cut at the switch. Making them needs root
+// and iproute2; `can_make_namespaces` says why not, for a test to skip.
+
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "process.hpp"
+
+namespace lumen::test {
+
+/// The exit code ctest takes for "skipped" (SKIP_RETURN_CODE 77).
+inline constexpr int skipped = 77;
+
+/// Runs a shell command; throws with its output if it fails.
+inline void sh(const std::string& cmd) {
+  auto [code, out] = run({"/bin/sh", "-c", cmd + " 2>&1"});
+  if (code != 0)
+    throw std::runtime_error("`" + cmd + "` failed: " + out);
+}
+
+/// The `ip` command's path: /usr/sbin on Debian 12, /sbin on older ones.
+inline std::string ip_command() {
+  return ::access("/usr/sbin/ip", X_OK) == 0 ? "/usr/sbin/ip" : "/sbin/ip";
+}
+
+/// True if this process may make network namespaces; otherwise false,
+/// with the reason in `why`.
+inline bool can_make_namespaces(std::string& why) {
+  if (::geteuid() != 0) {
+    why = "it needs root";
+    return false;
+  }
+  if (run({"/bin/sh", "-c", "command -v ip"}).first != 0) {
+    why = "it needs iproute2 (apt-get install iproute2)";
+    return false;
+  }
+  auto probe = "lmprobe" + std::to_string(::getpid());
+  auto [code, out] =
+    run({"/bin/sh", "-c",
+         "ip netns add " + probe + " 2>&1 && ip netns del " + probe + " 2>&1"});
+  if (code != 0) {
+    why = "this machine does not allow network namespaces (" + out + ")";
+    return false;
+  }
+  return true;
+}
+
+/// The namespaces and links of one run; torn down in the destructor.
+struct topology {
+  std::string tag = std::to_string(::getpid());
+  std::string sw = "lm" + tag + "s";
+  std::vector<std::string> hosts{"lm" + tag + "a", "lm" + tag + "b",
+                                 "lm" + tag + "c"};
+
+  topology() {
+    sh("ip netns add " + sw);
+    sh("ip -n " + sw + " link add br0 type bridge");
+    sh("ip -n " + sw + " link set br0 up");
+    for (size_t i = 0; i < hosts.size(); ++i) {
+      auto& h = hosts[i];
+      sh("ip netns add " + h);
+      sh("ip -n " + sw + " link add " + port(i) + " type veth peer name eth0" +
+         " netns " + h);
+      sh("ip -n " + sw + " link set " + port(i) + " master br0");
+      sh("ip -n " + sw + " link set " + port(i) + " up");
+      sh("ip -n " + h + " addr add " + address(i) + "/24 dev eth0");
+      sh("ip -n " + h + " link set eth0 up");
+      sh("ip -n " + h + " link set lo up");
+    }
+  }
+
+  topology(const topology&) = delete;
+  topology& operator=(const topology&) = delete;
+
+  ~topology() {
+    for (auto& h : hosts)
+      run({"/bin/sh", "-c", "ip netns del " + h});
+    run({"/bin/sh", "-c", "ip netns del " + sw});
+  }
+
+  static std::string address(size_t i) {
+    return "10.201.0." + std::to_string(i + 1);
+  }
+
+  /// The shell command that cuts host `i`'s link at the switch.
+  std::string cut(size_t i) const {
+    return "ip -n " + sw + " link set " + port(i) + " down";
+  }
+
+  /// `argv` run inside host `i`.
+  std::vector<std::string> in(size_t i, std::vector<std::string> argv) const {
+    std::vector<std::string> out{ip_command(), "netns", "exec", hosts[i]};
+    out.insert(out.end(), argv.begin(), argv.end());
+    return out;
+  }
+
+private:
+  std::string port(size_t i) const {
+    return "p" + tag + static_cast<char>('a' + i);
+  }
+};
+
+/// Starts `lumen start --block ARGS` on host `i` with HOME=`home`; returns
+/// the process once it printed its address, which goes to `address`.
+/// Throws with its output if it did not start within 30 s.
+inline std::unique_ptr<process> start_node(const topology& net, size_t i,
+                                           std::vector<std::string> args,
+                                           const std::string& home,
+                                           std::string& address) {
+  std::vector<std::string> argv{LUMEN_CLI, "start", "--block"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto p = std::make_unique<process>(net.in(i, argv),
+                                     std::vector<std::string>{"HOME=" + home});
+  auto out = p->await_output("(pid", std::chrono::seconds(30));
+  auto s = out ? parse_started(*out) : std::nullopt;
+  if (!s)
+    throw std::runtime_error("a node did not start on host " + net.hosts[i] +
+                             ": " + p->output());
+  address = s->address;
+  return p;
+}
+
+} // namespace lumen::test
