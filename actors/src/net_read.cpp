@@ -108,7 +108,8 @@ std::string net_links::last_words(int peer) {
     // Closed without a word: the process is gone.
   }
   return "group '" + group_ + "': rank " + std::to_string(peer) +
-         " is gone (its process died, or it left the group); rank " +
+         " is gone (its process died, its machine is unreachable, or it left "
+         "the group); rank " +
          std::to_string(rank_) + " could not send to it";
 }
 
@@ -123,8 +124,9 @@ void net_links::lost(int peer, const char* doing, bool timed_out) {
          std::to_string(timeout_.count()) + " ms for " + who + " during " +
          doing + ", which sent nothing; is it calling the same collective?");
   fail("group '" + group_ + "': " + who +
-       " is gone (its process died, or it left the group) during " + doing +
-       "; rank " + std::to_string(rank_) + " lost its link to it");
+       " is gone (its process died, its machine is unreachable, or it left "
+       "the group) during " +
+       doing + "; rank " + std::to_string(rank_) + " lost its link to it");
 }
 
 frame_header net_links::read_header(int peer, const char* doing) {
