@@ -45,6 +45,7 @@ const std::vector<std::string> columns{"epoch",
 
 struct train_flags {
   size_t workers = 2;
+  size_t min_workers = 0; // 0: as many as --workers
   size_t epochs = 20;
   double lr = 0.05;
   double weight_decay = 5e-4;
@@ -65,6 +66,11 @@ void add_flags(CLI::App& app, train_flags& f) {
   app.add_option("--workers", f.workers, "workers, a process each")
     ->check(CLI::Range(1, 64))
     ->capture_default_str();
+  app
+    .add_option("--min-workers", f.min_workers,
+                "go on with fewer workers, down to this many, after one is "
+                "lost (default: as many as --workers)")
+    ->check(CLI::Range(1, 64));
   app.add_option("--epochs", f.epochs, "passes over the training set in all")
     ->check(CLI::Range(1, 1000))
     ->capture_default_str();
@@ -244,6 +250,10 @@ private:
 };
 
 int fashion_mnist(const train_flags& f, const std::vector<std::string>& rest) {
+  if (f.min_workers > f.workers)
+    throw usage_error("--min-workers " + std::to_string(f.min_workers) +
+                      " is above --workers " + std::to_string(f.workers) +
+                      "; give at most as many");
   auto opts = parse_init_flags(rest);
   if (opts.address.empty())
     opts.local_nodes = int(f.workers);
@@ -290,6 +300,13 @@ int fashion_mnist(const train_flags& f, const std::vector<std::string>& rest) {
                             std::string{std::getenv("TERM")} != "dumb");
   progress_view view{bar, first};
   cfg.on_progress = [&](const metrics& m) { view.step(m); };
+  cfg.on_restart = [&](const std::string& why, size_t workers) {
+    std::printf("%sworker lost (%s); going on from the last checkpoint with "
+                "%zu %s\n",
+                bar ? "\r\033[K" : "", why.c_str(), workers,
+                workers == 1 ? "worker" : "workers");
+    std::fflush(stdout);
+  };
   cfg.on_report = [&](const metrics& m) {
     view.epoch(m, f.epochs);
     rows.push_back(m);
@@ -310,7 +327,7 @@ int fashion_mnist(const train_flags& f, const std::vector<std::string>& rest) {
                                  {"limit", f.limit},
                                  {"test_limit", f.test_limit},
                                  {"data", f.data}},
-                                {f.workers},
+                                {f.workers, f.min_workers},
                                 cfg};
   auto result = trainer.fit();
   std::printf(

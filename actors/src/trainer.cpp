@@ -189,6 +189,11 @@ data_parallel_trainer::data_parallel_trainer(std::string loop, loop_config cfg,
   if (scaling_.num_workers == 0)
     throw usage_error("data_parallel_trainer: 0 workers; give "
                       "scaling_config::num_workers 1 at least");
+  if (scaling_.min_workers > scaling_.num_workers)
+    throw usage_error("data_parallel_trainer: min_workers " +
+                      std::to_string(scaling_.min_workers) + " above " +
+                      std::to_string(scaling_.num_workers) +
+                      " workers; give min_workers up to num_workers");
   if (run_.failure.max_failures < 0)
     throw usage_error("data_parallel_trainer: max_failures is negative");
 }
@@ -240,22 +245,29 @@ train_result data_parallel_trainer::fit() {
       for (auto& n : all)
         if (n.alive && (n.id == lumen::this_node_id()) == here)
           places.push_back(n);
-    if (places.size() < scaling_.num_workers)
-      throw error(
-        "data_parallel_trainer: " + std::to_string(scaling_.num_workers) +
-        " workers, but " + std::to_string(places.size()) +
-        " live nodes; start more (--local-nodes N, or lumen start "
-        "on more machines), or ask for fewer workers");
+    auto fewest =
+      scaling_.min_workers > 0 ? scaling_.min_workers : scaling_.num_workers;
+    if (places.size() < fewest)
+      throw error("data_parallel_trainer: " + std::to_string(fewest) +
+                  " workers at least, but " + std::to_string(places.size()) +
+                  " live nodes; start more (--local-nodes N, or lumen start "
+                  "on more machines), or ask for fewer workers" +
+                  (out.errors.empty() ? std::string{}
+                                      : " (the last attempt failed: " +
+                                          out.errors.back() + ")"));
+    auto workers = std::min(places.size(), scaling_.num_workers);
+    if (attempt > 0 && run_.on_restart)
+      run_.on_restart(out.errors.back(), workers);
     auto group = "lumen.train." + run_.name + "." + std::to_string(::getpid()) +
                  "." + std::to_string(attempt);
     std::vector<ObjectRef<std::string>> runs;
     std::map<std::string, int> per_host;
-    for (size_t r = 0; r < scaling_.num_workers; ++r) {
+    for (size_t r = 0; r < workers; ++r) {
       train_task task;
       task.loop = loop_;
       task.cfg = cfg_;
       task.ctx.world_rank = static_cast<int>(r);
-      task.ctx.world_size = static_cast<int>(scaling_.num_workers);
+      task.ctx.world_size = static_cast<int>(workers);
       task.ctx.local_rank = per_host[host_of(places[r].address)]++;
       task.ctx.group = group;
       task.ctx.attempt = attempt;

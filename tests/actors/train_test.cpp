@@ -7,8 +7,11 @@
 // replicas all-reducing bucket by bucket stay identical to the bit and
 // follow one replica on the whole batch; a re-broadcast ends drift.
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <thread>
@@ -68,6 +71,12 @@ void on_ranks(int world, const std::string& group, F f) {
 
 void returns_at_once(const loop_config&) {}
 LUMEN_TRAIN_LOOP(returns_at_once);
+
+/// Reports the size of the group it runs in.
+void reports_world_size(const loop_config&) {
+  report({{"world_size", double(get_context().world_size)}});
+}
+LUMEN_TRAIN_LOOP(reports_world_size);
 
 } // namespace
 
@@ -249,6 +258,21 @@ BOOST_AUTO_TEST_CASE(a_trainer_refuses_what_cannot_work_naming_the_fix) {
   // One worker in this process runs the loop to its end.
   data_parallel_trainer alone{"returns_at_once", {}, {1}, here};
   BOOST_TEST(alone.fit().failures == 0);
+  BOOST_CHECK_EXCEPTION(
+    (data_parallel_trainer{"returns_at_once", {}, {2, 3}, here}), usage_error,
+    says("min_workers"));
+}
+
+// An elastic trainer runs on the live nodes there are, down to
+// min_workers: the embedded cluster is one node.
+BOOST_AUTO_TEST_CASE(an_elastic_trainer_runs_on_the_nodes_there_are) {
+  run_config here;
+  here.storage_path = "/tmp";
+  here.name = "elastic_" + std::to_string(::getpid());
+  auto result =
+    data_parallel_trainer{"reports_world_size", {}, {2, 1}, here}.fit();
+  BOOST_TEST(result.last.at("world_size") == 1.0);
+  std::filesystem::remove_all(run_dir(here));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

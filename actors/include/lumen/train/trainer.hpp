@@ -136,6 +136,12 @@ bool register_train_loop(const std::string& name, train_loop loop);
 
 struct scaling_config {
   size_t num_workers = 2;
+  // Elastic training, as Ray Train's num_workers=(min, max): an attempt
+  // runs on as many workers as there are live nodes, up to num_workers
+  // and down to min_workers, so that a group that lost a machine goes on
+  // without it from the last checkpoint (its global batch smaller). 0
+  // keeps the group at num_workers.
+  size_t min_workers = 0;
 };
 
 struct failure_config {
@@ -156,6 +162,9 @@ struct run_config {
   std::function<void(const metrics&)> on_report;
   // Called in the driver with rank 0's report_progress metrics.
   std::function<void(const metrics&)> on_progress;
+  // Called in the driver as a failed attempt is restarted: why it failed,
+  // and the workers of the next attempt.
+  std::function<void(const std::string& why, size_t workers)> on_restart;
   // A checkpoint to start from (get_checkpoint() in the loop), as Ray
   // Train's resume_from_checkpoint.
   std::optional<checkpoint> resume_from;
@@ -178,13 +187,14 @@ class data_parallel_trainer {
 public:
   /// Runs the loop registered as `loop` (LUMEN_TRAIN_LOOP) with `cfg` on
   /// `scaling.num_workers` workers. Throws `usage_error` for an unknown
-  /// loop or no workers.
+  /// loop, no workers, or min_workers above num_workers.
   data_parallel_trainer(std::string loop, loop_config cfg,
                         scaling_config scaling, run_config run);
 
   /// Trains until every worker's loop returns. Throws `error` naming the
   /// last failure once `max_failures` restarts did not do, or if the
-  /// cluster has too few nodes, or the storage path cannot be written.
+  /// cluster has too few live nodes for an attempt (num_workers, or
+  /// min_workers if set), or the storage path cannot be written.
   train_result fit();
 
 private:
