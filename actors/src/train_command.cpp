@@ -276,7 +276,13 @@ int fashion_mnist(const train_flags& f, const std::vector<std::string>& rest) {
   std::vector<metrics> rows;
   if (!f.resume.empty()) {
     auto path = model_path(f.resume, run);
-    auto file = ml::load_model_file(path.string());
+    std::ifstream in{path, std::ios::binary};
+    if (!in)
+      throw ml::data_error(path.string() +
+                           ": cannot be opened; give a checkpoint's folder "
+                           "or its model.safetensors");
+    std::vector<char> bytes{std::istreambuf_iterator<char>{in}, {}};
+    auto file = ml::parse_model_file(bytes, path.string());
     auto done = file.metadata.find("epochs_done");
     if (done == file.metadata.end())
       throw ml::data_error(path.string() +
@@ -288,9 +294,7 @@ int fashion_mnist(const train_flags& f, const std::vector<std::string>& rest) {
                         " epochs done already; ask for more with --epochs");
     // The loop finds the model as model.safetensors, whatever its name.
     cfg.resume_from.emplace();
-    std::ifstream in{path, std::ios::binary};
-    cfg.resume_from->files[model_file_name] =
-      std::vector<char>{std::istreambuf_iterator<char>{in}, {}};
+    cfg.resume_from->files[model_file_name] = std::move(bytes);
     rows = earlier_rows(run / "metrics.csv", double(first));
     std::printf("resuming from %s (%zu epochs done)\n", path.c_str(), first);
   }

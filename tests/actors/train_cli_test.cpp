@@ -126,6 +126,14 @@ BOOST_AUTO_TEST_CASE(bad_input_is_refused_naming_the_fix) {
   BOOST_TEST(code == 1, out);
   BOOST_TEST(has(out, bad), out);
 
+  std::tie(code, out) = train(dir, "x", {"--resume", dir + "/none"});
+  BOOST_TEST(code == 1, out);
+  BOOST_TEST(has(out, dir + "/none: cannot be opened"), out);
+
+  std::tie(code, out) = train(dir, "x", {"--min-workers", "3"});
+  BOOST_TEST(code == 2, out);
+  BOOST_TEST(has(out, "--min-workers 3 is above --workers 2"), out);
+
   std::tie(code, out) = train(dir + "/bad.safetensors/under", "x");
   BOOST_TEST(code == 1, out);
   BOOST_TEST(has(out, "give a storage path you can write"), out);

@@ -263,24 +263,21 @@ int main(int argc, char** argv) {
     figs.push_back(base);
     figs.push_back(e1);
     figs.push_back(e2);
-    if (torch1) {
-      figure t1{"epoch_seconds_torch_1thread", "s", steady(torch1->seconds), 1};
-      t1.label = "epoch_seconds torch 1 thread";
-      figs.push_back(t1);
+    // Two workers' epoch against each PyTorch run there is.
+    auto against = [&](const std::optional<run_figures>& torch,
+                       const char* name, long n, const char* what) {
+      if (!torch)
+        return;
+      figure theirs{name, "s", steady(torch->seconds), n};
+      theirs.label = std::string{"epoch_seconds torch "} + what;
+      figs.push_back(theirs);
       auto vs = e2;
-      vs.label = "epoch_seconds n=2 vs torch";
-      lumen::bench::compare(vs, t1);
+      vs.label = std::string{"epoch_seconds n=2 vs torch "} + what;
+      lumen::bench::compare(vs, theirs);
       figs.push_back(vs);
-    }
-    if (torch2) {
-      figure t2{"epoch_seconds_torch_ddp2", "s", steady(torch2->seconds), 2};
-      t2.label = "epoch_seconds torch DDP 2 procs";
-      figs.push_back(t2);
-      auto vs = e2;
-      vs.label = "epoch_seconds n=2 vs torch DDP";
-      lumen::bench::compare(vs, t2);
-      figs.push_back(vs);
-    }
+    };
+    against(torch1, "epoch_seconds_torch_1thread", 1, "1 thread");
+    against(torch2, "epoch_seconds_torch_ddp2", 2, "DDP 2 procs");
     figure wait{"exposed_allreduce_seconds", "s", steady(two.exposed), 2};
     wait.label = "all-reduce waited per epoch";
     figure whole{"exposed_allreduce_seconds_no_overlap", "s",
