@@ -44,7 +44,7 @@ void loop(const loop_config& cfg) {
     first_rows(ml::node_fashion_mnist(ml::split::train, fashion_mnist_mean,
                                       fashion_mnist_std, dir),
                size_t(value_or(cfg, "limit", 0)));
-  auto batch = size_t(value_or(cfg, "batch", 64));
+  auto batch = size_t(value_or(cfg, "batch", fashion_mnist_defaults::batch));
   // Every rank takes as many rows as the smallest share (at most world-1
   // rows fewer than the largest), so that all make as many batches and
   // their all-reduces pair up.
@@ -67,11 +67,12 @@ void loop(const loop_config& cfg) {
   auto& net = *net_ptr;
   auto seed = uint64_t(value_or(cfg, "seed", 1));
   auto w = net.init(ml::derive_seed(seed, 0));
-  auto lr = float(value_or(cfg, "lr", 0.05));
+  auto lr = float(value_or(cfg, "lr", fashion_mnist_defaults::lr));
   ml::optimizer_config rule{ml::optimizer_kind::momentum, lr};
-  rule.weight_decay = float(value_or(cfg, "weight_decay", 0));
+  rule.weight_decay =
+    float(value_or(cfg, "weight_decay", fashion_mnist_defaults::weight_decay));
   ml::optimizer opt{rule, w.size()};
-  auto epochs = size_t(value_or(cfg, "epochs", 20));
+  auto epochs = size_t(value_or(cfg, "epochs", fashion_mnist_defaults::epochs));
   size_t first = 0;
   if (auto& from = get_checkpoint()) {
     auto file =

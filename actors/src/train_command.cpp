@@ -46,10 +46,10 @@ const std::vector<std::string> columns{"epoch",
 struct train_flags {
   size_t workers = 2;
   size_t min_workers = 0; // 0: as many as --workers
-  size_t epochs = 20;
-  double lr = 0.05;
-  double weight_decay = 5e-4;
-  size_t batch = 64;
+  size_t epochs = fashion_mnist_defaults::epochs;
+  double lr = fashion_mnist_defaults::lr;
+  double weight_decay = fashion_mnist_defaults::weight_decay;
+  size_t batch = fashion_mnist_defaults::batch;
   uint64_t seed = 1;
   std::string hidden = "256,128";
   size_t limit = 0;

@@ -1,10 +1,10 @@
 # For trainer_bench only: PyTorch on the model, data and schedule of
 # `lumen train fashion-mnist` (MLP 784-256-128-10, standardized inputs,
-# momentum SGD 0.9 with weight decay, cosine decay per step, batch 64),
-# on one thread, or DistributedDataParallel over gloo with 2 processes of
-# one thread each. Prints one JSON object: each epoch's training seconds
-# and test accuracy.
-#   python3 torch_fashion_mnist.py single|ddp EPOCHS LIMIT TEST_LIMIT LR WD
+# momentum SGD 0.9 with weight decay, cosine decay per step), on one
+# thread, or DistributedDataParallel over gloo with 2 processes of one
+# thread each, BATCH rows a step in all (BATCH/2 a process with DDP).
+# Prints one JSON object: each epoch's training seconds and test accuracy.
+#   python3 torch_fashion_mnist.py single|ddp EPOCHS LIMIT TEST_LIMIT LR WD BATCH
 import gzip
 import json
 import math
@@ -46,7 +46,7 @@ def model():
                                torch.nn.Linear(128, 10))
 
 
-def train(rank, world, epochs, limit, test_limit, lr, wd, port, out):
+def train(rank, world, epochs, limit, test_limit, lr, wd, batch, port, out):
     torch.set_num_threads(1)
     if world > 1:
         os.environ["MASTER_ADDR"] = "127.0.0.1"
@@ -60,7 +60,7 @@ def train(rank, world, epochs, limit, test_limit, lr, wd, port, out):
     if world > 1:
         net = torch.nn.parallel.DistributedDataParallel(net)
     opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=0.9, weight_decay=wd)
-    steps = (len(x) + 63) // 64
+    steps = (len(x) + batch - 1) // batch
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: 0.5 * (1 + math.cos(math.pi * s / (epochs * steps))))
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -71,7 +71,7 @@ def train(rank, world, epochs, limit, test_limit, lr, wd, port, out):
         start = time.perf_counter()
         net.train()
         for s in range(steps):
-            rows = order[s * 64:(s + 1) * 64]
+            rows = order[s * batch:(s + 1) * batch]
             opt.zero_grad()
             loss_fn(net(x[rows]), y[rows]).backward()
             opt.step()
@@ -90,13 +90,15 @@ def main():
     mode, epochs, limit, test_limit = sys.argv[1], *map(int, sys.argv[2:5])
     lr, wd = float(sys.argv[5]), float(sys.argv[6])
     world = 2 if mode == "ddp" else 1
+    batch = int(sys.argv[7]) // world
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     port = 29500 + os.getpid() % 1000
     if world == 1:
-        train(0, 1, epochs, limit, test_limit, lr, wd, port, out)
+        train(0, 1, epochs, limit, test_limit, lr, wd, batch, port, out)
     else:
-        mp.spawn(train, args=(world, epochs, limit, test_limit, lr, wd, port, out),
+        mp.spawn(train,
+                 args=(world, epochs, limit, test_limit, lr, wd, batch, port, out),
                  nprocs=world)
     print(json.dumps(out.get()))
 

@@ -45,7 +45,11 @@ struct settings {
   size_t timing_epochs = 3; // the epoch-time runs
   size_t limit = 0;         // training rows (0: all)
   size_t test_limit = 0;
-  double lr = 0.05, weight_decay = 5e-4;
+  // lumen train's defaults, for 2 workers: every run takes as many rows a
+  // step across its workers (64, PyTorch's batch).
+  size_t batch = 2 * train::fashion_mnist_defaults::batch;
+  double lr = train::fashion_mnist_defaults::lr;
+  double weight_decay = train::fashion_mnist_defaults::weight_decay;
   bool torch = true;
 };
 
@@ -74,6 +78,7 @@ run_figures lumen_run(const settings& s, size_t workers, size_t epochs,
   train::data_parallel_trainer trainer{train::fashion_mnist_loop,
                                        {{"epochs", epochs},
                                         {"lr", s.lr},
+                                        {"batch", s.batch / workers},
                                         {"weight_decay", s.weight_decay},
                                         {"limit", s.limit},
                                         {"test_limit", s.test_limit},
@@ -84,8 +89,8 @@ run_figures lumen_run(const settings& s, size_t workers, size_t epochs,
   return out;
 }
 
-/// The same steps with no framework: one replica, its whole batch of 64,
-/// on this thread.
+/// The same steps with no framework: one replica, the whole batch, on this
+/// thread.
 std::vector<double> plain_loop(const settings& s, size_t epochs) {
   auto all = ml::load_fashion_mnist(ml::split::train);
   ml::standardize(all, train::fashion_mnist_mean, train::fashion_mnist_std);
@@ -96,7 +101,7 @@ std::vector<double> plain_loop(const settings& s, size_t epochs) {
   ml::optimizer_config rule{ml::optimizer_kind::momentum, float(s.lr)};
   rule.weight_decay = float(s.weight_decay);
   ml::optimizer opt{rule, w.size()};
-  ml::batch_stream batches{all, 64, ml::derive_seed(1, 1), true};
+  ml::batch_stream batches{all, s.batch, ml::derive_seed(1, 1), true};
   std::vector<float> grad(w.size());
   std::vector<double> out;
   auto steps = batches.batches_per_epoch();
@@ -135,7 +140,8 @@ std::optional<run_figures> torch_run(const settings& s, const char* mode,
                 "OMP_NUM_THREADS=1 /usr/bin/python3 "} +
     LUMEN_TORCH_SCRIPT + " " + mode + " " + std::to_string(epochs) + " " +
     std::to_string(s.limit) + " " + std::to_string(s.test_limit) + " " +
-    std::to_string(s.lr) + " " + std::to_string(s.weight_decay);
+    std::to_string(s.lr) + " " + std::to_string(s.weight_decay) + " " +
+    std::to_string(s.batch);
   std::fprintf(stderr, "  PyTorch %s, %zu epochs\n", mode, epochs);
   std::unique_ptr<FILE, int (*)(FILE*)> pipe{::popen(cmd.c_str(), "r"),
                                              ::pclose};
@@ -200,7 +206,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (opts.smoke) {
-    s = {1, 1, 1024, 500, s.lr, s.weight_decay, false};
+    s = {1, 1, 1024, 500, s.batch, s.lr, s.weight_decay, false};
   }
   lumen::init_options init;
   init.local_nodes = 2;
