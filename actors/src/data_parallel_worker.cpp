@@ -22,6 +22,8 @@
 
 #include <lumen/caf_interop.hpp>
 
+#include "lumen/ml/batch_stream.hpp"
+
 #include "async_lane.hpp"
 #include "worker_actor.hpp"
 

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "lumen/ml/batch_stream.hpp"
 #include "lumen/ml/collective.hpp"
 #include "lumen/ml/data.hpp"
 #include "lumen/ml/model_file.hpp"

@@ -4,6 +4,7 @@
 /// the parameter server and data-parallel workers (lumen::ml), and
 /// collectives (lumen::collective) with ring peers, their typed actors.
 
+#include "lumen/ml/batch_stream.hpp"
 #include "lumen/ml/broadcast.hpp"
 #include "lumen/ml/codec.hpp"
 #include "lumen/ml/collective.hpp"
