@@ -11,7 +11,7 @@
 //                          pass hides: 1 - (time waited after backward) /
 //                          (the same with every all-reduce after backward)
 // Run:  ./build/tests/bench/trainer_bench [--json] [--epochs=E]
-//         [--timing-epochs=T] [--torch=auto|off]
+//         [--timing-epochs=T] [--batch=B] [--torch=auto|off]
 // The workers are local node processes of this program. Needs
 // dataset-fashion-mnist; about 3 minutes with PyTorch.
 
@@ -186,6 +186,7 @@ int main(int argc, char** argv) {
     "plain loop and PyTorch\n"
     "  --epochs=E         epochs of the accuracy runs (20)\n"
     "  --timing-epochs=T  epochs of the epoch-time runs (3)\n"
+    "  --batch=B          rows a step across each run's workers (64)\n"
     "  --torch=auto|off   PyTorch's figures where it is installed (auto)");
   settings s;
   try {
@@ -194,6 +195,8 @@ int main(int argc, char** argv) {
         s.epochs = flag_number(flag, 9);
       else if (flag.rfind("--timing-epochs=", 0) == 0)
         s.timing_epochs = flag_number(flag, 16);
+      else if (flag.rfind("--batch=", 0) == 0)
+        s.batch = flag_number(flag, 8);
       else if (flag == "--torch=off" || flag == "--torch=auto")
         s.torch = flag == "--torch=auto";
       else
@@ -201,6 +204,9 @@ int main(int argc, char** argv) {
     }
     if (s.epochs == 0 || s.timing_epochs == 0)
       throw std::invalid_argument("give at least one epoch");
+    if (s.batch < 2 || s.batch % 2 != 0)
+      throw std::invalid_argument("--batch takes an even number of rows (2 "
+                                  "workers share it)");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "trainer_bench: %s\n", e.what());
     return 2;
