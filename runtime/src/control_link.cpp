@@ -1,5 +1,6 @@
 #include "control_link.hpp"
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -59,7 +60,29 @@ void serve_control(caf::actor_system& sys, caf::actor published, gate& g) {
 caf::actor connect_control(caf::actor_system& sys, const address& where,
                            const credentials& creds, const std::string& what,
                            std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
   int fd = pass_gate(where, creds, what, timeout);
+  auto refused = [&](const std::string& failure) {
+    return error("cannot reach " + what + " at " + where.to_string() +
+                   ": it let this process in but did not complete the "
+                   "control handshake" +
+                   (failure.empty() ? std::string{} : " (" + failure + ")"),
+                 errc::unreachable);
+  };
+  // CAF 0.17's broker dates a connection it opens at the epoch until the
+  // first bytes arrive, so a heartbeat tick before the peer's handshake
+  // closes it as timed out: a peer slow by more than the time to the next
+  // tick (at most 200 ms) was refused. The peer writes its handshake
+  // unasked; handing the socket over once that is readable closes the gap.
+  pollfd readable{fd, POLLIN, 0};
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+    deadline - std::chrono::steady_clock::now());
+  if (::poll(&readable, 1, static_cast<int>(std::max<long>(0, left.count()))) !=
+      1) {
+    ::close(fd);
+    throw refused("no handshake within " + std::to_string(timeout.count()) +
+                  " ms");
+  }
   caf::actor peer;
   std::string failure;
   caf::scoped_actor self{sys};
@@ -72,11 +95,7 @@ caf::actor connect_control(caf::actor_system& sys, const address& where,
       },
       [&](caf::error& err) { failure = sys.render(err); });
   if (!peer)
-    throw error("cannot reach " + what + " at " + where.to_string() +
-                  ": it let this process in but did not complete the "
-                  "control handshake" +
-                  (failure.empty() ? std::string{} : " (" + failure + ")"),
-                errc::unreachable);
+    throw refused(failure);
   return peer;
 }
 

@@ -6,6 +6,7 @@
 
 #include "cluster_fixture.hpp"
 #include "cluster_job.hpp"
+#include "slow_relay.hpp"
 
 using namespace lumen::test;
 
@@ -82,6 +83,21 @@ BOOST_AUTO_TEST_CASE(background_nodes_start_report_and_stop) {
              stop_out);
   BOOST_TEST(process_gone(head_pid));
   BOOST_TEST(process_gone(node_pid));
+}
+
+BOOST_AUTO_TEST_CASE(a_head_slow_to_answer_is_still_reached) {
+  auto& cl = *the_cluster;
+  // 400 ms on each answer outlasts the wait to CAF's next heartbeat tick
+  // (200 ms at most), which closed a connection still waiting for the
+  // head's handshake: a loaded machine's head was unreachable.
+  auto port = cl.head.address.substr(cl.head.address.rfind(':') + 1);
+  slow_relay relay{static_cast<uint16_t>(std::stoi(port)), milliseconds(400)};
+  auto [code, out] =
+    lumen::test::run({LUMEN_CLI, "status", "--address", relay.address(),
+                      "--token-file", cl.token_file},
+                     cl.env());
+  BOOST_TEST(code == 0, out);
+  BOOST_TEST(lumen::test::status_of(out, cl.nodes[0].id) == "alive", out);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
