@@ -69,6 +69,14 @@ int64_t stream_squares(int count) {
 }
 LUMEN_REMOTE(stream_squares);
 // [/channel-task]
+
+// [kv-task]
+// Reads what the driver left in the cluster's key-value store.
+std::string greeting() {
+  return lumen::kv::get("demo/greeting").value_or("(nothing)");
+}
+LUMEN_REMOTE(greeting);
+// [/kv-task]
 // [/remote-code]
 
 int main(int argc, char** argv) {
@@ -127,6 +135,16 @@ int main(int argc, char** argv) {
   std::cout << "sum of squares over a channel = " << sum << " ("
             << lumen::get(streamed) << " sent)\n"; // 332833500
   // [/channel]
+
+  // [kv]
+  // A small declaration for every process of the cluster, kept by the head.
+  lumen::kv::put("demo/greeting", "hello from the driver");
+  auto heard = lumen::task(greeting).spread().remote();
+  std::cout << "a node read: " << lumen::get(heard) << "\n";
+  bool mine = lumen::kv::put("demo/leader", "driver", /*overwrite=*/false);
+  std::cout << (mine ? "claimed" : "lost") << " demo/leader\n";
+  lumen::kv::erase("demo/leader");
+  // [/kv]
 
   lumen::shutdown();
   std::cout << "cluster_demo: all steps ok\n";

@@ -26,21 +26,30 @@ namespace lumen {
 
 namespace {
 
-// Set on an actor host's thread, which runs nothing but that actor.
-thread_local bool on_actor_thread = false;
+// The id of the actor an actor host's thread runs (it runs nothing else);
+// empty on other threads.
+thread_local std::string current_actor;
 
 } // namespace
 
 void exit_actor() {
-  if (!on_actor_thread)
+  if (current_actor.empty())
     throw usage_error("lumen::exit_actor() was called outside an actor; call "
                       "it from an actor's constructor or method");
   throw detail::actor_exit_request{};
 }
 
+std::string current_actor_id() {
+  return current_actor;
+}
+
 namespace detail {
 
 std::atomic<bool> hosts_running{false};
+
+std::string actor_id_of(const caf::actor_addr& host) {
+  return std::to_string(host.id()) + "@" + caf::to_string(host.node());
+}
 
 namespace {
 
@@ -151,7 +160,7 @@ void drain(host_actor* self) {
 }
 
 caf::behavior host(host_actor* self, std::shared_ptr<actor_core> core) {
-  on_actor_thread = true;
+  current_actor = actor_id_of(self->address());
   self->state.core = std::move(core);
   if (!start_instance(self))
     return {};

@@ -96,6 +96,10 @@ public:
   const std::shared_ptr<actor_core> core;
 };
 
+/// The id of the actor hosted by the CAF actor `host` (ActorHandle::id):
+/// its CAF address, which every process names alike.
+std::string actor_id_of(const caf::actor_addr& host);
+
 /// Runs the actor on a thread of its own (a detached CAF actor), so that a
 /// method blocking in `lumen::get` stalls only this actor, as a Ray actor
 /// blocks only its own worker process.

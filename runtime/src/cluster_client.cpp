@@ -172,19 +172,14 @@ std::shared_ptr<actor_core> cluster_client::lookup(const std::string& name) {
   bool found = false;
   std::string cls_name, node;
   caf::actor handle;
-  {
-    auto h = head_.get();
-    caf::scoped_actor self{sys_};
-    self->request(h, head_timeout, lookup_atom::value, name)
-      .receive(
-        [&](bool f, std::string& c, std::string& n, caf::actor& h) {
-          found = f;
-          cls_name = std::move(c);
-          node = std::move(n);
-          handle = std::move(h);
-        },
-        [&](caf::error& err) { throw head_.unreachable(sys_.render(err)); });
-  }
+  head_.ask(
+    [&](bool f, std::string& c, std::string& n, caf::actor& h) {
+      found = f;
+      cls_name = std::move(c);
+      node = std::move(n);
+      handle = std::move(h);
+    },
+    lookup_atom::value, name);
   if (!found)
     return nullptr;
   auto cls = find_actor_class(cls_name);
@@ -199,6 +194,35 @@ std::shared_ptr<actor_core> cluster_client::lookup(const std::string& name) {
   directory_.learn_of(node);
   actors_.place(core, node, std::move(handle));
   return core;
+}
+
+kv_store::put_result cluster_client::kv_put(const std::string& key,
+                                            const std::string& value,
+                                            bool overwrite) {
+  kv_store::put_result result;
+  head_.ask(
+    [&](bool stored, std::string& refusal) {
+      result = {stored, std::move(refusal)};
+    },
+    kv_put_atom::value, key, value, overwrite);
+  return result;
+}
+
+std::optional<std::string> cluster_client::kv_get(const std::string& key) {
+  std::optional<std::string> found;
+  head_.ask(
+    [&](bool ok, std::string& value) {
+      if (ok)
+        found = std::move(value);
+    },
+    kv_get_atom::value, key);
+  return found;
+}
+
+bool cluster_client::kv_erase(const std::string& key) {
+  bool erased = false;
+  head_.ask([&](bool ok) { erased = ok; }, kv_erase_atom::value, key);
+  return erased;
 }
 
 } // namespace lumen::detail

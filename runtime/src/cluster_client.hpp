@@ -23,6 +23,7 @@
 #include "directory_cache.hpp"
 #include "head_endpoints.hpp"
 #include "head_link.hpp"
+#include "kv_store.hpp"
 #include "node_links.hpp"
 #include "process_services.hpp"
 #include "remote_actors.hpp"
@@ -80,6 +81,12 @@ public:
   head_endpoints& endpoints() noexcept {
     return endpoints_;
   }
+
+  /// The head's key-value store (lumen/kv.hpp).
+  kv_store::put_result kv_put(const std::string& key, const std::string& value,
+                              bool overwrite);
+  std::optional<std::string> kv_get(const std::string& key);
+  bool kv_erase(const std::string& key);
 
   /// The actor named `name` in the head's directory, or null.
   std::shared_ptr<actor_core> lookup(const std::string& name);

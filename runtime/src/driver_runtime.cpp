@@ -99,6 +99,20 @@ driver_runtime::find_endpoint(const std::string& name) {
   return client_->endpoints().find(name);
 }
 
+kv_store::put_result driver_runtime::kv_put(const std::string& key,
+                                            const std::string& value,
+                                            bool overwrite) {
+  return client_->kv_put(key, value, overwrite);
+}
+
+std::optional<std::string> driver_runtime::kv_get(const std::string& key) {
+  return client_->kv_get(key);
+}
+
+bool driver_runtime::kv_erase(const std::string& key) {
+  return client_->kv_erase(key);
+}
+
 bool driver_runtime::bind_endpoint(const std::string& name,
                                    const std::string& address) {
   return client_->endpoints().bind(name, address);

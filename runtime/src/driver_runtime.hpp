@@ -31,6 +31,10 @@ public:
   caf::actor manager_of(const std::string& node_id) override;
   std::shared_ptr<data_client> typed_route(const caf::node_id& nid) override;
   std::optional<std::string> find_endpoint(const std::string& name) override;
+  kv_store::put_result kv_put(const std::string& key, const std::string& value,
+                              bool overwrite) override;
+  std::optional<std::string> kv_get(const std::string& key) override;
+  bool kv_erase(const std::string& key) override;
 
 protected:
   bool bind_endpoint(const std::string& name,

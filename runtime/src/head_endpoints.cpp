@@ -23,26 +23,19 @@ head_endpoints::head_endpoints(process_services& rt, head_link& head)
 
 bool head_endpoints::bind(const std::string& name, const std::string& address) {
   bool bound = false;
-  caf::scoped_actor self{sys_};
-  self
-    ->request(head_.get(), head_timeout, endpoint_atom::value, name, address,
-              owner_)
-    .receive(
-      [&](bool ok) { bound = ok; },
-      [&](caf::error& err) { throw head_.unreachable(sys_.render(err)); });
+  head_.ask([&](bool ok) { bound = ok; }, endpoint_atom::value, name, address,
+            owner_);
   return bound;
 }
 
 std::optional<std::string> head_endpoints::find(const std::string& name) {
   std::optional<std::string> found;
-  caf::scoped_actor self{sys_};
-  self->request(head_.get(), head_timeout, find_endpoint_atom::value, name)
-    .receive(
-      [&](bool ok, std::string& address) {
-        if (ok)
-          found = std::move(address);
-      },
-      [&](caf::error& err) { throw head_.unreachable(sys_.render(err)); });
+  head_.ask(
+    [&](bool ok, std::string& address) {
+      if (ok)
+        found = std::move(address);
+    },
+    find_endpoint_atom::value, name);
   return found;
 }
 

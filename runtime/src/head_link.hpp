@@ -9,6 +9,7 @@
 #include <thread>
 
 #include <caf/actor.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/system_messages.hpp>
 
 #include "lumen/errors.hpp"
@@ -49,6 +50,19 @@ public:
 
   /// The error for what needs the head while it cannot be reached.
   error unreachable(const std::string& why) const;
+
+  /// Sends the head the request `xs` and hands its answer to `on_answer`;
+  /// throws `errc::head_unreachable` if it is lost or does not answer
+  /// within `head_timeout`.
+  template <class F, class... Ts>
+  void ask(F on_answer, Ts&&... xs) {
+    auto head = get();
+    caf::scoped_actor self{rt_.system()};
+    self->request(head, head_timeout, std::forward<Ts>(xs)...)
+      .receive(on_answer, [&](caf::error& err) {
+        throw unreachable(rt_.system().render(err));
+      });
+  }
 
   /// Starts watching the head; once it is back after a loss, runs
   /// `on_back` (a node joins it there) before saying hello again.

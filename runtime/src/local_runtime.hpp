@@ -19,6 +19,7 @@
 #include "actor_host.hpp"
 #include "channel_hub.hpp"
 #include "credentials.hpp"
+#include "kv_store.hpp"
 #include "process_services.hpp"
 #include "task_pool.hpp"
 
@@ -84,6 +85,13 @@ public:
 
   /// Where the listener of `name` is (HOST:PORT), or nothing.
   virtual std::optional<std::string> find_endpoint(const std::string& name);
+
+  /// The cluster's key-value store (lumen/kv.hpp): the head's; outside a
+  /// cluster, this process's own. Bounds are checked by the store.
+  virtual kv_store::put_result kv_put(const std::string& key,
+                                      const std::string& value, bool overwrite);
+  virtual std::optional<std::string> kv_get(const std::string& key);
+  virtual bool kv_erase(const std::string& key);
 
   /// What a channel shows at a hub's gate.
   const credentials& link_credentials() const noexcept {
@@ -154,6 +162,7 @@ private:
   std::string channel_host_ = "127.0.0.1";
   credentials link_creds_;
   std::unique_ptr<channel_hub> hub_;
+  kv_store kv_;
 };
 
 /// The process's runtime, whatever its role; throws `usage_error` if Lumen

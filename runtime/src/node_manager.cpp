@@ -16,6 +16,7 @@
 #include "actor_host.hpp"
 #include "data_server.hpp"
 #include "head_directory.hpp"
+#include "kv_store.hpp"
 #include "log.hpp"
 #include "process_services.hpp"
 #include "protocol.hpp"
@@ -55,6 +56,8 @@ struct manager_state {
   std::string id;
   // The cluster's nodes and names (head only).
   head_directory directory;
+  // The cluster's key-value store, lumen/kv.hpp (head only).
+  kv_store kv;
   // This head's epoch (head), or that of the head this node joined.
   uint64_t epoch = 0;
   // Actors hosted here for other processes, kept alive until they end.
@@ -344,6 +347,18 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
     },
     [=](drop_endpoint_atom, const std::string& name, const caf::actor& owner) {
       self->state.directory.drop_endpoint(name, owner.address());
+    },
+    [=](kv_put_atom, const std::string& key, std::string& value,
+        bool overwrite) -> caf::result<bool, std::string> {
+      auto result = self->state.kv.put(key, std::move(value), overwrite);
+      return {result.stored, std::move(result.refusal)};
+    },
+    [=](kv_get_atom, const std::string& key) -> caf::result<bool, std::string> {
+      auto found = self->state.kv.get(key);
+      return {found.has_value(), found.value_or(std::string{})};
+    },
+    [=](kv_erase_atom, const std::string& key) {
+      return self->state.kv.erase(key);
     },
     [=](actors_atom, int32_t count) {
       auto sender = self->current_sender();

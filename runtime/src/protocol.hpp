@@ -46,6 +46,9 @@ using actors_atom = caf::atom_constant<caf::atom("lmactors")>;
 using endpoint_atom = caf::atom_constant<caf::atom("lmepbind")>;
 using find_endpoint_atom = caf::atom_constant<caf::atom("lmepfind")>;
 using drop_endpoint_atom = caf::atom_constant<caf::atom("lmepdrop")>;
+using kv_put_atom = caf::atom_constant<caf::atom("lmkvput")>;
+using kv_get_atom = caf::atom_constant<caf::atom("lmkvget")>;
+using kv_erase_atom = caf::atom_constant<caf::atom("lmkvdel")>;
 
 /// A control-plane refusal: a Lumen error code and a sentence saying what
 /// happened and what to do, for the peer to branch on and show.

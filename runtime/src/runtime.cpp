@@ -67,6 +67,14 @@ const std::string& name_of(const actor_ref& a) {
   return a.core->opts.name;
 }
 
+std::string id_of(const actor_ref& a) {
+  auto& core = *a.core;
+  if (!core.remote)
+    return actor_id_of(core.handle.address());
+  std::lock_guard<std::mutex> guard{core.remote->mtx}; // see remote_proxy
+  return actor_id_of(core.handle.address());
+}
+
 int restarts_of(const actor_ref& a) {
   return a.core->restarts.load();
 }

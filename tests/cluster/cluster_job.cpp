@@ -75,6 +75,17 @@ int hold_channel(const std::string& name) {
 }
 LUMEN_REMOTE(hold_channel);
 
+// The cluster's key-value store as a node sees it.
+std::string kv_read(const std::string& key) {
+  return lumen::kv::get(key).value_or("<none>");
+}
+LUMEN_REMOTE(kv_read);
+
+bool kv_claim(const std::string& key, const std::string& value) {
+  return lumen::kv::put(key, value, false);
+}
+LUMEN_REMOTE(kv_claim);
+
 Counter::Counter(int start)
   : n_(start) {}
 
@@ -95,8 +106,12 @@ int Counter::fail() {
   throw std::out_of_range("counter overflow");
 }
 
+std::string Counter::self_id() const {
+  return lumen::current_actor_id();
+}
+
 LUMEN_ACTOR(Counter, &Counter::add, &Counter::node, &Counter::nap,
-            &Counter::fail);
+            &Counter::fail, &Counter::self_id);
 
 // Nodes that load this library can build a Counter from an int, as the
 // drivers create it.

@@ -17,6 +17,8 @@ int busy(int ms);
 std::string busy_on(const std::string& victim);
 double relay(const std::string& to, int n);
 int hold_channel(const std::string& name);
+std::string kv_read(const std::string& key);
+bool kv_claim(const std::string& key, const std::string& value);
 
 class Counter {
 public:
@@ -25,6 +27,7 @@ public:
   std::string node() const;
   int nap(int ms);
   int fail();
+  std::string self_id() const;
 
 private:
   int n_;

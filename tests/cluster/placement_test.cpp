@@ -92,6 +92,46 @@ BOOST_AUTO_TEST_CASE(actors_live_on_their_node_and_keep_call_order) {
   BOOST_TEST(lumen::get(second, deadline) == 2201);
 }
 
+BOOST_AUTO_TEST_CASE(remote_actors_know_the_id_their_handles_show) {
+  auto c = lumen::actor<Counter>(0).on_node("node-1").remote();
+  auto d = lumen::actor<Counter>(0).on_node("node-2").remote();
+  BOOST_TEST(lumen::get(c.call(&Counter::self_id), deadline) == c.id());
+  BOOST_TEST(lumen::get(d.call(&Counter::self_id), deadline) == d.id());
+  BOOST_TEST(c.id() != d.id());
+}
+
+BOOST_AUTO_TEST_CASE(the_key_value_store_is_one_for_the_whole_cluster) {
+  auto read_on = [](const std::string& node, const std::string& key) {
+    return lumen::get(lumen::task(kv_read).on_node(node).remote(key), deadline);
+  };
+  auto claim_on = [](const std::string& node, const std::string& key) {
+    return lumen::get(lumen::task(kv_claim).on_node(node).remote(key, node),
+                      deadline);
+  };
+  BOOST_TEST(lumen::kv::put("test/owner", "driver"));
+  BOOST_TEST(read_on("node-1", "test/owner") == "driver");
+  BOOST_TEST(!claim_on("node-2", "test/owner"));
+  BOOST_TEST(claim_on("node-2", "test/claimed"));
+  BOOST_TEST(lumen::kv::get("test/claimed").value_or("") == "node-2");
+  BOOST_TEST(lumen::kv::erase("test/claimed"));
+  BOOST_TEST(read_on("node-1", "test/claimed") == "<none>");
+  BOOST_TEST(lumen::kv::erase("test/owner"));
+  // The head's bound on the whole store comes back as the same error.
+  std::string mib(1 << 20, 'x'), refusal;
+  int stored = 0;
+  for (; stored < 70 && refusal.empty(); ++stored)
+    try {
+      lumen::kv::put("fill/" + std::to_string(stored), mib);
+    } catch (const lumen::usage_error& e) {
+      refusal = e.what();
+    }
+  BOOST_TEST(refusal.find("full (64 MiB)") != std::string::npos, refusal);
+  for (int i = 0; i < stored; ++i)
+    lumen::kv::erase("fill/" + std::to_string(i));
+  BOOST_TEST(lumen::kv::put("test/after", "room again"));
+  lumen::kv::erase("test/after");
+}
+
 BOOST_AUTO_TEST_CASE(a_remote_method_that_throws_fails_only_that_call) {
   auto c = lumen::actor<Counter>(5).on_node("node-1").remote();
   BOOST_CHECK_EXCEPTION(lumen::get(c.call(&Counter::fail), deadline),

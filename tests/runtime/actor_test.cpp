@@ -39,6 +39,9 @@ public:
   int fail(int x) {
     throw std::out_of_range("no slot " + std::to_string(x));
   }
+  std::string whoami() const {
+    return lumen::current_actor_id();
+  }
   std::thread::id thread() const {
     return std::this_thread::get_id();
   }
@@ -54,7 +57,7 @@ private:
 } // namespace
 
 LUMEN_ACTOR(Recorder, &Recorder::record, &Recorder::clear, &Recorder::seen,
-            &Recorder::label, &Recorder::fail);
+            &Recorder::label, &Recorder::fail, &Recorder::whoami);
 
 BOOST_TEST_GLOBAL_FIXTURE(runtime_fixture);
 
@@ -65,6 +68,18 @@ BOOST_AUTO_TEST_CASE(calls_return_refs_to_method_results) {
   BOOST_TEST(lumen::get(a.call(&Recorder::label, "x")) == "p:x");
   BOOST_TEST(lumen::get(a.call(&Recorder::record, 5)) == 0);
   BOOST_TEST(lumen::get(a.call(&Recorder::seen)) == (std::vector<int>{5}));
+}
+
+BOOST_AUTO_TEST_CASE(an_actor_knows_the_id_its_handles_show) {
+  auto a = lumen::actor<Recorder>("").remote();
+  auto b = lumen::actor<Recorder>("").with_name("recorder-b").remote();
+  BOOST_TEST(!a.id().empty());
+  BOOST_TEST(lumen::get(a.call(&Recorder::whoami)) == a.id());
+  BOOST_TEST(lumen::get(b.call(&Recorder::whoami)) == b.id());
+  BOOST_TEST(a.id() != b.id());
+  BOOST_TEST(lumen::get_actor<Recorder>("recorder-b")->id() == b.id());
+  BOOST_TEST(lumen::current_actor_id().empty()); // no actor runs here
+  lumen::kill(b);
 }
 
 BOOST_AUTO_TEST_CASE(void_methods_return_an_object_ref_of_void) {

@@ -138,6 +138,14 @@ public:
     return detail::name_of(checked());
   }
 
+  /// The actor's id in the cluster, as Ray's actor id: the same in every
+  /// process holding a handle to it, and what `lumen::current_actor_id()`
+  /// returns in its methods. It stays across restarts in its process; an
+  /// actor rebuilt on another node, after its node died, has a new one.
+  std::string id() const {
+    return detail::id_of(checked());
+  }
+
   /// How often the actor was rebuilt after dying.
   int num_restarts() const {
     return detail::restarts_of(checked());

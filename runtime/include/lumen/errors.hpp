@@ -124,6 +124,11 @@ public:
 /// an actor's own thread, otherwise throws `usage_error`.
 [[noreturn]] void exit_actor();
 
+/// The id (`ActorHandle::id`) of the actor whose constructor or method
+/// runs on the calling thread, like Ray's
+/// `get_runtime_context().get_actor_id()`; empty outside an actor.
+std::string current_actor_id();
+
 namespace detail {
 
 /// What `exit_actor()` throws; caught only by the actor host.

@@ -8,6 +8,7 @@
 #include "lumen/channel.hpp"
 #include "lumen/errors.hpp"
 #include "lumen/init.hpp"
+#include "lumen/kv.hpp"
 #include "lumen/node_shared.hpp"
 #include "lumen/object_ref.hpp"
 #include "lumen/object_store.hpp"

@@ -173,6 +173,7 @@ void set_this_node(std::string id);
 
 const actor_class_entry& class_of(const actor_ref& a);
 const std::string& name_of(const actor_ref& a);
+std::string id_of(const actor_ref& a);
 int restarts_of(const actor_ref& a);
 bool alive(const actor_ref& a);
 
