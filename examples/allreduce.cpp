@@ -1,7 +1,7 @@
 // allreduce: four actors average a vector with a collective all-reduce, as
 // data-parallel workers average their gradients (ray.util.collective's
-// allreduce). Each actor joins the group under its rank and reduces its own
-// buffer in place.
+// allreduce). The driver declares the group, as Ray's
+// create_collective_group does; each actor reduces its own buffer in place.
 //
 // Alone, the actors are threads of this process and read each other's
 // buffers:
@@ -23,30 +23,26 @@
 namespace coll = lumen::collective;
 
 // [member]
+// No init_group here: the driver declares the group (create_group), and
+// each member joins on its first use of it, under the rank it was given.
 class Worker {
 public:
-  explicit Worker(int rank)
-    : rank_(rank) {}
-
-  // Returns once every member joined; says where this one runs and how
-  // the members meet (threads of one process, or processes).
-  std::string join(int world_size) {
-    coll::init_group(world_size, rank_, "workers");
+  // Says where this member runs and how the members meet (threads of one
+  // process, or processes); returns once every member joined.
+  std::string where() {
     bool threads = coll::backend_of("workers") == coll::backend::threads;
     return lumen::this_node_id() + (threads ? " (threads)" : " (processes)");
   }
 
   // This rank's "gradient" is all rank+1; the average over 4 ranks is 2.5.
   std::vector<float> average(int length) {
-    std::vector<float> grad(static_cast<size_t>(length), rank_ + 1.0f);
+    float rank = static_cast<float>(coll::get_rank("workers"));
+    std::vector<float> grad(static_cast<size_t>(length), rank + 1.0f);
     coll::allreduce(grad, "workers", coll::reduce_op::average);
     return grad;
   }
-
-private:
-  int rank_;
 };
-LUMEN_ACTOR(Worker, &Worker::join, &Worker::average);
+LUMEN_ACTOR(Worker, &Worker::where, &Worker::average);
 // [/member]
 
 int main(int argc, char** argv) {
@@ -59,13 +55,15 @@ int main(int argc, char** argv) {
   const int world = 4;
   std::vector<lumen::ActorHandle<Worker>> workers;
   for (int rank = 0; rank < world; ++rank) {
-    auto w = lumen::actor<Worker>(rank);
+    auto w = lumen::actor<Worker>();
     workers.push_back(cluster ? w.spread().remote() : w.remote());
   }
+  // Ray's create_collective_group: workers[r] is rank r of "workers".
+  coll::create_group(workers, "workers");
   // Every member joins before any can go on: ask all, then wait.
   std::vector<lumen::ObjectRef<std::string>> joined;
   for (auto& w : workers)
-    joined.push_back(w.call(&Worker::join, world));
+    joined.push_back(w.call(&Worker::where));
   for (auto& where : lumen::get(joined))
     std::cout << "member on " << where << "\n";
   // Every member calls the collective; each blocks until all have.

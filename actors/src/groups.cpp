@@ -1,10 +1,13 @@
 #include "groups.hpp"
 
+#include <algorithm>
 #include <map>
 #include <optional>
+#include <sstream>
 
 #include <lumen/cluster.hpp>
 #include <lumen/init.hpp>
+#include <lumen/kv.hpp>
 
 namespace lumen::collective {
 
@@ -56,17 +59,69 @@ std::map<std::string, membership>& my_groups() {
   return mine.groups;
 }
 
+/// Where the calling actor stands in `group` as create_group declared it.
+struct declared_place {
+  int world = 0;
+  int rank = 0;
+  backend where = backend::automatic;
+};
+
+std::string declaration_key(const std::string& group) {
+  return "lumen.collective.group/" + group;
+}
+
+/// The calling actor's place in `group`'s declaration; nothing if this
+/// thread runs no actor or `group` is not declared. Throws
+/// `collective_error` if it is declared for other actors.
+std::optional<declared_place> place_in_declaration(const std::string& group) {
+  auto me = lumen::current_actor_id();
+  if (me.empty() || !lumen::is_initialized())
+    return std::nullopt;
+  auto text = lumen::kv::get(declaration_key(group));
+  if (!text)
+    return std::nullopt;
+  std::istringstream in{*text};
+  int where = 0;
+  in >> where;
+  std::vector<std::string> ids;
+  for (std::string id; in >> id;)
+    ids.push_back(id);
+  auto i = std::find(ids.begin(), ids.end(), me);
+  if (i == ids.end())
+    throw collective_error("group '" + group + "' was declared (create_group)" +
+                           " for " + std::to_string(ids.size()) +
+                           " actors, and this actor (" + me +
+                           ") is not one of them; pass its handle to "
+                           "create_group, or use another group name");
+  return declared_place{static_cast<int>(ids.size()),
+                        static_cast<int>(i - ids.begin()),
+                        static_cast<backend>(where)};
+}
+
+[[noreturn]] void throw_not_a_member(const std::string& group) {
+  throw collective_error("this thread is not a member of group '" + group +
+                         "'; call lumen::collective::init_group(world_size, "
+                         "rank, \"" +
+                         group +
+                         "\") on it first, or declare the group from the "
+                         "driver with create_group(actors, \"" +
+                         group + "\")");
+}
+
 } // namespace
 
 membership& member_of(const std::string& group) {
   auto& mine = my_groups();
   auto i = mine.find(group);
-  if (i == mine.end())
-    throw collective_error("this thread is not a member of group '" + group +
-                           "'; call lumen::collective::init_group(world_size, "
-                           "rank, \"" +
-                           group + "\") on it first");
-  return i->second;
+  if (i != mine.end())
+    return i->second;
+  auto place = place_in_declaration(group);
+  if (!place)
+    throw_not_a_member(group);
+  init_group(place->world, place->rank, group, place->where);
+  auto& m = mine.at(group);
+  m.declared = true;
+  return m;
 }
 
 membership& caught_up(const std::string& group) {
@@ -86,13 +141,16 @@ const membership& settled(const std::string& group) {
 
 } // namespace detail
 
+using detail::declaration_key;
 using detail::leave;
 using detail::local_group;
 using detail::member_of;
 using detail::membership;
 using detail::my_groups;
 using detail::net_group;
+using detail::place_in_declaration;
 using detail::registry;
+using detail::throw_not_a_member;
 
 void set_timeout(const std::string& group, std::chrono::milliseconds timeout) {
   if (timeout.count() <= 0)
@@ -191,9 +249,47 @@ void init_group(int world_size, int rank, const std::string& group,
   my_groups()[group] = std::move(m);
 }
 
+void declare_group(const std::vector<std::string>& actor_ids,
+                   const std::string& group, backend where) {
+  if (actor_ids.empty())
+    throw collective_error("create_group: group '" + group +
+                           "' needs at least one actor");
+  std::string text = std::to_string(static_cast<int>(where));
+  for (size_t i = 0; i < actor_ids.size(); ++i) {
+    auto first = std::find(actor_ids.begin(), actor_ids.end(), actor_ids[i]);
+    if (first != actor_ids.begin() + static_cast<std::ptrdiff_t>(i))
+      throw collective_error(
+        "create_group: group '" + group + "' lists one actor twice (ranks " +
+        std::to_string(first - actor_ids.begin()) + " and " +
+        std::to_string(i) + "); give each rank an actor of its own");
+    text += "\n" + actor_ids[i];
+  }
+  if (!lumen::kv::put(declaration_key(group), text, false))
+    throw collective_error("create_group: group '" + group +
+                           "' is declared already; a member's "
+                           "destroy_group(\"" +
+                           group + "\") withdraws it");
+}
+
 void destroy_group(const std::string& group) {
-  auto m = member_of(group);
-  my_groups().erase(group);
+  auto& mine = my_groups();
+  auto i = mine.find(group);
+  if (i == mine.end()) {
+    // Declared for this actor but never used: only the declaration goes.
+    if (!place_in_declaration(group))
+      throw_not_a_member(group);
+    lumen::kv::erase(declaration_key(group));
+    return;
+  }
+  auto m = i->second;
+  mine.erase(i);
+  if (m.declared) {
+    try {
+      lumen::kv::erase(declaration_key(group));
+    } catch (const lumen::error&) {
+      // The head is lost, and its store with it.
+    }
+  }
   leave(group, m);
 }
 
@@ -202,11 +298,21 @@ bool is_group_initialized(const std::string& group) {
 }
 
 int get_rank(const std::string& group) {
-  return member_of(group).rank;
+  auto& mine = my_groups();
+  if (auto i = mine.find(group); i != mine.end())
+    return i->second.rank;
+  if (auto place = place_in_declaration(group))
+    return place->rank;
+  throw_not_a_member(group);
 }
 
 int get_world_size(const std::string& group) {
-  return member_of(group).world();
+  auto& mine = my_groups();
+  if (auto i = mine.find(group); i != mine.end())
+    return i->second.world();
+  if (auto place = place_in_declaration(group))
+    return place->world;
+  throw_not_a_member(group);
 }
 
 backend backend_of(const std::string& group) {

@@ -291,6 +291,7 @@ struct membership {
   int rank = 0;
   std::shared_ptr<async_lane> lane; // made by the first _async call
   std::shared_ptr<net_group> net;
+  bool declared = false; // joined through create_group's declaration
 
   const std::string& name() const noexcept {
     return net ? net->name() : group->name();

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include <lumen/actor.hpp>
 #include <lumen/errors.hpp>
 #include <lumen/object_ref.hpp>
 #include <lumen/object_store.hpp>
@@ -119,8 +120,33 @@ void init_group(int world_size, int rank, const std::string& group,
                 backend where = backend::automatic);
 
 /// Leaves the group; once every member left it, the name is free for a
-/// new group. Members still inside an operation fail.
+/// new group. Members still inside an operation fail. In a group made
+/// with `create_group`, the first member to leave also withdraws the
+/// declaration, as Ray's destroy_collective_group does.
 void destroy_group(const std::string& group);
+
+/// `create_group` for the actors of ids `actor_ids` (ActorHandle::id).
+void declare_group(const std::vector<std::string>& actor_ids,
+                   const std::string& group,
+                   backend where = backend::automatic);
+
+/// Ray's declarative form (create_collective_group), called from a driver:
+/// makes the actors `members` the group `group`, `members[i]` its rank i,
+/// on the backend `where`. No member calls init_group: each joins when
+/// one of its methods first uses `group`. The declaration is kept in the
+/// cluster's key-value store (lumen/kv.hpp) until a member destroys the
+/// group. Throws `collective_error` if `group` is declared already or an
+/// actor is listed twice.
+template <class C>
+void create_group(const std::vector<ActorHandle<C>>& members,
+                  const std::string& group,
+                  backend where = backend::automatic) {
+  std::vector<std::string> ids;
+  ids.reserve(members.size());
+  for (auto& m : members)
+    ids.push_back(m.id());
+  declare_group(ids, group, where);
+}
 
 /// The backend the calling thread's membership of `group` uses
 /// (`threads` or `processes`).
