@@ -209,14 +209,7 @@ kv_store::put_result cluster_client::kv_put(const std::string& key,
 }
 
 std::optional<std::string> cluster_client::kv_get(const std::string& key) {
-  std::optional<std::string> found;
-  head_.ask(
-    [&](bool ok, std::string& value) {
-      if (ok)
-        found = std::move(value);
-    },
-    kv_get_atom::value, key);
-  return found;
+  return head_.ask_for_string(kv_get_atom::value, key);
 }
 
 bool cluster_client::kv_erase(const std::string& key) {

@@ -29,14 +29,7 @@ bool head_endpoints::bind(const std::string& name, const std::string& address) {
 }
 
 std::optional<std::string> head_endpoints::find(const std::string& name) {
-  std::optional<std::string> found;
-  head_.ask(
-    [&](bool ok, std::string& address) {
-      if (ok)
-        found = std::move(address);
-    },
-    find_endpoint_atom::value, name);
-  return found;
+  return head_.ask_for_string(find_endpoint_atom::value, name);
 }
 
 void head_endpoints::drop(const std::string& name) {

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -62,6 +63,19 @@ public:
       .receive(on_answer, [&](caf::error& err) {
         throw unreachable(rt_.system().render(err));
       });
+  }
+
+  /// `ask` for a request the head answers with (found, value).
+  template <class... Ts>
+  std::optional<std::string> ask_for_string(Ts&&... xs) {
+    std::optional<std::string> found;
+    ask(
+      [&](bool ok, std::string& value) {
+        if (ok)
+          found = std::move(value);
+      },
+      std::forward<Ts>(xs)...);
+    return found;
   }
 
   /// Starts watching the head; once it is back after a loss, runs
