@@ -80,8 +80,10 @@ class checker {
 public:
   /// Case `name` passed if `what` is empty; else `what` says what to fix.
   void report(const std::string& name, const std::string& what) {
+    // Flushed: a run stopped at its deadline or by a crash still shows
+    // the cases it decided.
     std::cout << "case " << name << ": " << (what.empty() ? "ok" : "FAIL ")
-              << what << "\n";
+              << what << std::endl;
     if (!what.empty())
       fails_.push_back(what);
   }

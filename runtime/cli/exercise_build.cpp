@@ -1,0 +1,281 @@
+#include "exercise_build.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <sstream>
+
+#include "exercise_toolchain.hpp"
+
+namespace lumen::cli {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+std::vector<std::string> split(const std::string& s, char by) {
+  std::vector<std::string> out;
+  std::istringstream in{s};
+  for (std::string item; std::getline(in, item, by);)
+    if (!item.empty())
+      out.push_back(item);
+  return out;
+}
+
+std::vector<std::string> compile_command(const installation& where,
+                                         const exercise& e,
+                                         const fs::path& source,
+                                         const fs::path& program) {
+  std::vector<std::string> cmd{toolchain::compiler};
+  for (auto& f : split(toolchain::flags, ' '))
+    cmd.push_back(f);
+  cmd.push_back("-fdiagnostics-color=never");
+  cmd.push_back("-iquote");
+  cmd.push_back(e.home.string()); // the exercise's harness
+  for (auto& inc : where.includes)
+    cmd.push_back("-I" + inc.string());
+  for (auto& inc : split(toolchain::system_includes, ';'))
+    if (inc != "/usr/include") // the compiler's own; -isystem would reorder it
+      cmd.push_back("-isystem" + inc);
+  cmd.push_back(source.string());
+  for (auto& extra : split(toolchain::extra_sources, ';'))
+    cmd.push_back(extra);
+  cmd.push_back("-o");
+  cmd.push_back(program.string());
+  for (auto& lib : where.libraries)
+    cmd.push_back(lib.string());
+  for (auto& lib : split(toolchain::system_libraries, ';'))
+    cmd.push_back(lib);
+  return cmd;
+}
+
+std::string joined(const std::vector<std::string>& cmd) {
+  std::string out;
+  for (auto& c : cmd)
+    out += (out.empty() ? "" : " ") + c;
+  return out;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in{p, std::ios::binary};
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+/// Runs `cmd` with its output into `log`; its exit code (-1 if it could
+/// not start).
+int run_to_log(const std::vector<std::string>& cmd, const fs::path& log) {
+  int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return -1;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::setenv("LC_ALL", "C", 1); // plain quotes in messages, on any locale
+    std::vector<char*> argv;
+    for (auto& c : cmd)
+      argv.push_back(const_cast<char*>(c.c_str()));
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "cannot run %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(fd);
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) < 0)
+    return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/// The compiler's first error, on the learner's line where it is in their
+/// file (a template's backtrace leads elsewhere, the learner's line is
+/// what they can change).
+std::string first_error(const std::string& log, const fs::path& source,
+                        const fs::path& log_file) {
+  static const std::regex error_line{
+    R"(^(.+?):(\d+):(\d+): (?:fatal )?error: (.*)$)"};
+  std::istringstream in{log};
+  std::string first_any, first_mine;
+  int errors = 0;
+  size_t mine_line = 0, mine_col = 0;
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (!std::regex_match(line, m, error_line))
+      continue;
+    ++errors;
+    if (first_any.empty())
+      first_any = m[1].str() + ", line " + m[2].str() + ": " + m[4].str();
+    if (first_mine.empty() && fs::path(m[1].str()) == source) {
+      first_mine = m[4].str();
+      mine_line = std::stoul(m[2].str());
+      mine_col = std::stoul(m[3].str());
+    }
+  }
+  std::ostringstream out;
+  if (!first_mine.empty()) {
+    out << source.filename().string() << ", line " << mine_line << ": "
+        << first_mine << "\n";
+    std::istringstream src{read_file(source)};
+    std::string text;
+    for (size_t i = 0; i < mine_line && std::getline(src, text); ++i) {
+    }
+    auto number = std::to_string(mine_line);
+    out << "  " << number << " | " << text << "\n"
+        << "  " << std::string(number.size(), ' ') << " | "
+        << std::string(mine_col > 0 ? mine_col - 1 : 0, ' ') << "^\n";
+  } else if (!first_any.empty()) {
+    out << first_any << "\n";
+  } else {
+    out << "the compiler failed without an error line\n";
+  }
+  if (errors > 1)
+    out << "(" << errors << " errors in all; ";
+  else
+    out << "(";
+  out << "the compiler's whole output: " << log_file.string() << ")";
+  return out.str();
+}
+
+} // namespace
+
+build_result build(const installation& where, const exercise& e,
+                   const workspace& ws) {
+  build_result r;
+  auto dir = ws.build_dir_of(e);
+  fs::create_directories(dir);
+  auto source = ws.file_of(e);
+  r.program = dir / e.id;
+  auto cmd = compile_command(where, e, source, r.program);
+  auto stamp = dir / "command.txt";
+  std::error_code ec;
+  bool fresh =
+    fs::exists(r.program) &&
+    fs::last_write_time(r.program, ec) >= fs::last_write_time(source, ec) &&
+    read_file(stamp) == joined(cmd);
+  if (fresh) {
+    r.ok = true;
+    return r;
+  }
+  r.rebuilt = true;
+  fs::remove(r.program, ec); // a failed build leaves no stale program
+  auto start = clock_type::now();
+  auto log = dir / "compile.log";
+  int rc = run_to_log(cmd, log);
+  r.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  r.ok = rc == 0;
+  if (r.ok) {
+    std::ofstream{stamp} << joined(cmd);
+  } else {
+    r.summary = rc == 127 || rc == -1
+                  ? "cannot run the compiler " + cmd[0] +
+                      "; install it with `apt-get install -y g++`"
+                  : first_error(read_file(log), source, log);
+  }
+  return r;
+}
+
+run_result run_program(const fs::path& program,
+                       const std::vector<std::string>& args,
+                       std::chrono::seconds deadline) {
+  run_result r;
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0)
+    throw std::runtime_error(std::string{"pipe: "} + std::strerror(errno));
+  bool bounded = deadline.count() > 0;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (bounded) {
+      ::setpgid(0, 0); // so that the deadline ends what it started too
+      int null = ::open("/dev/null", O_RDONLY);
+      ::dup2(null, 0);
+    }
+    ::dup2(out[1], 1);
+    ::dup2(out[1], 2);
+    std::vector<std::string> all{program.string()};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    std::fprintf(stderr, "cannot run %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  auto until = clock_type::now() + deadline;
+  std::string current;
+  char buf[4096];
+  for (;;) {
+    int wait_ms = -1;
+    if (bounded) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - clock_type::now());
+      wait_ms = static_cast<int>(std::max<long>(0, left.count()));
+    }
+    pollfd p{out[0], POLLIN, 0};
+    int ready = ::poll(&p, 1, wait_ms);
+    if (ready == 0) {
+      r.timed_out = true;
+      ::kill(-pid, SIGKILL);
+      break;
+    }
+    if (ready < 0 && errno == EINTR)
+      continue;
+    auto n = ::read(out[0], buf, sizeof(buf));
+    if (n <= 0)
+      break;
+    std::cout.write(buf, n);
+    std::cout.flush();
+    for (ssize_t i = 0; i < n; ++i) {
+      if (buf[i] == '\n') {
+        if (!current.empty())
+          r.last_line = current;
+        current.clear();
+      } else {
+        current += buf[i];
+      }
+    }
+  }
+  if (!current.empty())
+    r.last_line = current;
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (r.timed_out)
+    return r;
+  if (WIFSIGNALED(status))
+    r.signal = WTERMSIG(status);
+  else
+    r.exit_code = WEXITSTATUS(status);
+  return r;
+}
+
+std::string describe_failure(const run_result& r,
+                             std::chrono::seconds deadline) {
+  std::string reached =
+    r.last_line.empty() ? "it printed nothing"
+                        : "the last thing it printed: \"" + r.last_line + "\"";
+  if (r.timed_out)
+    return "your program did not finish within " +
+           std::to_string(deadline.count()) +
+           " s and was stopped: a loop that never ends, or a wait for "
+           "something that never comes? " +
+           reached;
+  if (r.signal != 0)
+    return std::string{"your program crashed ("} + ::strsignal(r.signal) +
+           ", signal " + std::to_string(r.signal) +
+           "): an index out of range, or a null or dangling pointer? " +
+           reached;
+  return {};
+}
+
+} // namespace lumen::cli

@@ -1,0 +1,251 @@
+#define BOOST_TEST_MODULE exercises
+#include <boost/test/unit_test.hpp>
+
+// `lumen exercises` as a learner uses it, the real command on a folder of
+// the test's own: each exercise's reference passes its checker through
+// the tool and each untouched starter fails naming its TODO; hints come
+// one at a time and are remembered; reset puts back the starter and
+// nothing else; watch re-checks on a save and moves on; a compile error,
+// a hang and a crash each come back as such; and the tool works from an
+// installed prefix.
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "process.hpp"
+
+namespace fs = std::filesystem;
+using namespace std::chrono;
+using lumen::test::process;
+
+namespace {
+
+const std::vector<std::string> ids{"ml_scratch01", "ml_scratch02",
+                                   "ml_scratch03", "ml_scratch04"};
+
+std::pair<int, std::string> tool(const std::string& dir,
+                                 std::vector<std::string> args,
+                                 const std::string& cli = LUMEN_CLI) {
+  args.insert(args.begin(), {cli, "exercises", "--dir", dir});
+  return lumen::test::run(args);
+}
+
+std::string read(const fs::path& p) {
+  std::ifstream in{p};
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+void write(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream{p} << text;
+}
+
+fs::path learner_file(const std::string& dir, const std::string& id) {
+  return fs::path(dir) / id / "starter.cpp";
+}
+
+/// The learner's file of `id` with `line` put before line `at` (1-based)
+/// of the reference.
+void reference_with(const std::string& dir, const std::string& id, size_t at,
+                    const std::string& line) {
+  std::istringstream in{read(fs::path(EXERCISES_DIR) / id / "solution.cpp")};
+  std::ostringstream out;
+  size_t n = 0;
+  for (std::string text; std::getline(in, text);) {
+    if (++n == at)
+      out << line << "\n";
+    out << text << "\n";
+  }
+  write(learner_file(dir, id), out.str());
+}
+
+size_t line_of(const std::string& id, const std::string& text) {
+  std::istringstream in{read(fs::path(EXERCISES_DIR) / id / "solution.cpp")};
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+    if (line.find(text) != std::string::npos)
+      return n;
+  }
+  return 0;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(exercises)
+
+BOOST_AUTO_TEST_CASE(starters_fail_naming_their_todo_and_references_pass) {
+  auto dir = lumen::test::fresh_dir("exercises");
+  auto [code, out] = tool(dir, {});
+  BOOST_TEST(code == 0, out);
+  BOOST_TEST(
+    out.find("0 of 4 passing. Next: ml_scratch01") != std::string::npos, out);
+  for (auto& id : ids) {
+    auto [failed, said] = tool(dir, {"check", id});
+    BOOST_TEST(failed == 1, said);
+    BOOST_TEST(said.find("TODO(" + id + ")") != std::string::npos, said);
+    BOOST_TEST(said.find("lumen exercises hint " + id) != std::string::npos,
+               said);
+  }
+  for (auto& id : ids) {
+    fs::copy_file(fs::path(EXERCISES_DIR) / id / "solution.cpp",
+                  learner_file(dir, id), fs::copy_options::overwrite_existing);
+    auto [passed, said] = tool(dir, {"check", id});
+    BOOST_TEST(passed == 0, said);
+    BOOST_TEST(said.find("PASS") != std::string::npos, said);
+  }
+  auto [all_code, all] = tool(dir, {});
+  BOOST_TEST(all.find("4 of 4 passing. All done") != std::string::npos, all);
+  BOOST_TEST(all.find("[pass] ml_scratch04") != std::string::npos, all);
+  // A second check of an unchanged file does not build it again.
+  auto [again, said] = tool(dir, {"check", "ml_scratch03"});
+  BOOST_TEST(again == 0);
+  BOOST_TEST(said.find("built ") == std::string::npos, said);
+  // --step=json through the tool: the states a playground replays.
+  auto [stepped, states] = tool(dir, {"run", "ml_scratch03", "--step=json"});
+  BOOST_TEST(stepped == 0, states);
+  BOOST_TEST(states.find("\"phase\": \"all-gather\"") != std::string::npos,
+             states);
+}
+
+BOOST_AUTO_TEST_CASE(hints_come_one_at_a_time_and_are_remembered) {
+  auto dir = lumen::test::fresh_dir("exercises");
+  auto [c1, first] = tool(dir, {"hint", "ml_scratch03"});
+  BOOST_TEST(first.find("Hint 1 of 4: Cut each buffer into N chunks") !=
+               std::string::npos,
+             first);
+  auto [c2, second] = tool(dir, {"hint", "ml_scratch03"});
+  BOOST_TEST(second.find("Hint 2 of 4: Reduce-scatter") != std::string::npos,
+             second);
+  tool(dir, {"hint", "ml_scratch03"});
+  tool(dir, {"hint", "ml_scratch03"});
+  auto [c5, over] = tool(dir, {"hint", "ml_scratch03"});
+  BOOST_TEST(over.find("That was every hint (4)") != std::string::npos, over);
+  // Another exercise's hints are its own.
+  auto [c6, other] = tool(dir, {"hint", "ml_scratch01"});
+  BOOST_TEST(other.find("Hint 1 of") != std::string::npos, other);
+}
+
+BOOST_AUTO_TEST_CASE(reset_puts_back_the_starter_and_nothing_else) {
+  auto dir = lumen::test::fresh_dir("exercises");
+  tool(dir, {"hint", "ml_scratch03"});
+  write(learner_file(dir, "ml_scratch03"), "// my attempt\n");
+  write(learner_file(dir, "ml_scratch04"), "// my other attempt\n");
+  // Asked without --yes and no answer given: nothing changes.
+  auto [asked, kept] = tool(dir, {"reset", "ml_scratch03"});
+  BOOST_TEST(asked == 1, kept);
+  BOOST_TEST(read(learner_file(dir, "ml_scratch03")) == "// my attempt\n");
+  auto [code, out] = tool(dir, {"reset", "ml_scratch03", "--yes"});
+  BOOST_TEST(code == 0, out);
+  BOOST_TEST(read(learner_file(dir, "ml_scratch03")) ==
+             read(fs::path(EXERCISES_DIR) / "ml_scratch03" / "starter.cpp"));
+  BOOST_TEST(read(learner_file(dir, "ml_scratch04")) ==
+             "// my other attempt\n");
+  auto [c, hint] = tool(dir, {"hint", "ml_scratch03"});
+  BOOST_TEST(hint.find("Hint 2 of 4") != std::string::npos, hint);
+}
+
+BOOST_AUTO_TEST_CASE(a_compile_error_is_its_first_error_on_the_learners_line) {
+  auto dir = lumen::test::fresh_dir("exercises");
+  auto at = line_of("ml_scratch03", "void all_gather");
+  BOOST_REQUIRE(at > 0);
+  reference_with(dir, "ml_scratch03", at, "int oops = not_declared_anywhere;");
+  auto [code, out] = tool(dir, {"check", "ml_scratch03"});
+  BOOST_TEST(code == 1, out);
+  BOOST_TEST(out.find("starter.cpp, line " + std::to_string(at) +
+                      ": 'not_declared_anywhere' was not declared") !=
+               std::string::npos,
+             out);
+  BOOST_TEST(out.find("int oops = not_declared_anywhere;") != std::string::npos,
+             out);
+  BOOST_TEST(out.find("compile.log") != std::string::npos, out);
+  auto lines = std::count(out.begin(), out.end(), '\n');
+  BOOST_TEST(lines < 12, out); // not a page of backtrace
+}
+
+BOOST_AUTO_TEST_CASE(a_hang_and_a_crash_are_reported_within_the_deadline) {
+  auto dir = lumen::test::fresh_dir("exercises");
+  auto at = line_of("ml_scratch03", "const size_t n = net.ranks();");
+  BOOST_REQUIRE(at > 0);
+  reference_with(dir, "ml_scratch03", at,
+                 "for (volatile int spin = 0;; spin = spin + 1) {}");
+  tool(dir, {"--deadline", "3", "check", "ml_scratch03"}); // the build
+  auto start = steady_clock::now();
+  auto [hung, said] = tool(dir, {"--deadline", "3", "check", "ml_scratch03"});
+  auto took = duration<double>(steady_clock::now() - start).count();
+  BOOST_TEST(hung == 1, said);
+  BOOST_TEST(said.find("did not finish within 3 s and was stopped") !=
+               std::string::npos,
+             said);
+  BOOST_TEST(took < 10.0);
+  reference_with(dir, "ml_scratch03", at, "{ int* p = nullptr; *p = 1; }");
+  auto [crashed, why] = tool(dir, {"check", "ml_scratch03"});
+  BOOST_TEST(crashed == 1, why);
+  BOOST_TEST(why.find("your program crashed (Segmentation fault") !=
+               std::string::npos,
+             why);
+}
+
+BOOST_AUTO_TEST_CASE(watch_checks_on_every_save_and_moves_on) {
+  auto dir = lumen::test::fresh_dir("exercises");
+  process w{{LUMEN_CLI, "exercises", "--dir", dir, "watch", "ml_scratch03"}};
+  BOOST_REQUIRE_MESSAGE(w.await_output("Waiting for you to save", minutes(2)),
+                        w.output());
+  fs::copy_file(fs::path(EXERCISES_DIR) / "ml_scratch03" / "solution.cpp",
+                learner_file(dir, "ml_scratch03"),
+                fs::copy_options::overwrite_existing);
+  BOOST_TEST(w.await_output("ml_scratch03 passes", minutes(2)).has_value(),
+             w.output());
+  BOOST_TEST(
+    w.await_output("Watching " + learner_file(dir, "ml_scratch01").string(),
+                   seconds(10))
+      .has_value(),
+    w.output());
+  w.kill(SIGTERM);
+}
+
+BOOST_AUTO_TEST_CASE(bad_ids_and_flags_say_what_there_is) {
+  auto dir = lumen::test::fresh_dir("exercises");
+  auto [code, out] = tool(dir, {"check", "ml_scratch09"});
+  BOOST_TEST(code == 2);
+  BOOST_TEST(out.find("no exercise 'ml_scratch09'; there are ml_scratch01, "
+                      "ml_scratch02, ml_scratch03, ml_scratch04") !=
+               std::string::npos,
+             out);
+  auto [flag, said] = tool(dir, {"run", "ml_scratch03", "--step=sideways"});
+  BOOST_TEST(flag == 2, said);
+  auto [show, readme] = tool(dir, {"show", "ml_scratch03"});
+  BOOST_TEST(show == 0);
+  BOOST_TEST(readme.find("```") == std::string::npos, readme);
+  BOOST_TEST(readme.find("lumen exercises check ml_scratch03") !=
+               std::string::npos,
+             readme);
+}
+
+BOOST_AUTO_TEST_CASE(the_installed_tool_works_outside_the_source_tree) {
+  auto prefix = lumen::test::fresh_dir("prefix");
+  auto [installed, log] = lumen::test::run(
+    {"/usr/bin/cmake", "--install", BUILD_DIR, "--prefix", prefix});
+  BOOST_REQUIRE_MESSAGE(installed == 0, log);
+  auto dir = lumen::test::fresh_dir("exercises");
+  auto cli = prefix + "/bin/lumen";
+  auto [code, out] = tool(dir, {"check", "ml_scratch03"}, cli);
+  BOOST_TEST(code == 1, out);
+  BOOST_TEST(out.find("TODO(ml_scratch03)") != std::string::npos, out);
+  fs::copy_file(
+    fs::path(prefix) / "share/lumen/exercises/ml_scratch03" / "solution.cpp",
+    learner_file(dir, "ml_scratch03"), fs::copy_options::overwrite_existing);
+  auto [passed, said] = tool(dir, {"check", "ml_scratch03"}, cli);
+  BOOST_TEST(passed == 0, said);
+  auto command = read(fs::path(dir) / ".build/ml_scratch03/command.txt");
+  BOOST_TEST(command.find(prefix + "/lib/") != std::string::npos, command);
+  BOOST_TEST(command.find(BUILD_DIR) == std::string::npos, command);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
