@@ -214,6 +214,7 @@ void workspace::save() const {
 
 std::string render_markdown(const std::string& text, bool color) {
   static const std::regex link{R"(\[([^\]]+)\]\(([^)]+)\))"};
+  static const std::regex strong{R"(\*\*([^*]+)\*\*)"};
   std::istringstream in{text};
   std::ostringstream out;
   bool code = false;
@@ -230,6 +231,8 @@ std::string render_markdown(const std::string& text, bool color) {
       continue;
     }
     line = std::regex_replace(line, link, "$1 ($2)");
+    line = std::regex_replace(line, strong,
+                              color ? "\033[1m$1\033[0m" : std::string{"$1"});
     size_t level = 0;
     while (level < line.size() && line[level] == '#')
       ++level;
