@@ -20,13 +20,16 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-std::vector<std::string> split(const std::string& s, char by) {
-  std::vector<std::string> out;
-  std::istringstream in{s};
-  for (std::string item; std::getline(in, item, by);)
-    if (!item.empty())
-      out.push_back(item);
-  return out;
+/// In a forked child: runs `cmd` (searched on PATH), or says why not and
+/// exits 127.
+[[noreturn]] void exec(const std::vector<std::string>& cmd) {
+  std::vector<char*> argv;
+  for (auto& c : cmd)
+    argv.push_back(const_cast<char*>(c.c_str()));
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  std::fprintf(stderr, "cannot run %s: %s\n", argv[0], std::strerror(errno));
+  ::_exit(127);
 }
 
 std::vector<std::string> compile_command(const installation& where,
@@ -63,13 +66,6 @@ std::string joined(const std::vector<std::string>& cmd) {
   return out;
 }
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in{p, std::ios::binary};
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
 /// Runs `cmd` with its output into `log`; its exit code (-1 if it could
 /// not start).
 int run_to_log(const std::vector<std::string>& cmd, const fs::path& log) {
@@ -81,13 +77,7 @@ int run_to_log(const std::vector<std::string>& cmd, const fs::path& log) {
     ::dup2(fd, 1);
     ::dup2(fd, 2);
     ::setenv("LC_ALL", "C", 1); // plain quotes in messages, on any locale
-    std::vector<char*> argv;
-    for (auto& c : cmd)
-      argv.push_back(const_cast<char*>(c.c_str()));
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
-    std::fprintf(stderr, "cannot run %s: %s\n", argv[0], std::strerror(errno));
-    ::_exit(127);
+    exec(cmd);
   }
   ::close(fd);
   int status = 0;
@@ -202,13 +192,7 @@ run_result run_program(const fs::path& program,
     ::dup2(out[1], 2);
     std::vector<std::string> all{program.string()};
     all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : all)
-      argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    std::fprintf(stderr, "cannot run %s: %s\n", argv[0], std::strerror(errno));
-    ::_exit(127);
+    exec(all);
   }
   ::close(out[1]);
   auto until = clock_type::now() + deadline;

@@ -15,12 +15,10 @@
 
 namespace lumen::cli {
 
-namespace {
-
-std::vector<std::string> split_list(const std::string& s) {
+std::vector<std::string> split(const std::string& s, char by) {
   std::vector<std::string> out;
   std::istringstream in{s};
-  for (std::string item; std::getline(in, item, ';');)
+  for (std::string item; std::getline(in, item, by);)
     if (!item.empty())
       out.push_back(item);
   return out;
@@ -33,8 +31,6 @@ std::string read_file(const fs::path& p) {
   return out.str();
 }
 
-} // namespace
-
 installation find_installation() {
   std::error_code ec;
   auto exe = fs::read_symlink("/proc/self/exe", ec);
@@ -44,7 +40,7 @@ installation find_installation() {
     where.installed = true;
     where.exercises = prefix / toolchain::exercisedir;
     where.includes = {prefix / toolchain::includedir};
-    for (auto& name : split_list(toolchain::installed_libraries))
+    for (auto& name : split(toolchain::installed_libraries, ';'))
       where.libraries.push_back(prefix / toolchain::libdir / name);
     return where;
   }
@@ -59,7 +55,7 @@ installation find_installation() {
                       "run the installed lumen");
   where.includes = {source / "runtime" / "include",
                     source / "actors" / "include"};
-  for (auto& lib : split_list(toolchain::build_libraries))
+  for (auto& lib : split(toolchain::build_libraries, ';'))
     where.libraries.emplace_back(lib);
   return where;
 }

@@ -87,6 +87,12 @@ private:
   const entry* find(const std::string& id) const;
 };
 
+/// The non-empty items of `s` between `by`s.
+std::vector<std::string> split(const std::string& s, char by);
+
+/// The whole of file `p` (empty if it cannot be read).
+std::string read_file(const fs::path& p);
+
 /// `text` (Markdown) for a terminal: headings set off, code blocks
 /// indented, links as "text (url)"; with `color`, headings in bold.
 std::string render_markdown(const std::string& text, bool color);

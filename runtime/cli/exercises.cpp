@@ -278,10 +278,8 @@ int exercises_main(int argc, char** argv) {
     }
     if (show->parsed()) {
       auto& e = find_exercise(s.all, id);
-      std::ifstream in{e.home / "README.md"};
-      std::ostringstream text;
-      text << in.rdbuf();
-      std::cout << render_markdown(text.str(), ::isatty(1) != 0)
+      std::cout << render_markdown(read_file(e.home / "README.md"),
+                                   ::isatty(1) != 0)
                 << "\nYour file: " << s.ws.file_of(e).string()
                 << "\nCheck it: lumen exercises check " << e.id << "\n";
       return 0;
