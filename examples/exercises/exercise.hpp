@@ -65,8 +65,11 @@ std::string list(const std::vector<T>& v) {
   return out.str();
 }
 
-/// Under --step: waits for Enter before the next `what`.
+/// Under --step: waits for Enter before the next `what`. The step is
+/// flushed in every mode, so that a run stopped at a deadline, or one that
+/// crashed, still shows the step it reached.
 inline void wait_for_enter(step_mode mode, const char* what) {
+  std::cout.flush();
   if (mode != step_mode::interactive)
     return;
   std::cout << "  (Enter for the next " << what << ")" << std::flush;

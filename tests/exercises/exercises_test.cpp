@@ -184,6 +184,16 @@ BOOST_AUTO_TEST_CASE(a_hang_and_a_crash_are_reported_within_the_deadline) {
                std::string::npos,
              said);
   BOOST_TEST(took < 10.0);
+  // Stepping, a hang in the all-gather shows the last step it reached.
+  auto gather = line_of("ml_scratch03", "void all_gather") + 1;
+  reference_with(dir, "ml_scratch03", gather,
+                 "for (volatile int spin = 0;; spin = spin + 1) {}");
+  auto [stuck, steps] =
+    tool(dir, {"--deadline", "5", "run", "ml_scratch03", "--step=auto"});
+  BOOST_TEST(stuck == 1, steps);
+  BOOST_TEST(steps.find("step 3 (reduce-scatter)") != std::string::npos, steps);
+  BOOST_TEST(steps.find("did not finish within 5 s") != std::string::npos,
+             steps);
   reference_with(dir, "ml_scratch03", at, "{ int* p = nullptr; *p = 1; }");
   auto [crashed, why] = tool(dir, {"check", "ml_scratch03"});
   BOOST_TEST(crashed == 1, why);
