@@ -86,6 +86,12 @@ std::optional<declared_place> place_in_declaration(const std::string& group) {
   std::vector<std::string> ids;
   for (std::string id; in >> id;)
     ids.push_back(id);
+  if (!in.eof() || where < 0 || where > static_cast<int>(backend::processes) ||
+      ids.empty())
+    throw collective_error("the declaration of group '" + group + "' (" +
+                           declaration_key(group) +
+                           " in the key-value store) is damaged; erase it "
+                           "and call create_group again");
   auto i = std::find(ids.begin(), ids.end(), me);
   if (i == ids.end())
     throw collective_error("group '" + group + "' was declared (create_group)" +

@@ -122,6 +122,16 @@ BOOST_AUTO_TEST_CASE(a_name_is_declared_once_until_a_member_destroys_it) {
     lumen::get(m.call(&Member::leave, "again"));
 }
 
+BOOST_AUTO_TEST_CASE(a_damaged_declaration_is_named_not_trusted) {
+  auto ms = members(1);
+  lumen::kv::put("lumen.collective.group/damaged", "not a declaration");
+  auto said = lumen::get(ms[0].call(&Member::try_barrier, "damaged"));
+  BOOST_TEST(
+    said.find("the declaration of group 'damaged'") != std::string::npos, said);
+  BOOST_TEST(said.find("is damaged") != std::string::npos, said);
+  lumen::kv::erase("lumen.collective.group/damaged");
+}
+
 BOOST_AUTO_TEST_CASE(an_actor_listed_twice_or_none_is_refused) {
   auto ms = members(2);
   auto twice = error_of([&] {
