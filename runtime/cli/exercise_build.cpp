@@ -194,6 +194,8 @@ run_result run_program(const fs::path& program,
     all.insert(all.end(), args.begin(), args.end());
     exec(all);
   }
+  if (bounded)
+    ::setpgid(pid, pid); // here too: the deadline may not wait for the child
   ::close(out[1]);
   auto until = clock_type::now() + deadline;
   std::string current;
