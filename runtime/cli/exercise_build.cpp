@@ -223,6 +223,11 @@ run_result run_program(const fs::path& program,
     std::cout.flush();
     for (ssize_t i = 0; i < n; ++i) {
       if (buf[i] == '\n') {
+        bool report =
+          current.find("ERROR: AddressSanitizer") != std::string::npos ||
+          current.find(": runtime error: ") != std::string::npos;
+        if (report && r.sanitizer_report.empty())
+          r.sanitizer_report = current;
         if (!current.empty())
           r.last_line = current;
         current.clear();
@@ -256,6 +261,9 @@ std::string describe_failure(const run_result& r,
            " s and was stopped: a loop that never ends, or a wait for "
            "something that never comes? " +
            reached;
+  if (!r.sanitizer_report.empty())
+    return "your program crashed (" + r.sanitizer_report +
+           "); the lines above say where";
   if (r.signal != 0)
     return std::string{"your program crashed ("} + ::strsignal(r.signal) +
            ", signal " + std::to_string(r.signal) +

@@ -33,6 +33,15 @@ struct run_result {
   int signal = 0;         // set if a signal ended it
   bool timed_out = false; // ended by us at the deadline
   std::string last_line;  // the last line it printed
+  /// The first line of a sanitizer's report (a build with
+  /// LUMEN_SANITIZE), which ends the program as a crash would.
+  std::string sanitizer_report;
+
+  /// Ended by a signal, a sanitizer or the deadline: not a verdict of its
+  /// own code.
+  bool broke() const {
+    return timed_out || signal != 0 || !sanitizer_report.empty();
+  }
 };
 
 /// Runs `program` with `args`, passing its output on as it comes. With a

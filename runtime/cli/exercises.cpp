@@ -98,9 +98,9 @@ bool check(session& s, const exercise& e) {
     return false;
   }
   auto r = run_program(b.program, {"--check"}, s.deadline);
-  bool pass = !r.timed_out && r.signal == 0 && r.exit_code == 0;
+  bool pass = !r.broke() && r.exit_code == 0;
   s.ws.set_status(e, pass ? status::passing : status::failing);
-  if (r.timed_out || r.signal != 0)
+  if (r.broke())
     std::cout << "FAIL: " << describe_failure(r, s.deadline) << "\n";
   if (pass) {
     if (auto* next = next_to_do(s))
@@ -109,7 +109,7 @@ bool check(session& s, const exercise& e) {
                 << "): `lumen exercises show " << next->id << "`.\n";
     else
       std::cout << "\n" << e.id << " passes, and so does every exercise.\n";
-  } else if (!r.timed_out && r.signal == 0) {
+  } else if (!r.broke()) {
     std::cout << "\nStuck? `lumen exercises hint " << e.id
               << "` gives the next hint.\n";
   }
@@ -129,7 +129,7 @@ int run(session& s, const exercise& e, const std::string& step,
   // Stepping waits for Enter, for as long as the learner likes.
   auto deadline = step == "interactive" ? std::chrono::seconds{0} : s.deadline;
   auto r = run_program(b.program, args, deadline);
-  if (r.timed_out || r.signal != 0) {
+  if (r.broke()) {
     std::cerr << "lumen exercises: " << describe_failure(r, deadline) << "\n";
     return 1;
   }
