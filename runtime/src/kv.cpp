@@ -74,9 +74,19 @@ bool local_runtime::kv_erase(const std::string& key) {
 
 namespace kv {
 
+namespace {
+
+/// Throws the `usage_error` for a key or value out of bounds, before any
+/// of it goes to the head.
+void require_fit(const char* call, const std::string& key, size_t size) {
+  if (auto misfit = detail::kv_misfit(key, size); !misfit.empty())
+    throw usage_error(std::string{"lumen::kv::"} + call + ": " + misfit);
+}
+
+} // namespace
+
 bool put(const std::string& key, const std::string& value, bool overwrite) {
-  if (auto misfit = detail::kv_misfit(key, value.size()); !misfit.empty())
-    throw usage_error("lumen::kv::put: " + misfit);
+  require_fit("put", key, value.size());
   auto result = detail::this_runtime().kv_put(key, value, overwrite);
   if (!result.refusal.empty())
     throw usage_error("lumen::kv::put: " + result.refusal);
@@ -84,14 +94,12 @@ bool put(const std::string& key, const std::string& value, bool overwrite) {
 }
 
 std::optional<std::string> get(const std::string& key) {
-  if (auto misfit = detail::kv_misfit(key, 0); !misfit.empty())
-    throw usage_error("lumen::kv::get: " + misfit);
+  require_fit("get", key, 0);
   return detail::this_runtime().kv_get(key);
 }
 
 bool erase(const std::string& key) {
-  if (auto misfit = detail::kv_misfit(key, 0); !misfit.empty())
-    throw usage_error("lumen::kv::erase: " + misfit);
+  require_fit("erase", key, 0);
   return detail::this_runtime().kv_erase(key);
 }
 
