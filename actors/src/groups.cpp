@@ -303,22 +303,27 @@ bool is_group_initialized(const std::string& group) {
   return my_groups().count(group) > 0;
 }
 
-int get_rank(const std::string& group) {
+namespace {
+
+/// This member's rank and its group's size: from its membership, or before
+/// it joined, from the group's declaration (asking does not join).
+detail::declared_place place_of(const std::string& group) {
   auto& mine = my_groups();
   if (auto i = mine.find(group); i != mine.end())
-    return i->second.rank;
+    return {i->second.world(), i->second.rank, backend::automatic};
   if (auto place = place_in_declaration(group))
-    return place->rank;
+    return *place;
   throw_not_a_member(group);
 }
 
+} // namespace
+
+int get_rank(const std::string& group) {
+  return place_of(group).rank;
+}
+
 int get_world_size(const std::string& group) {
-  auto& mine = my_groups();
-  if (auto i = mine.find(group); i != mine.end())
-    return i->second.world();
-  if (auto place = place_in_declaration(group))
-    return place->world;
-  throw_not_a_member(group);
+  return place_of(group).world;
 }
 
 backend backend_of(const std::string& group) {
