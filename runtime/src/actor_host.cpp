@@ -7,6 +7,8 @@
 #include "lumen/detail/arguments.hpp"
 #include "lumen/errors.hpp"
 
+#include "trace_log.hpp"
+
 namespace lumen::detail {
 
 namespace {
@@ -105,6 +107,9 @@ bool die(host_actor* self, const std::string& reason, bool may_restart) {
 bool start_instance(host_actor* self) {
   auto& core = *self->state.core;
   try {
+    trace::detail::runtime_span span{"actor"};
+    if (span.on())
+      span.name.owned = core.cls.name + " constructor";
     self->state.instance = core.factory->construct();
     return true;
   } catch (const actor_exit_request&) {
@@ -145,6 +150,9 @@ void drain(host_actor* self) {
     auto call = std::move(head);
     st.queue.pop_front();
     try {
+      trace::detail::runtime_span span{"actor", call->trace_flow};
+      if (span.on())
+        span.name.stable = &call->method().name; // "Class::method"
       call->invoke(st.instance.get());
     } catch (const actor_exit_request&) {
       if (!die(self, "it called lumen::exit_actor()", true))
@@ -161,6 +169,7 @@ void drain(host_actor* self) {
 
 caf::behavior host(host_actor* self, std::shared_ptr<actor_core> core) {
   current_actor = actor_id_of(self->address());
+  trace::name_thread(core->describe());
   self->state.core = std::move(core);
   if (!start_instance(self))
     return {};

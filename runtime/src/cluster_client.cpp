@@ -168,6 +168,21 @@ cluster_client::typed_route(const caf::node_id& nid) {
   return nullptr;
 }
 
+std::vector<std::pair<std::string, std::shared_ptr<data_client>>>
+cluster_client::node_connections() {
+  std::vector<std::pair<std::string, std::shared_ptr<data_client>>> out;
+  for (auto& n : nodes()) {
+    if (!n.alive || n.id == this_node())
+      continue;
+    try {
+      out.emplace_back(n.id, links_.get(n.id).data);
+    } catch (const error&) {
+      // Its death is the failure detector's news, not this caller's.
+    }
+  }
+  return out;
+}
+
 std::shared_ptr<actor_core> cluster_client::lookup(const std::string& name) {
   bool found = false;
   std::string cls_name, node;

@@ -77,6 +77,10 @@ public:
   /// connecting to the directory's nodes until one is; null if none is.
   std::shared_ptr<data_client> typed_route(const caf::node_id& nid);
 
+  /// See local_runtime::node_connections.
+  std::vector<std::pair<std::string, std::shared_ptr<data_client>>>
+  node_connections();
+
   /// Channel names in the head's directory.
   head_endpoints& endpoints() noexcept {
     return endpoints_;

@@ -4,6 +4,7 @@
 
 #include "address.hpp"
 #include "gate.hpp"
+#include "trace_log.hpp"
 
 namespace lumen::detail {
 
@@ -60,7 +61,7 @@ bool data_client::task(const std::string& function, const bytes& args,
               {{reinterpret_cast<const char*>(&len), sizeof(len)},
                {function.data(), function.size()},
                span_of(args)},
-              with_ok(std::move(done)), std::move(fail));
+              with_ok(std::move(done)), std::move(fail), &function);
 }
 
 bool data_client::call(uint64_t actor, const std::string& method,
@@ -71,7 +72,7 @@ bool data_client::call(uint64_t actor, const std::string& method,
                {reinterpret_cast<const char*>(&len), sizeof(len)},
                {method.data(), method.size()},
                span_of(args)},
-              with_ok(std::move(done)), std::move(fail));
+              with_ok(std::move(done)), std::move(fail), &method);
 }
 
 bool data_client::typed(uint64_t actor, uint64_t sender, const bytes& message,
@@ -83,14 +84,22 @@ bool data_client::typed(uint64_t actor, uint64_t sender, const bytes& message,
               std::move(done), std::move(fail));
 }
 
+bool data_client::trace(const bytes& request, on_status done, on_fail fail) {
+  return send(frame_kind::trace, {span_of(request)}, std::move(done),
+              std::move(fail));
+}
+
 bool data_client::send(frame_kind kind, std::vector<byte_span> parts,
-                       on_status done, on_fail fail) {
-  uint64_t id;
+                       on_status done, on_fail fail, const std::string* what) {
+  auto start =
+    what != nullptr && trace::enabled() ? trace::detail::now_us() : 0;
+  // A request's id is also its arrow's id in a trace, where the arrows of
+  // every process of the cluster meet: so not a count from 1.
+  auto id = trace::detail::new_flow();
   {
     std::lock_guard<std::mutex> guard{mtx_};
     if (closed_)
       return false;
-    id = next_id_++;
     // Registered before sending: the reply may beat send() back.
     pending_.emplace(id, pending{std::move(done), std::move(fail)});
   }
@@ -98,6 +107,9 @@ bool data_client::send(frame_kind kind, std::vector<byte_span> parts,
   // pending on its own thread, never inside a caller that holds locks.
   if (!conn_->send(kind, reply_status::ok, id, std::move(parts)))
     conn_->close();
+  if (start != 0)
+    trace::detail::record_runtime_span({"submit ", what, {}}, "submit", start,
+                                       0, id);
   return true;
 }
 

@@ -46,6 +46,9 @@ public:
   bool typed(uint64_t actor, uint64_t sender, const bytes& message,
              on_status done, on_fail fail);
 
+  /// Sends a trace request (see data_plane.hpp); as `typed` otherwise.
+  bool trace(const bytes& request, on_status done, on_fail fail);
+
   /// Starts the reader thread; call once, right after construction.
   void start();
 
@@ -65,8 +68,10 @@ private:
     on_fail fail;
   };
 
+  /// `what`, a registered name, names a task or call in a trace, whose
+  /// arrow starts here.
   bool send(frame_kind kind, std::vector<byte_span> parts, on_status done,
-            on_fail fail);
+            on_fail fail, const std::string* what = nullptr);
   void read_loop();
 
   std::string peer_;
@@ -74,7 +79,6 @@ private:
   std::mutex mtx_;
   bool closed_ = false;
   std::string closed_why_;
-  uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, pending> pending_;
   std::thread reader_;
 };

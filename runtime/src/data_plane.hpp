@@ -15,6 +15,9 @@
 //   typed   u64 CAF actor id, u64 sender, a CAF-serialized message -> reply
 //           (a CAF-serialized response; status `unroutable` if the message
 //           holds actor handles, which only CAF's middleman can load)
+//   trace   u8 op 1 (record, and tell the clock) -> u64 clock µs, u32 pid
+//           u8 op 2, i64 clock offset, u32 pid -> this process's part
+//           of the trace, on the asker's clock (trace_session.hpp)
 // Task and call payloads come from lumen's codec; arguments are never
 // copied out of the received frame. A typed request reaches a typed CAF
 // actor of the peer's process from a stand-in actor per sender
@@ -40,6 +43,7 @@ enum class frame_kind : uint8_t {
   call,
   reply,
   typed,
+  trace,
 };
 
 /// A reply's status byte.

@@ -7,6 +7,7 @@
 
 #include "log.hpp"
 #include "protocol.hpp"
+#include "trace_session.hpp"
 #include "typed_requests.hpp"
 
 namespace lumen::detail {
@@ -161,6 +162,7 @@ void data_server::serve(std::shared_ptr<data_connection> c) {
   try {
     // Before the frames: it must outlive the loop, whatever ends it.
     typed_stand_ins typed{rt_.system(), c};
+    trace_server tracing; // stops recording for the asker when it goes
     frame_header h{};
     std::shared_ptr<bytes> payload;
     while (c->receive(h, payload, max_payload)) {
@@ -170,6 +172,8 @@ void data_server::serve(std::shared_ptr<data_connection> c) {
         run_call(c, h.id, std::move(payload));
       else if (h.kind == static_cast<uint8_t>(frame_kind::typed))
         typed.serve(h.id, *payload);
+      else if (h.kind == static_cast<uint8_t>(frame_kind::trace))
+        tracing.serve(c, h.id, *payload);
       else
         break; // not a request: the peer is confused, drop it
     }
@@ -203,8 +207,10 @@ void data_server::run_task(const std::shared_ptr<data_connection>& c,
   auto result = std::make_shared<value_state<bytes>>();
   reply_when_ready(c, id, result);
   byte_span args{payload->data() + pos, payload->size() - pos};
-  rt_.run_local(
-    std::make_shared<named_task>(result, *entry, std::move(payload), args));
+  auto task =
+    std::make_shared<named_task>(result, *entry, std::move(payload), args);
+  task->trace_flow = id; // the asker's arrow, if it traces
+  rt_.run_local(std::move(task));
 }
 
 void data_server::run_call(const std::shared_ptr<data_connection>& c,
@@ -239,6 +245,7 @@ void data_server::run_call(const std::shared_ptr<data_connection>& c,
   auto call =
     std::make_shared<named_call>(result, *entry, std::move(payload), args);
   call->core = core;
+  call->trace_flow = id;
   if (core->dead)
     return; // dropping the call replies actor_died
   call->generation = core->generation.load();

@@ -127,6 +127,12 @@ caf::actor driver_runtime::manager_of(const std::string& node_id) {
   return client_->manager_of(node_id);
 }
 
+std::vector<std::pair<std::string, std::shared_ptr<data_client>>>
+driver_runtime::node_connections() {
+  return client_ ? client_->node_connections()
+                 : local_runtime::node_connections();
+}
+
 std::shared_ptr<data_client>
 driver_runtime::typed_route(const caf::node_id& nid) {
   return client_ ? client_->typed_route(nid) : nullptr;

@@ -30,6 +30,8 @@ public:
   std::vector<node_info> nodes() override;
   caf::actor manager_of(const std::string& node_id) override;
   std::shared_ptr<data_client> typed_route(const caf::node_id& nid) override;
+  std::vector<std::pair<std::string, std::shared_ptr<data_client>>>
+  node_connections() override;
   std::optional<std::string> find_endpoint(const std::string& name) override;
   kv_store::put_result kv_put(const std::string& key, const std::string& value,
                               bool overwrite) override;

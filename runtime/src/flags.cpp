@@ -33,6 +33,12 @@ void build_init_app(CLI::App& app, init_options& opts, bool& help) {
                 "machine, each this program again")
     ->type_name("N")
     ->check(CLI::Range(0, 64));
+  app
+    .add_option("--trace", opts.trace_file,
+                "write a timeline of the run there at shutdown, as Chrome "
+                "trace-event JSON for Perfetto (default: $LUMEN_TRACE)")
+    ->type_name("F")
+    ->check(non_empty());
   app.allow_extras(); // positional arguments belong to the program
 }
 

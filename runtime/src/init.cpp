@@ -11,6 +11,7 @@
 #include "lumen/detail/init_flags.hpp"
 #include "lumen/detail/registry.hpp"
 #include "lumen/errors.hpp"
+#include "lumen/trace.hpp"
 
 #include "lumen/cluster.hpp"
 
@@ -22,6 +23,7 @@
 #include "node_runtime.hpp"
 #include "node_setup.hpp"
 #include "token.hpp"
+#include "trace_session.hpp"
 
 namespace lumen {
 
@@ -34,6 +36,8 @@ std::unique_ptr<detail::local_nodes> the_local_nodes;
 // What the API reads, lock-free; cleared before the runtime is torn down,
 // so that calls made during shutdown fail cleanly.
 std::atomic<detail::local_runtime*> live_runtime{nullptr};
+// The timeline this process records as a driver, if asked; under init_mtx.
+std::unique_ptr<detail::trace_session> the_trace;
 
 // Ends the runtime at exit for programs that forget lumen::shutdown(), on
 // a thread of its own: by now the main thread's thread-locals are gone,
@@ -92,8 +96,10 @@ void init(int argc, char** argv) {
   }
 }
 
-void init(const init_options& opts) {
-  detail::serve_if_local_node(opts); // a local node never returns from it
+namespace {
+
+/// Starts this process's role in a cluster, or the embedded one.
+void start_role(const init_options& opts) {
   detail::cluster_role role;
   auto address = opts.address;
   if (address.empty())
@@ -140,6 +146,36 @@ void init(const init_options& opts) {
   the_local_nodes = std::move(locals);
 }
 
+/// The trace `opts` or $LUMEN_TRACE ask for, recording; or null.
+std::unique_ptr<detail::trace_session> start_trace(const init_options& opts) {
+  auto file = opts.trace_file;
+  if (file.empty())
+    if (auto env = std::getenv("LUMEN_TRACE"); env && *env)
+      file = env;
+  if (file.empty())
+    return nullptr;
+  trace::name_thread("main"); // the script's thread, as a rule
+  return std::make_unique<detail::trace_session>(file);
+}
+
+} // namespace
+
+void init(const init_options& opts) {
+  detail::serve_if_local_node(opts); // a local node never returns from it
+  auto trace = start_trace(opts);
+  start_role(opts);
+  if (!trace)
+    return;
+  try {
+    trace->attach(detail::this_runtime().node_connections());
+  } catch (...) {
+    shutdown();
+    throw;
+  }
+  std::lock_guard<std::mutex> guard{init_mtx};
+  the_trace = std::move(trace);
+}
+
 void detail::init_node(const init_options& opts, detail::cluster_role role) {
   std::lock_guard<std::mutex> guard{init_mtx};
   if (the_runtime)
@@ -166,6 +202,13 @@ std::string this_node_id() {
 
 void shutdown() {
   std::lock_guard<std::mutex> guard{init_mtx};
+  if (the_trace) {
+    // Before the nodes go: their parts are collected from them.
+    auto id = detail::this_node();
+    the_trace->finish(id == "local" || id == "head" ? "driver (" + id + ")"
+                                                    : id);
+    the_trace.reset();
+  }
   // The local nodes first: their head going first would have them try to
   // rejoin it until they are stopped.
   the_local_nodes.reset();

@@ -13,6 +13,7 @@
 #include "lumen/errors.hpp"
 
 #include "token.hpp"
+#include "trace_log.hpp"
 
 namespace lumen::detail {
 
@@ -238,6 +239,13 @@ void local_runtime::submit_task(std::shared_ptr<task_spec> t) {
 }
 
 void local_runtime::run_local(std::shared_ptr<task_spec> t) {
+  trace::detail::runtime_span span{"submit"};
+  if (span.on() && t->trace_flow == 0) {
+    t->trace_flow = span.flow_out = trace::detail::new_flow();
+    span.name = {"submit ", &t->function().name, {}};
+  } else {
+    span.drop(); // sent by another process, whose arrow it carries
+  }
   auto deps = t->deps;
   when_all_ready(
     deps, [this, t = std::move(t)]() mutable { pool_.submit(std::move(t)); });
@@ -302,6 +310,11 @@ local_runtime::register_actor(std::shared_ptr<actor_core> core) {
 
 void local_runtime::submit_call(const actor_ref& a,
                                 std::shared_ptr<actor_call> c) {
+  trace::detail::runtime_span span{"submit"};
+  if (span.on()) {
+    c->trace_flow = span.flow_out = trace::detail::new_flow();
+    span.name = {"submit ", &c->method().name, {}};
+  }
   c->core = a.core;
   if (a.core->dead)
     return; // c fails with actor_died as it goes out of scope
@@ -351,6 +364,11 @@ std::vector<node_info> local_runtime::nodes() {
 
 caf::actor local_runtime::manager_of(const std::string& node_id) {
   throw not_in_a_cluster(node_id);
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<data_client>>>
+local_runtime::node_connections() {
+  return {};
 }
 
 std::shared_ptr<data_client> local_runtime::typed_route(const caf::node_id&) {

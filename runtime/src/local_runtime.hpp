@@ -54,6 +54,12 @@ public:
   /// this process is in no cluster.
   virtual caf::actor manager_of(const std::string& node_id);
 
+  /// The data connections to the cluster's other live nodes, connecting
+  /// where needed; a node out of reach is left out. Outside a cluster,
+  /// none.
+  virtual std::vector<std::pair<std::string, std::shared_ptr<data_client>>>
+  node_connections();
+
   /// The data-plane connection to the cluster process whose CAF node is
   /// `nid`, for typed actors' requests; null if there is none (outside a
   /// cluster, or a process that is no node).

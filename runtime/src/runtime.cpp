@@ -8,6 +8,7 @@
 #include "lumen/task.hpp"
 
 #include "actor_host.hpp"
+#include "trace_log.hpp"
 
 namespace lumen::detail {
 
@@ -26,6 +27,9 @@ task_spec::~task_spec() {
 }
 
 void task_spec::run() {
+  trace::detail::runtime_span span{"task", trace_flow};
+  if (span.on())
+    span.name.stable = &fn_->name;
   if (auto err = first_error(deps)) {
     result_->set_error(err);
     return;

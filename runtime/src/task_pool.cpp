@@ -1,7 +1,10 @@
 #include "task_pool.hpp"
 
 #include <algorithm>
+#include <string>
 #include <system_error>
+
+#include "lumen/trace.hpp"
 
 namespace lumen::detail {
 
@@ -23,7 +26,10 @@ task_pool::~task_pool() {
 }
 
 void task_pool::spawn_thread() {
-  workers_.start([this] { run_worker(); });
+  workers_.start([this, n = threads_ + 1] {
+    trace::name_thread("task worker " + std::to_string(n));
+    run_worker();
+  });
   ++threads_;
 }
 

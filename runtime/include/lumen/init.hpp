@@ -43,12 +43,19 @@ struct init_options {
   /// This process is their head; they end with it, and lumen::nodes()
   /// lists them ("node-1", ...) once init returns.
   int local_nodes = 0;
+  /// Where to write a timeline of the run, as Chrome trace-event JSON (it
+  /// loads in Perfetto and chrome://tracing): a row per actor and task
+  /// thread, a span per task and method call, arrows from each submission
+  /// to its run, across processes too. Written at lumen::shutdown() by the
+  /// driver, with the part of every node it reached, on its clock. Empty
+  /// (the default, unless $LUMEN_TRACE is set) records nothing.
+  std::string trace_file{};
 };
 
 /// Starts an embedded local cluster in this process, or joins the cluster
 /// at `--address`. Flags understood: `--num-cpus N`, `--address HOST:PORT`,
 /// `--local-nodes N`, `--token-file F`, `--tls`, `--tls-cert F`,
-/// `--tls-key F`, `--tls-ca F`
+/// `--tls-key F`, `--tls-ca F`, `--trace F`
 /// (also as `--flag=value`) and `--help` (prints them and
 /// exits 0). As command-line tools do, it prints what is wrong and exits
 /// when it cannot start: 2 for misuse (any other flag starting with `--`,

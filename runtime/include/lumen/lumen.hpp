@@ -1,8 +1,9 @@
 #pragma once
 
 /// Everything a Lumen program needs: init/shutdown, remote functions and
-/// actors, ObjectRef futures with get/wait/put. Typed CAF actors are in
-/// "lumen/caf_interop.hpp", kept apart because it pulls in CAF's headers.
+/// actors, ObjectRef futures with get/wait/put, spans of a trace. Typed CAF
+/// actors are in "lumen/caf_interop.hpp", kept apart because it pulls in
+/// CAF's headers.
 
 #include "lumen/actor.hpp"
 #include "lumen/channel.hpp"
@@ -14,3 +15,4 @@
 #include "lumen/object_store.hpp"
 #include "lumen/remote.hpp"
 #include "lumen/task.hpp"
+#include "lumen/trace.hpp"

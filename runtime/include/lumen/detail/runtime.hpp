@@ -48,6 +48,9 @@ public:
   std::vector<std::shared_ptr<object_state>> deps;
   lumen::placement where;
 
+  /// The arrow from its submission to its run in a trace; 0 if untraced.
+  uint64_t trace_flow = 0;
+
 protected:
   /// One attempt: publishes the value, or throws the function's exception.
   virtual void attempt() = 0;
@@ -94,6 +97,9 @@ public:
   /// Set by the runtime on submission.
   std::shared_ptr<actor_core> core;
   uint64_t generation = 0;
+
+  /// The arrow from its submission to its run in a trace; 0 if untraced.
+  uint64_t trace_flow = 0;
 
 protected:
   std::shared_ptr<object_state> result_;
