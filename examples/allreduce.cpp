@@ -66,10 +66,11 @@ int main(int argc, char** argv) {
     joined.push_back(w.call(&Worker::where));
   for (auto& where : lumen::get(joined))
     std::cout << "member on " << where << "\n";
-  // Every member calls the collective; each blocks until all have.
+  // Every member calls the collective; each blocks until all have. Half
+  // a million floats (2 MiB, a layer's gradient) go round the ring.
   std::vector<lumen::ObjectRef<std::vector<float>>> results;
   for (auto& w : workers)
-    results.push_back(w.call(&Worker::average, 1000));
+    results.push_back(w.call(&Worker::average, 1 << 19));
   for (auto& r : lumen::get(results))
     std::cout << "rank result: " << r.front() << " ... " << r.back() << "\n";
   // [/driver]

@@ -1,10 +1,10 @@
 // Quickstart: Ray's programming model in C++ with Lumen.
 //
 // Teaches: remote functions (tasks), remote classes (actors), ObjectRef
-// futures with get / wait / put, passing refs as arguments, and how a remote
-// exception comes back to the caller.
+// futures with get / wait / put, passing refs as arguments, how a remote
+// exception comes back to the caller, and a span of your own in a trace.
 //
-// Run:   ./build/examples/quickstart
+// Run:   ./build/examples/quickstart   (--trace run.json for a timeline)
 // Prints the results of each step, ending with "quickstart: all steps ok".
 
 #include <chrono>
@@ -94,6 +94,23 @@ int main(int argc, char** argv) {
   auto big = lumen::put(std::vector<float>(1 << 20, 1.0f));
   std::cout << "put " << lumen::get(big).size() << " floats\n";
   // [/put]
+
+  // [trace]
+  // With --trace FILE, every task and method call is a span on its
+  // thread's row, with an arrow from where it was submitted; a span of
+  // your own names a step around them.
+  {
+    lumen::trace::span step{"ten squares", "quickstart"};
+    step.arg("tasks", 10);
+    std::vector<lumen::ObjectRef<int>> ten;
+    for (int i = 0; i < 10; ++i)
+      ten.push_back(lumen::task(square).remote(i));
+    int total = 0;
+    for (int v : lumen::get(ten))
+      total += v;
+    std::cout << "sum of ten squares = " << total << "\n";
+  }
+  // [/trace]
 
   // [errors]
   try {

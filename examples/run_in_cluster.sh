@@ -2,8 +2,8 @@
 # Runs an example that is its own head and node (cluster_demo, allreduce,
 # ring_peers, parameter_server, ps_training)
 # as its header says: a head and a node from the program, then the program
-# as the script, in a home of its own,
-# and ends exactly the processes it started.
+# as the script (with the arguments after the program's path), in a home of
+# its own, and ends exactly the processes it started.
 set -euo pipefail
 demo=$1
 export HOME=$(mktemp -d)
@@ -25,4 +25,4 @@ start() {
 start --head --port 0
 head=$address
 start --address "$head"
-"$demo" --address="$head"
+"$demo" --address="$head" "${@:2}"

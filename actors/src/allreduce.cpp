@@ -51,6 +51,7 @@ void direct_allreduce(const membership& m, slot s, reduce_op op) {
 
 void allreduce_in_place(const membership& m, char* data, ml::dtype type,
                         size_t numel, reduce_op op) {
+  op_span span{"allreduce", m, numel * ml::size_of(type)};
   if (m.net)
     return net_allreduce(*m.net, data, type, numel, op);
   auto s = slot_of(data, type, numel, "allreduce");

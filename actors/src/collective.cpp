@@ -12,6 +12,7 @@ namespace {
 
 void reduce_in_place(const membership& m, char* data, ml::dtype type,
                      size_t numel, int dst_rank, reduce_op op) {
+  op_span span{"reduce", m, numel * ml::size_of(type)};
   if (m.net)
     return net_reduce(*m.net, data, type, numel, dst_rank, op);
   auto s = slot_of(data, type, numel, "reduce");
@@ -32,6 +33,7 @@ void reduce_in_place(const membership& m, char* data, ml::dtype type,
 
 void broadcast_in_place(const membership& m, char* data, ml::dtype type,
                         size_t numel, int src_rank) {
+  op_span span{"broadcast", m, numel * ml::size_of(type)};
   if (m.net)
     return net_broadcast(*m.net, data, type, numel, src_rank);
   auto s = slot_of(data, type, numel, "broadcast");
@@ -50,6 +52,7 @@ void broadcast_in_place(const membership& m, char* data, ml::dtype type,
 
 void allgather_with(const membership& m, std::vector<ml::tensor>& out,
                     const ml::tensor& in) {
+  op_span span{"allgather", m, in.nbytes()};
   if (m.net)
     return net_allgather(*m.net, out, in);
   auto s = slot_of(in, "allgather");
@@ -79,6 +82,7 @@ void allgather_with(const membership& m, std::vector<ml::tensor>& out,
 
 void reducescatter_with(const membership& m, ml::tensor& out,
                         const std::vector<ml::tensor>& in, reduce_op op) {
+  op_span span{"reducescatter", m, out.nbytes()};
   if (m.net)
     return net_reducescatter(*m.net, out, in, op);
   auto world = static_cast<size_t>(m.group->world());
@@ -128,6 +132,7 @@ void reducescatter_with(const membership& m, ml::tensor& out,
 }
 
 void barrier_with(const membership& m) {
+  op_span span{"barrier", m, 0};
   if (m.net)
     return net_barrier(*m.net);
   slot s;

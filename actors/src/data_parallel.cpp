@@ -6,6 +6,7 @@
 #include <utility>
 
 #include <lumen/object_store.hpp>
+#include <lumen/trace.hpp>
 
 #include "lumen/ml/collective.hpp"
 
@@ -42,6 +43,7 @@ float bucketed_allreduce::loss_and_mean_gradient(const float* params,
   timeline_.started.assign(n, 0);
   timeline_.finished.assign(n, 0);
   if (alone_) { // the mean of one member's gradient is that gradient
+    trace::span pass{"forward+backward", "train"};
     auto loss = net_.loss_and_gradient(params, batch, grad);
     timeline_.backward_end = timeline_.end = since(start);
     std::fill(timeline_.finished.begin(), timeline_.finished.end(),
@@ -52,9 +54,17 @@ float bucketed_allreduce::loss_and_mean_gradient(const float* params,
   for (size_t b = 0; b < n; ++b)
     layers_left_[b] = buckets_[b].last_layer - buckets_[b].first_layer + 1;
   running_.assign(n, collective::started_allreduce{});
+  // A trace shows each bucket's all-reduce on a track of its own, against
+  // the backward pass on this thread's row.
+  std::vector<trace::async_span> in_flight(trace::enabled() ? n : 0);
   size_t begun = 0, over = 0; // buckets started, and finished, in order
   auto begin = [&](size_t b) {
     auto r = buckets_[b].params;
+    if (!in_flight.empty())
+      in_flight[b] = std::move(
+        trace::async_span{"bucket allreduce", "train"}
+          .arg("bucket", static_cast<int64_t>(b))
+          .arg("bytes", static_cast<int64_t>(r.size() * sizeof(float))));
     timeline_.started[b] = since(start);
     // In place: the pass does not touch a bucket's layers again.
     running_[b] = collective::allreduce_start(grad + r.begin, r.size(), group_,
@@ -63,23 +73,32 @@ float bucketed_allreduce::loss_and_mean_gradient(const float* params,
   };
   // Moves the started all-reduces on between layers, noting when each
   // one ended.
+  auto finished = [&](size_t b) {
+    timeline_.finished[b] = since(start);
+    if (!in_flight.empty())
+      in_flight[b].end();
+  };
   auto drive = [&] {
     while (over < begun && running_[over].test())
-      timeline_.finished[over++] = since(start);
+      finished(over++);
   };
-  auto loss = net_.loss_and_gradient(params, batch, grad, [&](size_t layer) {
-    auto b = bucket_of_[layer];
-    if (--layers_left_[b] == 0 && overlap_)
-      begin(b);
-    drive();
-  });
+  float loss;
+  {
+    trace::span pass{"forward+backward", "train"};
+    loss = net_.loss_and_gradient(params, batch, grad, [&](size_t layer) {
+      auto b = bucket_of_[layer];
+      if (--layers_left_[b] == 0 && overlap_)
+        begin(b);
+      drive();
+    });
+  }
   timeline_.backward_end = since(start);
   if (!overlap_)
     for (size_t b = 0; b < n; ++b) // in the order backward finishes them
       begin(b);
   for (; over < n; ++over) {
     running_[over].wait();
-    timeline_.finished[over] = since(start);
+    finished(over);
   }
   timeline_.end = since(start);
   return loss;

@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "lumen/trace.hpp"
+
 #include "lumen/ml/collective.hpp"
 
 #include "async_lane.hpp"
@@ -299,6 +301,19 @@ struct membership {
   int world() const noexcept {
     return net ? net->world() : group->world();
   }
+};
+
+/// A collective's span in a trace: what it is, the caller's rank and the
+/// bytes of its buffer.
+class op_span {
+public:
+  op_span(const char* what, const membership& m, size_t bytes) noexcept
+    : span_(what, "collective") {
+    span_.arg("rank", m.rank).arg("bytes", static_cast<int64_t>(bytes));
+  }
+
+private:
+  trace::span span_;
 };
 
 /// The calling thread's membership of `group`; throws `collective_error`

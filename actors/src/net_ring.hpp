@@ -4,7 +4,10 @@
 // exchange (net_exchange.cpp); used by the all-reduce, the allgather and
 // the reducescatter of a group spanning processes.
 
+#include <optional>
 #include <vector>
+
+#include "lumen/trace.hpp"
 
 #include "net_group.hpp"
 #include "net_link.hpp"
@@ -83,10 +86,12 @@ public:
       for (size_t b = ch.begin; b < ch.end; b += seg_) {
         pieces_.push_back({b, std::min(ch.end, b + seg_), reduce,
                            reduce && s + 2 == n_, forward,
-                           reduce ? 0 : before[c]});
+                           reduce ? 0 : before[c], s, c, false});
         if (forward)
           last_send_[c] = ++sends_;
       }
+      if (ch.end > ch.begin)
+        pieces_.back().ends_step = true;
     }
   }
 
@@ -95,6 +100,19 @@ public:
     if (n_ == 1)
       return;
     plan_.pieces_in = pieces_.size();
+    // A trace shows each step from the end of the one before to its last
+    // segment in: segments pipeline, so steps have no other borders.
+    std::optional<trace::span> step;
+    auto next_step = [&](size_t i) {
+      if (i < pieces_.size() && trace::enabled())
+        step
+          .emplace(pieces_[i].reduce ? "reduce-scatter step"
+                                     : "all-gather step",
+                   "collective")
+          .arg("step", static_cast<int64_t>(pieces_[i].step))
+          .arg("bytes", static_cast<int64_t>(chunk_bytes(i)));
+    };
+    next_step(0);
     plan_.where = [this](size_t i) -> exchange_plan::piece {
       auto& p = pieces_[i];
       auto bytes = (p.end - p.begin) * elem_;
@@ -103,7 +121,7 @@ public:
     plan_.may_receive = [this](size_t i, size_t sent) {
       return sent >= pieces_[i].after_sends;
     };
-    plan_.done = [this](size_t i) {
+    plan_.done = [&](size_t i) {
       auto& p = pieces_[i];
       char* at = data_ + p.begin * elem_;
       if (p.reduce)
@@ -117,6 +135,10 @@ public:
         });
       if (p.forward)
         plan_.out.push_back({at, (p.end - p.begin) * elem_});
+      if (p.ends_step) {
+        step.reset();
+        next_step(i + 1);
+      }
     };
     l_.exchange(static_cast<int>((r_ + 1) % n_),
                 static_cast<int>((r_ + n_ - 1) % n_), plan_, doing_);
@@ -129,7 +151,15 @@ private:
     size_t begin, end;
     bool reduce, complete, forward;
     size_t after_sends;
+    size_t step, chunk; // of its pass
+    bool ends_step;     // its chunk's last segment
   };
+
+  /// The bytes of the chunk piece `i` is part of.
+  size_t chunk_bytes(size_t i) const {
+    auto ch = chunk_of(numel_, n_, pieces_[i].chunk);
+    return (ch.end - ch.begin) * elem_;
+  }
 
   net_links& l_;
   size_t n_, r_;

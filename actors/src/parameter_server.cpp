@@ -17,6 +17,8 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include "lumen/trace.hpp"
+
 namespace lumen::ml {
 
 namespace {
@@ -114,6 +116,9 @@ void answer_step(server_pointer self) {
     st.known[who] = n;
   st.last_step_share = std::move(st.open_share);
   st.open_share.clear();
+  trace::span span{"ps broadcast", "ps"};
+  span.arg("version", static_cast<int64_t>(st.core->version()))
+    .arg("callers", static_cast<int64_t>(st.waiting.size()));
   step_answer answer{st};
   for (auto& deliver : st.waiting)
     deliver(answer);

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include <lumen/errors.hpp>
+#include <lumen/trace.hpp>
 
 #include "lumen/ml/safetensors.hpp"
 
@@ -64,6 +65,9 @@ push_outcome ps_core::reject(ps_refusal r, std::string why) {
 }
 
 push_outcome ps_core::push(uint64_t version, const float* g, size_t n) {
+  trace::span span{"ps push", "ps"};
+  span.arg("version", static_cast<int64_t>(version))
+    .arg("values", static_cast<int64_t>(n));
   if (n != weights_.size())
     return reject(ps_refusal::wrong_size,
                   "a gradient of " + std::to_string(n) + " values for " +
@@ -104,6 +108,8 @@ push_outcome ps_core::push(uint64_t version, const float* g, size_t n) {
     clip_by_global_norm(clipped_.data(), n, cfg_.clip_norm);
     use = clipped_.data();
   }
+  trace::span apply{"ps apply", "ps"};
+  apply.arg("staleness", static_cast<int64_t>(staleness));
   opt_.step(weights_.data(), use, n, staleness_scale(staleness));
   ++version_;
   ++stats_.applied;
@@ -125,6 +131,8 @@ bool ps_core::close_step() {
 }
 
 bool ps_core::finish_step() {
+  trace::span span{"ps apply", "ps"};
+  span.arg("gradients", static_cast<int64_t>(pending_));
   // The step's mean gradient, clipped as one.
   for (auto& x : sum_)
     x /= static_cast<float>(pending_);
