@@ -2,13 +2,16 @@
 
 // What every exercise's program shares (EXERCISES.md): its flags
 // (--check, --step, --step=auto, --step=json), waiting for Enter between
-// steps, and the checker's cases and verdict.
+// steps, the checker's cases and verdict, and a run's trace.
 
 #include <iostream>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <lumen/init.hpp>
+#include <lumen/trace.hpp>
 
 namespace exercise {
 
@@ -76,6 +79,29 @@ inline void wait_for_enter(step_mode mode, const char* what) {
   std::string line;
   std::getline(std::cin, line);
 }
+
+/// A run the runtime watches, so that `lumen exercises run ID --trace FILE`
+/// (which sets $LUMEN_TRACE) gets its timeline: the runtime starts here,
+/// unless the exercise started it, and writes the file at the end.
+class traced_run {
+public:
+  traced_run()
+    : mine_(!lumen::is_initialized()) {
+    if (mine_)
+      lumen::init();
+  }
+
+  ~traced_run() {
+    if (mine_)
+      lumen::shutdown();
+  }
+
+  traced_run(const traced_run&) = delete;
+  traced_run& operator=(const traced_run&) = delete;
+
+private:
+  bool mine_;
+};
 
 /// A checker's cases: each printed as it is decided, then the last line,
 /// PASS (exit 0) or FAIL with the first thing to fix (exit 1).

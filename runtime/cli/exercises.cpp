@@ -114,10 +114,12 @@ bool check(session& s, const exercise& e) {
 }
 
 int run(session& s, const exercise& e, const std::string& step,
-        std::vector<std::string> extra) {
+        const std::string& trace, std::vector<std::string> extra) {
   build_result b;
   if (!built(s, e, b))
     return 1;
+  if (!trace.empty()) // the program's lumen::init reads it
+    ::setenv("LUMEN_TRACE", fs::absolute(trace).c_str(), 1);
   std::vector<std::string> args;
   if (!step.empty())
     args.push_back(step == "interactive" ? "--step" : "--step=" + step);
@@ -222,7 +224,7 @@ int exercises_main(int argc, char** argv) {
                 "seconds a check or a run without --step may take before "
                 "it is stopped as stuck (default 30)")
     ->check(CLI::Range(1, 3600));
-  std::string id, step;
+  std::string id, step, trace;
   bool yes = false;
   std::vector<std::string> extra;
   auto list = app.add_subcommand("list", "each exercise, its status and file");
@@ -238,6 +240,11 @@ int exercises_main(int argc, char** argv) {
     ->expected(0, 1)
     ->default_str("interactive")
     ->check(CLI::IsMember({"interactive", "auto", "json"}));
+  run_cmd
+    ->add_option("--trace", trace,
+                 "write a timeline of the run there (Chrome trace JSON: open "
+                 "it at https://ui.perfetto.dev)")
+    ->type_name("FILE");
   run_cmd->add_option("args", extra, "the exercise's own flags");
   auto check_cmd =
     app.add_subcommand("check", "build your file and run its checker");
@@ -283,7 +290,7 @@ int exercises_main(int argc, char** argv) {
       return 0;
     }
     if (run_cmd->parsed())
-      return run(s, find_exercise(s.all, id), step, extra);
+      return run(s, find_exercise(s.all, id), step, trace, extra);
     if (check_cmd->parsed())
       return check(s, find_exercise(s.all, id)) ? 0 : 1;
     if (hint_cmd->parsed())

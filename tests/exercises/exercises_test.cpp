@@ -7,7 +7,7 @@
 // one at a time and are remembered; reset puts back the starter and
 // nothing else; watch re-checks on a save and moves on; a compile error,
 // a hang and a crash each come back as such; and the tool works from an
-// installed prefix.
+// installed prefix; a run's --trace writes its timeline.
 
 #include <chrono>
 #include <filesystem>
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "process.hpp"
+#include "trace_file.hpp"
 
 namespace fs = std::filesystem;
 using namespace std::chrono;
@@ -112,6 +113,15 @@ BOOST_AUTO_TEST_CASE(starters_fail_naming_their_todo_and_references_pass) {
   BOOST_TEST(stepped == 0, states);
   BOOST_TEST(states.find("\"phase\": \"all-gather\"") != std::string::npos,
              states);
+  // --trace: the run's timeline, a span for each of the ring's 2(N-1)
+  // steps of the learner's code.
+  auto trace = dir + "/ring.json";
+  auto [traced, told] = tool(dir, {"run", "ml_scratch03", "--trace", trace});
+  BOOST_TEST(traced == 0, told);
+  BOOST_TEST(told.find("wrote the timeline") != std::string::npos, told);
+  auto t = lumen::test::read_trace(trace);
+  BOOST_TEST(t.problems.empty());
+  BOOST_TEST(t.named("ring step").size() == 6u);
 }
 
 BOOST_AUTO_TEST_CASE(hints_come_one_at_a_time_and_are_remembered) {

@@ -127,6 +127,8 @@ inline std::vector<float> train(int p, int steps, float lr, step_mode mode) {
     p == regression ? regression_problem().data : fashion_set(ml::split::test);
   auto weights = lumen::get(ps.call(&ParameterServer::get_weights));
   for (int step = 1; step <= steps; ++step) {
+    lumen::trace::span span{"step", "exercise"};
+    span.arg("step", step);
     std::vector<lumen::ObjectRef<std::vector<float>>> refs;
     for (auto& w : pool)
       refs.push_back(w.call(&DataParallelWorker::compute_gradient, weights));

@@ -181,8 +181,13 @@ inline run_result simulate(const run_config& c, step_mode show) {
     double t = w.done_at;
     if (t > c.until)
       break;
-    p.model.loss_and_gradient(w.weights.data(), w.batches->next().data,
-                              grad.data());
+    {
+      lumen::trace::span span{"gradient", "exercise"};
+      span.arg("worker", static_cast<int64_t>(who));
+      p.model.loss_and_gradient(w.weights.data(), w.batches->next().data,
+                                grad.data());
+    }
+    lumen::trace::span update{"server update", "exercise"};
     if (c.how == mode::async) {
       auto staleness = s.version - w.version;
       on_async_gradient(s, w.version, grad);
@@ -365,6 +370,7 @@ inline int main_of(int argc, char** argv) {
   try {
     if (checking)
       return check();
+    exercise::traced_run traced;
     bool json = show == step_mode::json; // JSON alone on stdout, no file
     compare(json ? "" : svg, show, !json);
     return 0;

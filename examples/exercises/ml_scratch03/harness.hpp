@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -58,6 +59,8 @@ public:
   /// Rank `rank` sends chunk `c` of its buffer to rank `rank`+1; it
   /// arrives when the step ends.
   void send(size_t rank, size_t c) {
+    if (!step_span_)
+      step_span_.emplace("ring step", "exercise").arg("step", steps_ + 1);
     auto ch = chunk_at(c % ranks());
     outbox_.at(rank) = {c % ranks(),
                         std::vector<float>(bufs_[rank].begin() + ch.begin,
@@ -68,6 +71,7 @@ public:
   /// Ends a step of `phase`: rank r gets what rank r-1 sent. Returns what
   /// each rank received; `show` it once the learner's code used it.
   std::vector<message> end_step(const std::string& phase) {
+    step_span_.reset();
     std::vector<message> in(ranks());
     for (size_t r = 0; r < ranks(); ++r)
       in[r] = outbox_[(r + ranks() - 1) % ranks()];
@@ -127,6 +131,8 @@ private:
   std::vector<message> last_;
   std::string phase_;
   int steps_ = 0;
+  // A trace's span of the step under way: from its first send to its end.
+  std::optional<lumen::trace::span> step_span_;
 };
 
 /// The learner's two loops; starter.cpp and solution.cpp define them.
@@ -225,6 +231,7 @@ inline int main_of(int argc, char** argv) {
   if (f->check)
     return check();
   auto mode = f->step;
+  exercise::traced_run traced;
   ring_net net{inputs(4, 8), mode};
   reduce_scatter(net);
   all_gather(net);

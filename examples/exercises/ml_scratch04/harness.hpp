@@ -150,6 +150,8 @@ public:
   /// buckets averaged as the learner started them, the update; every
   /// `every` steps a re-broadcast.
   step_report step(int k, int every) {
+    lumen::trace::span span{"training step", "exercise"};
+    span.arg("step", k);
     auto n = params_.size();
     step_report rep;
     rep.step = k;
@@ -334,6 +336,7 @@ inline int main_of(int argc, char** argv) {
     return 2;
   if (f->check)
     return check();
+  exercise::traced_run traced;
   trainer t{3, 32, 1};
   for (int k = 0; k < 12; ++k) {
     auto rep = t.step(k, 5);
