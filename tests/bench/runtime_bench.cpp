@@ -6,8 +6,13 @@
 // Sync figures wait for each result before the next call; async figures
 // submit a batch, then wait for all of it. The CAF baselines are a chain of
 // event-based request/then round trips and a blocking scoped_actor
-// request/receive loop against the same kind of echo actor.
+// request/receive loop against the same kind of echo actor. The traced_
+// figures are calls with a trace recording (--trace), each next to the
+// same calls untraced, each in a fresh runtime.
 
+#include <stdlib.h>
+
+#include <filesystem>
 #include <future>
 #include <numeric>
 #include <thread>
@@ -197,6 +202,27 @@ figure caf_scoped_roundtrip(int reps, long n) {
   return f;
 }
 
+/// What recording a trace costs: `measure` in a runtime of its own, then
+/// in one recording a trace (its file removed after), side by side.
+template <class Measure>
+std::vector<figure> with_and_without_trace(Measure measure) {
+  lumen::init();
+  auto plain = measure();
+  lumen::shutdown();
+  char tmpl[] = "/tmp/lumen-bench-trace-XXXXXX";
+  std::filesystem::path dir = ::mkdtemp(tmpl);
+  lumen::init_options opts;
+  opts.trace_file = (dir / "bench.json").string();
+  lumen::init(opts);
+  auto traced = measure();
+  lumen::shutdown(); // writes the trace: proof it recorded
+  std::filesystem::remove_all(dir);
+  plain.name = "untraced_" + plain.name;
+  traced.name = "traced_" + traced.name;
+  lumen::bench::compare(traced, plain);
+  return {plain, traced};
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -222,5 +248,15 @@ int main(int argc, char** argv) {
   figs.push_back(chain_fig);
   figs.push_back(scoped_fig);
   lumen::shutdown();
+  // A tenth of the calls: a trace's spans stay within its bound.
+  for (auto& f : with_and_without_trace(
+         [&] { return tasks_async(opts.reps, 200 * scale); }))
+    figs.push_back(f);
+  for (auto& f : with_and_without_trace(
+         [&] { return actor_calls_sync(opts.reps, 50 * scale); }))
+    figs.push_back(f);
+  for (auto& f : with_and_without_trace(
+         [&] { return actor_calls_async(opts.reps, 200 * scale); }))
+    figs.push_back(f);
   lumen::bench::print("runtime_bench", figs, opts.json);
 }
