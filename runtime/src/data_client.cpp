@@ -81,7 +81,8 @@ bool data_client::typed(uint64_t actor, uint64_t sender, const bytes& message,
               {{reinterpret_cast<const char*>(&actor), sizeof(actor)},
                {reinterpret_cast<const char*>(&sender), sizeof(sender)},
                span_of(message)},
-              std::move(done), std::move(fail));
+              std::move(done), std::move(fail),
+              &trace::detail::typed_request_name);
 }
 
 bool data_client::trace(const bytes& request, on_status done, on_fail fail) {

@@ -17,6 +17,8 @@ namespace detail {
 
 std::atomic<bool> recording{false};
 
+const std::string typed_request_name = "typed request";
+
 namespace {
 
 // Spans a process keeps at most (~100 bytes each): a long run still fits

@@ -39,6 +39,10 @@ void record_runtime_span(span_name name, const char* category,
                          uint64_t start_us, uint64_t flow_in,
                          uint64_t flow_out) noexcept;
 
+/// What a typed CAF actor's request over the data plane is called in a
+/// trace, at both ends of its arrow (its message is not rendered).
+extern const std::string typed_request_name;
+
 /// Counts the runtime's spans under way (see settle).
 void span_opened() noexcept;
 void span_closed() noexcept;

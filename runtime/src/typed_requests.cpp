@@ -8,6 +8,8 @@
 
 #include "lumen/detail/runtime.hpp"
 
+#include "trace_log.hpp"
+
 namespace lumen::detail {
 
 namespace {
@@ -117,6 +119,11 @@ caf::strong_actor_ptr typed_stand_ins::stand_in(uint64_t sender) {
 }
 
 void typed_stand_ins::serve(uint64_t id, const bytes& payload) {
+  // The handler runs on the actor's own time: the trace's arrow ends at
+  // the message's delivery.
+  trace::detail::runtime_span span{"typed", id};
+  if (span.on())
+    span.name.stable = &trace::detail::typed_request_name;
   uint64_t target = 0, sender = 0;
   constexpr size_t head = sizeof(target) + sizeof(sender);
   if (payload.size() < head)

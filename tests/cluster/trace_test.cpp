@@ -68,9 +68,11 @@ BOOST_AUTO_TEST_CASE(a_run_on_a_local_node_shows_both_processes_and_arrows) {
   BOOST_TEST((t.pids_with("Counter constructor") == std::set<int64_t>{node}));
   BOOST_TEST((t.pids_with("script") == std::set<int64_t>{driver}));
   BOOST_TEST((t.pids_with("submit add") == std::set<int64_t>{driver}));
-  // add and two Counter::add calls cross; the local add does not.
-  BOOST_TEST(t.cross_process_flows == 3u);
-  BOOST_TEST(t.flows == 4u);
+  BOOST_TEST((t.pids_with("typed request") == std::set<int64_t>{node}));
+  // add, two Counter::add calls and the typed request cross; the local
+  // add does not.
+  BOOST_TEST(t.cross_process_flows == 4u);
+  BOOST_TEST(t.flows == 5u);
   // On the driver's clock, the node's calls happen inside the script's
   // span: its offset was measured.
   auto script = t.named("script").at(0);
@@ -130,7 +132,7 @@ BOOST_AUTO_TEST_CASE(a_driver_of_a_started_cluster_gathers_every_nodes_part) {
   auto worker =
     c.nodes[0].id == ran ? c.nodes[0].proc->pid() : c.nodes[1].proc->pid();
   BOOST_TEST((t.pids_with("Counter::add") == std::set<int64_t>{worker}));
-  BOOST_TEST(t.cross_process_flows == 3u);
+  BOOST_TEST(t.cross_process_flows == 4u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

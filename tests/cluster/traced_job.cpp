@@ -1,5 +1,6 @@
-// A script to trace (trace_test): a task and an actor's calls on another
-// node of the cluster, if it has one, a task here, and a span of its own;
+// A script to trace (trace_test): a task, an actor's calls and a typed CAF
+// actor's request on another node of the cluster, if it has one, a task
+// here, and a span of its own;
 // lumen::shutdown then writes the timeline. Its flags are lumen::init's:
 //   traced_job --local-nodes 1 --trace run.json
 
@@ -7,6 +8,7 @@
 #include <iostream>
 #include <string>
 
+#include <lumen/caf_interop.hpp>
 #include <lumen/cluster.hpp>
 #include <lumen/lumen.hpp>
 
@@ -29,7 +31,9 @@ int main(int argc, char** argv) {
     lumen::get(counter.call(&Counter::add, 1), deadline);
     auto seven = lumen::get(counter.call(&Counter::add, 1), deadline);
     auto two = lumen::get(lumen::task(add).remote(1, 1), deadline);
-    std::cout << "traced_job: ran on " << there << ": " << seven + two
+    auto calc = lumen::spawn_on<calculator>(there, "calculator");
+    auto three = lumen::get(lumen::call(calc, add_atom::value, 1, 2), deadline);
+    std::cout << "traced_job: ran on " << there << ": " << seven + two + three
               << std::endl;
   }
   lumen::shutdown();
