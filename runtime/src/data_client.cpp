@@ -92,15 +92,20 @@ bool data_client::trace(const bytes& request, on_status done, on_fail fail) {
 
 bool data_client::send(frame_kind kind, std::vector<byte_span> parts,
                        on_status done, on_fail fail, const std::string* what) {
-  auto start =
-    what != nullptr && trace::enabled() ? trace::detail::now_us() : 0;
   // A request's id is also its arrow's id in a trace, where the arrows of
   // every process of the cluster meet: so not a count from 1.
   auto id = trace::detail::new_flow();
+  trace::detail::runtime_span span{"submit"};
+  if (span.on() && what != nullptr)
+    span.submits(*what, id);
+  else
+    span.drop();
   {
     std::lock_guard<std::mutex> guard{mtx_};
-    if (closed_)
+    if (closed_) {
+      span.drop();
       return false;
+    }
     // Registered before sending: the reply may beat send() back.
     pending_.emplace(id, pending{std::move(done), std::move(fail)});
   }
@@ -108,9 +113,6 @@ bool data_client::send(frame_kind kind, std::vector<byte_span> parts,
   // pending on its own thread, never inside a caller that holds locks.
   if (!conn_->send(kind, reply_status::ok, id, std::move(parts)))
     conn_->close();
-  if (start != 0)
-    trace::detail::record_runtime_span({"submit ", what, {}}, "submit", start,
-                                       0, id);
   return true;
 }
 

@@ -240,12 +240,10 @@ void local_runtime::submit_task(std::shared_ptr<task_spec> t) {
 
 void local_runtime::run_local(std::shared_ptr<task_spec> t) {
   trace::detail::runtime_span span{"submit"};
-  if (span.on() && t->trace_flow == 0) {
-    t->trace_flow = span.flow_out = trace::detail::new_flow();
-    span.name = {"submit ", &t->function().name, {}};
-  } else {
+  if (span.on() && t->trace_flow == 0)
+    t->trace_flow = span.submits(t->function().name);
+  else
     span.drop(); // sent by another process, whose arrow it carries
-  }
   auto deps = t->deps;
   when_all_ready(
     deps, [this, t = std::move(t)]() mutable { pool_.submit(std::move(t)); });
@@ -311,10 +309,8 @@ local_runtime::register_actor(std::shared_ptr<actor_core> core) {
 void local_runtime::submit_call(const actor_ref& a,
                                 std::shared_ptr<actor_call> c) {
   trace::detail::runtime_span span{"submit"};
-  if (span.on()) {
-    c->trace_flow = span.flow_out = trace::detail::new_flow();
-    span.name = {"submit ", &c->method().name, {}};
-  }
+  if (span.on())
+    c->trace_flow = span.submits(c->method().name);
   c->core = a.core;
   if (a.core->dead)
     return; // c fails with actor_died as it goes out of scope

@@ -78,6 +78,14 @@ public:
     return start_ != 0;
   }
 
+  /// Names it the submission of `what` (a registered name) and starts the
+  /// arrow `flow` here; returns `flow`.
+  uint64_t submits(const std::string& what, uint64_t flow = new_flow()) {
+    name = {"submit ", &what, {}};
+    flow_out = flow;
+    return flow;
+  }
+
   /// Records nothing after all.
   void drop() noexcept {
     if (start_ != 0)
