@@ -60,8 +60,6 @@ void serve_control(caf::actor_system& sys, caf::actor published, gate& g) {
 caf::actor connect_control(caf::actor_system& sys, const address& where,
                            const credentials& creds, const std::string& what,
                            std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  int fd = pass_gate(where, creds, what, timeout);
   auto refused = [&](const std::string& failure) {
     return error("cannot reach " + what + " at " + where.to_string() +
                    ": it let this process in but did not complete the "
@@ -70,33 +68,41 @@ caf::actor connect_control(caf::actor_system& sys, const address& where,
                  errc::unreachable);
   };
   // CAF 0.17's broker dates a connection it opens at the epoch until the
-  // first bytes arrive, so a heartbeat tick before the peer's handshake
-  // closes it as timed out: a peer slow by more than the time to the next
-  // tick (at most 200 ms) was refused. The peer writes its handshake
-  // unasked; handing the socket over once that is readable closes the gap.
-  pollfd readable{fd, POLLIN, 0};
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-    deadline - std::chrono::steady_clock::now());
-  if (::poll(&readable, 1, static_cast<int>(std::max<long>(0, left.count()))) !=
-      1) {
-    ::close(fd);
-    throw refused("no handshake within " + std::to_string(timeout.count()) +
-                  " ms");
+  // first bytes are read, so a heartbeat tick handled before that read
+  // closes it as timed out. Waiting until the peer's handshake (written
+  // unasked) is readable narrows the window to the broker's own queue,
+  // which a loaded machine still hits now and then: the race, never the
+  // peer, is behind such a timeout, so a fresh connection is tried.
+  constexpr int attempts = 3;
+  for (int attempt = 1;; ++attempt) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    int fd = pass_gate(where, creds, what, timeout);
+    pollfd readable{fd, POLLIN, 0};
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+    if (::poll(&readable, 1,
+               static_cast<int>(std::max<long>(0, left.count()))) != 1) {
+      ::close(fd);
+      throw refused("no handshake within " + std::to_string(timeout.count()) +
+                    " ms");
+    }
+    caf::actor peer;
+    caf::error failure;
+    caf::scoped_actor self{sys};
+    self
+      ->request(basp_broker(sys), timeout, caf::connect_atom::value,
+                sys.middleman().backend().new_scribe(fd), where.port)
+      .receive(
+        [&](caf::node_id&, caf::strong_actor_ptr& whom,
+            std::set<std::string>&) {
+          peer = caf::actor_cast<caf::actor>(whom);
+        },
+        [&](caf::error& err) { failure = std::move(err); });
+    if (peer)
+      return peer;
+    if (failure != caf::sec::connection_timeout || attempt == attempts)
+      throw refused(failure ? sys.render(failure) : std::string{});
   }
-  caf::actor peer;
-  std::string failure;
-  caf::scoped_actor self{sys};
-  self
-    ->request(basp_broker(sys), timeout, caf::connect_atom::value,
-              sys.middleman().backend().new_scribe(fd), where.port)
-    .receive(
-      [&](caf::node_id&, caf::strong_actor_ptr& whom, std::set<std::string>&) {
-        peer = caf::actor_cast<caf::actor>(whom);
-      },
-      [&](caf::error& err) { failure = sys.render(err); });
-  if (!peer)
-    throw refused(failure);
-  return peer;
 }
 
 } // namespace lumen::detail
