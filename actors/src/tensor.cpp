@@ -2,7 +2,6 @@
 
 #include <cstdint>
 
-#include <caf/sec.hpp>
 
 namespace lumen::ml {
 
@@ -154,29 +153,26 @@ std::vector<char>& tensor::fresh_storage() {
   return *storage_;
 }
 
-caf::error tensor::bytes_for_shape(size_t& bytes) const {
+std::string tensor::bytes_for_shape(size_t& bytes) const {
   if (static_cast<uint8_t>(type_) > static_cast<uint8_t>(dtype::int64))
-    return caf::make_error(caf::sec::invalid_argument,
-                           "a tensor with an unknown dtype");
+    return "a tensor with an unknown dtype";
   try {
     bytes = count_elements(shape_, type_) * size_of(type_);
   } catch (const usage_error& e) {
-    return caf::make_error(caf::sec::invalid_argument, e.what());
+    return e.what();
   }
-  return caf::none;
+  return {};
 }
 
-caf::error tensor::check_loaded() {
+std::string tensor::check_loaded() {
   size_t want = 0;
-  if (auto err = bytes_for_shape(want))
-    return err;
+  if (auto why = bytes_for_shape(want); !why.empty())
+    return why;
   if (want != storage_->size())
-    return caf::make_error(caf::sec::invalid_argument,
-                           "a " + describe() + " tensor needs " +
-                             std::to_string(want) + " bytes, got " +
-                             std::to_string(storage_->size()));
+    return "a " + describe() + " tensor needs " + std::to_string(want) +
+           " bytes, got " + std::to_string(storage_->size());
   numel_ = want / size_of(type_);
-  return caf::none;
+  return {};
 }
 
 } // namespace lumen::ml

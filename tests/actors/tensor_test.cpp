@@ -6,6 +6,7 @@
 
 #include <lumen/detail/codec.hpp>
 #include <lumen/ml/tensor.hpp>
+#include <lumen/ml/wire.hpp>
 
 using lumen::ml::dtype;
 using lumen::ml::tensor;

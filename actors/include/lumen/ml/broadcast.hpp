@@ -24,6 +24,7 @@
 
 #include "lumen/ml/compress.hpp"
 #include "lumen/ml/tensor.hpp"
+#include "lumen/ml/wire.hpp"
 
 namespace lumen::ml {
 

@@ -11,16 +11,12 @@
 //   lumen::ml::decompress(wire, back.data(), back.size());
 //
 // The codecs are plain C++ (tests, exercises and the browser playground
-// use them alike); only the wire format below names CAF's inspectors.
+// use them alike); their wire format is in lumen/ml/wire.hpp.
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <type_traits>
 #include <vector>
-
-#include <caf/deserializer.hpp>
-#include <caf/meta/type_name.hpp>
 
 #include "lumen/ml/codec.hpp"
 #include "lumen/ml/tensor.hpp"
@@ -35,35 +31,6 @@ struct compressed {
   uint64_t numel = 0;
   std::vector<uint8_t> bytes;
 };
-
-namespace detail {
-
-/// The byte block of a `compressed` as CAF reads it.
-struct compressed_bytes {
-  compressed* c;
-
-  friend caf::error inspect(caf::deserializer& f, compressed_bytes& x) {
-    return detail::load_exact_bytes(f, x.c->bytes,
-                                    compressed_size(x.c->kind, x.c->numel),
-                                    std::string{"a compressed gradient of "} +
-                                      std::to_string(x.c->numel) + " values");
-  }
-};
-
-} // namespace detail
-
-/// A gradient on the wire: the bytes as one raw block, of the length its
-/// codec and count say (a peer's other length is refused unread).
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, compressed& x) {
-  auto name = caf::meta::type_name("lumen::ml::compressed");
-  if constexpr (std::is_same<Inspector, caf::deserializer>::value) {
-    detail::compressed_bytes bytes{&x};
-    return f(name, x.kind, x.numel, bytes);
-  } else {
-    return f(name, x.kind, x.numel, x.bytes);
-  }
-}
 
 /// Compresses `n` values. Throws `usage_error` for a NaN or infinite
 /// value, and, for fp16, a value beyond its range (|x| > 65504: clip the

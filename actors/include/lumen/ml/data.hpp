@@ -17,8 +17,6 @@
 #include <string>
 #include <vector>
 
-#include <caf/meta/type_name.hpp>
-
 #include <lumen/errors.hpp>
 
 #include "lumen/ml/tensor.hpp"
@@ -118,12 +116,6 @@ std::vector<size_t> shard_rows(const std::vector<size_t>& rows, size_t worker,
 /// workers 0 to workers-1 are disjoint and cover `d`.
 dataset shard_of(const dataset& d, size_t worker, size_t workers,
                  uint64_t seed);
-
-/// A data set as CAF messages carry it (its tensors as raw blocks).
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, dataset& x) {
-  return f(caf::meta::type_name("lumen::ml::dataset"), x.features, x.labels);
-}
 
 /// A linear regression whose answer is known: y = x·weights + bias +
 /// noise, x and the weights drawn from N(0, 1) with `seed`, the noise

@@ -37,6 +37,7 @@
 #include "lumen/ml/parameter_server.hpp"
 #include "lumen/ml/sharded_server.hpp"
 #include "lumen/ml/tensor.hpp"
+#include "lumen/ml/wire.hpp"
 
 namespace lumen::ml {
 

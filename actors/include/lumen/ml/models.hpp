@@ -17,8 +17,6 @@
 #include <string>
 #include <vector>
 
-#include <caf/meta/type_name.hpp>
-
 #include "lumen/ml/data.hpp"
 
 namespace lumen::ml {
@@ -144,12 +142,6 @@ struct model_spec {
   std::vector<uint64_t> hidden;
   uint64_t classes = 10;
 };
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, model_spec& x) {
-  return f(caf::meta::type_name("lumen::ml::model_spec"), x.kind, x.dim,
-           x.hidden, x.classes);
-}
 
 /// The model `spec` names. Throws `usage_error` for an unknown kind or a
 /// size of zero.

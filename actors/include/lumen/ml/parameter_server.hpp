@@ -42,6 +42,7 @@
 #include "lumen/ml/compress.hpp"
 #include "lumen/ml/ps_core.hpp"
 #include "lumen/ml/tensor.hpp"
+#include "lumen/ml/wire.hpp"
 
 namespace lumen::ml {
 

@@ -34,6 +34,7 @@
 #include "lumen/ml/collective.hpp"
 #include "lumen/ml/ring.hpp"
 #include "lumen/ml/tensor.hpp"
+#include "lumen/ml/wire.hpp"
 
 namespace lumen::collective {
 

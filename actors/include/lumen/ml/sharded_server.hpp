@@ -20,6 +20,7 @@
 #include "lumen/ml/parameter_server.hpp"
 #include "lumen/ml/ring.hpp"
 #include "lumen/ml/tensor.hpp"
+#include "lumen/ml/wire.hpp"
 
 namespace lumen::ml {
 

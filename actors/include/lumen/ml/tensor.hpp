@@ -18,13 +18,6 @@
 
 #include <Eigen/Core>
 
-#include <caf/deserializer.hpp>
-#include <caf/error.hpp>
-#include <caf/meta/load_callback.hpp>
-#include <caf/meta/type_name.hpp>
-#include <caf/sec.hpp>
-#include <caf/serializer.hpp>
-
 #include <lumen/errors.hpp>
 
 namespace lumen::ml {
@@ -53,29 +46,6 @@ constexpr dtype dtype_of() {
     return dtype::int64;
   }
 }
-
-namespace detail {
-
-/// Reads a byte block that must be `want` bytes long (what the fields
-/// before it say), so that a peer's length word never sizes a buffer.
-template <class Bytes>
-caf::error load_exact_bytes(caf::deserializer& f, Bytes& v, size_t want,
-                            const std::string& what) {
-  size_t n = 0;
-  if (auto err = f.begin_sequence(n))
-    return err;
-  if (n != want)
-    return caf::make_error(caf::sec::invalid_argument,
-                           what + " needs " + std::to_string(want) +
-                             " bytes, the peer announced " + std::to_string(n));
-  v.resize(n);
-  if (n > 0)
-    if (auto err = f.apply_raw(n, v.data()))
-      return err;
-  return f.end_sequence();
-}
-
-} // namespace detail
 
 class tensor {
 public:
@@ -187,50 +157,10 @@ public:
   /// "float32[2, 3]".
   std::string describe() const;
 
-  template <class Inspector>
-  friend typename Inspector::result_type inspect(Inspector& f, tensor& x) {
-    // The storage is a vector of bytes: CAF and Lumen's codec both write
-    // it as one raw block, never element by element.
-    auto name = caf::meta::type_name("lumen::ml::tensor");
-    if constexpr (std::is_same<Inspector, caf::deserializer>::value) {
-      // CAF would size the block by the peer's word before reading it:
-      // the dtype and shape come first and say how many bytes may follow.
-      x.fresh_storage();
-      expected_bytes bytes{&x};
-      return f(name, x.type_, x.shape_, bytes,
-               caf::meta::load_callback([&x] { return x.check_loaded(); }));
-    } else if constexpr (Inspector::writes_state) {
-      auto& fresh = x.fresh_storage(); // never into storage others share
-      return f(name, x.type_, x.shape_, fresh,
-               caf::meta::load_callback([&x] { return x.check_loaded(); }));
-    } else if constexpr (std::is_base_of<caf::serializer, Inspector>::value) {
-      saved_bytes bytes{x.raw(), x.nbytes()}; // a view, written in place
-      return f(name, x.type_, x.shape_, bytes);
-    } else {
-      // Lumen's codec and CAF's printers, which take a vector of bytes.
-      if (x.view_ == nullptr)
-        return f(name, x.type_, x.shape_, *x.storage_);
-      std::vector<char> bytes(x.view_, x.view_ + x.nbytes());
-      return f(name, x.type_, x.shape_, bytes);
-    }
-  }
-
 private:
-  /// The numbers as CAF writes a vector of bytes, from wherever they are.
-  struct saved_bytes {
-    const char* data;
-    size_t size;
-
-    friend caf::error inspect(caf::serializer& f, saved_bytes& x) {
-      size_t n = x.size;
-      if (auto err = f.begin_sequence(n))
-        return err;
-      if (n > 0)
-        if (auto err = f.apply_raw(n, const_cast<char*>(x.data)))
-          return err;
-      return f.end_sequence();
-    }
-  };
+  // How the tensor crosses processes (lumen/ml/wire.hpp), kept out of
+  // this header so that plain C++ (the browser playground) can use it.
+  friend struct tensor_wire;
 
   /// Makes a view's numbers its own.
   void own();
@@ -239,27 +169,9 @@ private:
     return view_ != nullptr ? view_ : storage_->data();
   }
 
-  /// The storage as CAF reads it: of the length dtype and shape allow.
-  struct expected_bytes {
-    tensor* t;
-
-    friend caf::error inspect(caf::deserializer& f, expected_bytes& x) {
-      return load(f, *x.t);
-    }
-
-    // A member, so that it may read the tensor's privates.
-    static caf::error load(caf::deserializer& f, tensor& t) {
-      size_t want = 0;
-      if (auto err = t.bytes_for_shape(want))
-        return err;
-      return detail::load_exact_bytes(f, *t.storage_, want,
-                                      "a " + t.describe() + " tensor");
-    }
-  };
-
-  /// The bytes dtype and shape take; an error for an unknown dtype, a
-  /// negative dimension or an overflow.
-  caf::error bytes_for_shape(size_t& bytes) const;
+  /// The bytes dtype and shape take; for an unknown dtype, a negative
+  /// dimension or an overflow, what is wrong instead.
+  std::string bytes_for_shape(size_t& bytes) const;
 
   template <class T>
   void check() const {
@@ -273,8 +185,9 @@ private:
   void require_rank(size_t rank) const;
   /// New, unshared storage for a decoder to fill.
   std::vector<char>& fresh_storage();
-  /// After decoding: dtype, shape and byte count must agree.
-  caf::error check_loaded();
+  /// After decoding: dtype, shape and byte count must agree; what is
+  /// wrong if they do not.
+  std::string check_loaded();
 
   dtype type_ = dtype::float32;
   std::vector<int64_t> shape_;
