@@ -106,26 +106,6 @@ idx_file read_idx(const std::string& path) {
   return out;
 }
 
-dataset dataset::take(const std::vector<size_t>& rows) const {
-  auto d = dim();
-  dataset out;
-  out.features =
-    tensor({static_cast<int64_t>(rows.size()), static_cast<int64_t>(d)});
-  out.labels = tensor({static_cast<int64_t>(rows.size())}, labels.type());
-  auto elem = size_of(labels.type());
-  auto from = features.data<float>();
-  auto to = out.features.data<float>();
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (rows[i] >= size())
-      throw usage_error("dataset::take: row " + std::to_string(rows[i]) +
-                        " of a data set of " + std::to_string(size()));
-    std::memcpy(to + i * d, from + rows[i] * d, d * sizeof(float));
-    std::memcpy(out.labels.raw() + i * elem, labels.raw() + rows[i] * elem,
-                elem);
-  }
-  return out;
-}
-
 dataset load_fashion_mnist(split which, const std::string& dir) {
   auto images_path = fashion_file(which, dir, "images-idx3");
   auto labels_path = fashion_file(which, dir, "labels-idx1");
@@ -213,102 +193,11 @@ dataset node_fashion_mnist(split which, float mean, float stddev,
   return out;
 }
 
-dataset share_of(const dataset& d, size_t worker, size_t workers) {
-  if (worker >= workers)
-    throw usage_error("share_of: worker " + std::to_string(worker) + " of " +
-                      std::to_string(workers) +
-                      "; workers are numbered from 0");
-  size_t n = d.size();
-  size_t begin = n * worker / workers, end = n * (worker + 1) / workers;
-  return {d.features.rows(begin, end), d.labels.rows(begin, end)};
-}
-
 const std::vector<std::string>& fashion_mnist_classes() {
   static const std::vector<std::string> names{
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
     "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
   return names;
-}
-
-void standardize(dataset& d, float mean, float stddev) {
-  if (!(stddev > 0))
-    throw usage_error("standardize: a standard deviation of " +
-                      std::to_string(stddev) + "; give a positive one");
-  auto x = d.features.vec<float>();
-  x = (x.array() - mean) / stddev;
-}
-
-uint64_t derive_seed(uint64_t run_seed, uint64_t stream) noexcept {
-  auto z = run_seed + (stream + 1) * 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-std::vector<size_t> shuffled_rows(size_t n, uint64_t seed) {
-  std::vector<size_t> rows(n);
-  for (size_t i = 0; i < n; ++i)
-    rows[i] = i;
-  std::mt19937_64 gen{seed};
-  // std::shuffle and the distributions differ between standard libraries;
-  // this draw is the same everywhere.
-  for (size_t i = n; i > 1; --i) {
-    auto j = static_cast<size_t>(gen() % i);
-    std::swap(rows[i - 1], rows[j]);
-  }
-  return rows;
-}
-
-std::vector<size_t> shard_rows(const std::vector<size_t>& rows, size_t worker,
-                               size_t workers) {
-  if (worker >= workers)
-    throw usage_error("shard_rows: worker " + std::to_string(worker) + " of " +
-                      std::to_string(workers) +
-                      "; workers are numbered 0 to workers-1");
-  auto begin = rows.size() * worker / workers;
-  auto end = rows.size() * (worker + 1) / workers;
-  return {rows.begin() + static_cast<std::ptrdiff_t>(begin),
-          rows.begin() + static_cast<std::ptrdiff_t>(end)};
-}
-
-dataset shard_of(const dataset& d, size_t worker, size_t workers,
-                 uint64_t seed) {
-  return d.take(shard_rows(shuffled_rows(d.size(), seed), worker, workers));
-}
-
-linear_problem make_linear_regression(size_t n, size_t dim, uint64_t seed,
-                                      float noise) {
-  std::mt19937_64 gen{seed};
-  // Box-Muller over the generator's raw bits: the same numbers on every
-  // standard library, unlike std::normal_distribution.
-  auto uniform = [&] {
-    return (static_cast<double>(gen() >> 11) + 0.5) / 9007199254740992.0;
-  };
-  auto normal = [&] {
-    double u1 = uniform();
-    double u2 = uniform(); // drawn in this order on every compiler
-    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) *
-                              std::cos(6.283185307179586 * u2));
-  };
-  linear_problem p;
-  p.weights.resize(dim);
-  for (auto& w : p.weights)
-    w = normal();
-  p.bias = normal();
-  p.data.features =
-    tensor({static_cast<int64_t>(n), static_cast<int64_t>(dim)});
-  p.data.labels = tensor({static_cast<int64_t>(n)});
-  auto x = p.data.features.data<float>();
-  auto y = p.data.labels.data<float>();
-  for (size_t i = 0; i < n; ++i) {
-    float acc = p.bias;
-    for (size_t j = 0; j < dim; ++j) {
-      x[i * dim + j] = normal();
-      acc += x[i * dim + j] * p.weights[j];
-    }
-    y[i] = acc + noise * normal();
-  }
-  return p;
 }
 
 } // namespace lumen::ml
