@@ -2,7 +2,6 @@
 
 #include <cstdint>
 
-
 namespace lumen::ml {
 
 namespace {
