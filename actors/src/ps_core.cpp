@@ -110,7 +110,8 @@ push_outcome ps_core::push(uint64_t version, const float* g, size_t n) {
   }
   trace::span apply{"ps apply", "ps"};
   apply.arg("staleness", static_cast<int64_t>(staleness));
-  opt_.step(weights_.data(), use, n, staleness_scale(staleness));
+  opt_.step(weights_.data(), use, n,
+            cfg_.staleness_lr ? staleness_scale(staleness) : 1.0f);
   ++version_;
   ++stats_.applied;
   ++stats_.steps;

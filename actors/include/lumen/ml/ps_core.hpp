@@ -10,7 +10,8 @@
 //     older version (a backup step closed without them) are dropped and
 //     counted.
 //   async: each gradient is applied when it comes, its learning rate
-//     divided by its staleness (current version − the gradient's), after
+//     divided by its staleness (current version − the gradient's; unless
+//     `staleness_lr` is off), after
 //     clipping; gradients staler than `max_staleness` are rejected and
 //     counted; a histogram of staleness is kept.
 // A gradient of the wrong size, with NaN or Inf values, or of a version
@@ -41,6 +42,9 @@ struct ps_config {
   optimizer_config optimizer;
   float clip_norm = 0; // > 0: gradients are clipped to this global norm
   uint64_t max_staleness = UINT64_MAX; // async: older gradients are rejected
+  // Async: the learning rate divided by the staleness. Off, every
+  // gradient is applied at the full rate: only to see what that fixes.
+  bool staleness_lr = true;
   // Sync: a step still open this long after its first gradient closes
   // with what it has, and the workers it lacked are not waited for until
   // they push again (a worker killed, hung, or behind a cut link). 0: 20
@@ -68,7 +72,7 @@ typename Inspector::result_type inspect(Inspector& f, optimizer_config& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ps_config& x) {
   return f(x.mode, x.workers, x.backup, x.optimizer, x.clip_norm,
-           x.max_staleness, x.step_timeout_ms, x.broadcast,
+           x.max_staleness, x.staleness_lr, x.step_timeout_ms, x.broadcast,
            x.rebroadcast_every);
 }
 

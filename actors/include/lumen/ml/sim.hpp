@@ -1,0 +1,237 @@
+#pragma once
+
+// The algorithms of the exercises under a simulated clock: virtual time,
+// seeded randomness, no threads, no CAF. The browser playground runs them
+// (CAF cannot go to the browser), and so do the native tests, so that
+// what a learner watches on the page is what the tests check. Each run is
+// the same for the same configuration and seed.
+//
+// The cores are the real ones: the ring's schedule and reductions
+// (ring.hpp), the parameter server's rules (ps_core.hpp) with its
+// optimizer and codecs, and the models (models.hpp). What is simulated is
+// only the time things take (compute, links), drawn from the seed.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <queue>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "lumen/ml/codec.hpp"
+#include "lumen/ml/compress.hpp"
+#include "lumen/ml/data.hpp"
+#include "lumen/ml/models.hpp"
+#include "lumen/ml/ps_core.hpp"
+#include "lumen/ml/ring.hpp"
+
+namespace lumen::ml::sim {
+
+/// Events in virtual time: each runs at its time, ties in the order they
+/// were scheduled, so that a run never depends on a real clock.
+class scheduler {
+public:
+  explicit scheduler(uint64_t seed)
+    : rng_(seed) {}
+
+  /// The virtual time (ms) of the event running, or of the last one.
+  double now() const noexcept {
+    return now_;
+  }
+
+  void after(double delay_ms, std::function<void()> f);
+
+  /// Runs the next event; false if there is none.
+  bool run_next();
+
+  bool idle() const noexcept {
+    return queue_.empty();
+  }
+
+  /// A draw in [0, 1) from the seed, the same on every standard library.
+  double uniform() noexcept;
+
+private:
+  struct event {
+    double at;
+    uint64_t order;
+    std::function<void()> run;
+    bool operator>(const event& other) const noexcept {
+      return at != other.at ? at > other.at : order > other.order;
+    }
+  };
+  std::priority_queue<event, std::vector<event>, std::greater<event>> queue_;
+  double now_ = 0;
+  uint64_t scheduled_ = 0;
+  std::mt19937_64 rng_;
+};
+
+// ---- ml_scratch03: the ring all-reduce ---------------------------------
+
+struct ring_config {
+  size_t ranks = 4;
+  size_t length = 8;
+  // 0: ml_scratch03's own inputs, rank r's element i = (r+1)·10 + i mod 7,
+  // so that the page starts where `lumen exercises run ml_scratch03` does.
+  // Otherwise small integers drawn from the seed (sums stay exact).
+  uint64_t seed = 0;
+  collective::reduce_op op = collective::reduce_op::sum;
+  double latency_ms = 0.05; // per message
+  double mbytes_per_ms = 1; // each link's bandwidth (1 MB/ms = 1 GB/s)
+};
+
+/// Rank `rank`'s element `i` under `seed` (see ring_config::seed).
+float ring_input(uint64_t seed, size_t rank, size_t i);
+
+/// The ring after one step.
+struct ring_frame {
+  collective::ring_phase phase;
+  size_t step = 0; // within the phase
+  std::vector<collective::ring_step> ranks;
+  std::vector<std::vector<float>> buffers;
+  // holders[r][c]: the ranks whose input chunk c of rank r holds so far,
+  // one bit a rank (the page colours chunks by it).
+  std::vector<std::vector<uint64_t>> holders;
+  std::vector<size_t> bytes_sent; // per rank, so far
+  double time_ms = 0;             // virtual time at the end of the step
+};
+
+/// The ring against a naive all-reduce in which rank 0 gathers every
+/// buffer, reduces, and sends the result back to each rank.
+struct naive_figures {
+  size_t root_bytes = 0;  // rank 0 sends (N-1)·S
+  size_t other_bytes = 0; // every other rank sends S
+  double time_ms = 0;     // rank 0's link carries it all, one way each
+};
+
+struct ring_run {
+  ring_config config;
+  std::vector<std::vector<float>> inputs;
+  std::vector<ring_frame> frames; // 2(N-1) of them
+  std::vector<float> expected;    // op over the inputs, element by element
+  size_t bound_bytes = 0;         // 2·S·(N-1)/N, S the buffer's bytes
+  naive_figures naive;
+};
+
+/// Runs the ring all-reduce of `cfg` step by step with
+/// collective::simulate_allreduce. Throws `usage_error` for fewer than
+/// two ranks, more than 64, or an empty buffer.
+ring_run run_ring(const ring_config& cfg);
+
+/// Where a recorded run (`--step=json` output of ml_scratch03, one JSON
+/// object a line) first differs from the reference run of the same ranks
+/// and length on ml_scratch03's inputs.
+struct replay_verdict {
+  bool matches = false;
+  size_t steps = 0;     // lines read
+  size_t first_bad = 0; // 1-based step of the first difference
+  std::string what;     // the difference, or why the file is unusable
+  ring_run reference;   // what it was compared with
+  std::vector<ring_frame> recorded;
+};
+
+replay_verdict replay_ring(const std::string& jsonl);
+
+// ---- ml_scratch01/02: a parameter server and its workers ---------------
+
+struct ps_sim_config {
+  ps_mode mode = ps_mode::async;
+  size_t workers = 4;
+  size_t backup = 0; // sync: steps close without the slowest `backup`
+  float lr = 0.05f;
+  bool staleness_lr = true; // async: lr divided by staleness
+  float clip_norm = 0;
+  codec compression = codec::none; // the workers' gradients on the wire
+  double straggler = 1;            // worker 0 computes this many times slower
+  double compute_ms = 10;
+  double jitter = 0.3; // each compute time × (1 ± jitter), from the seed
+  double network_ms = 1;
+  size_t dim = 8;
+  size_t samples = 512;
+  size_t batch = 32;
+  uint64_t seed = 1;
+};
+
+/// What a worker is doing.
+enum class worker_state : uint8_t { computing, pushing, waiting };
+
+const char* to_string(worker_state s) noexcept;
+
+struct ps_worker_view {
+  worker_state state = worker_state::computing;
+  uint64_t version = 0; // of the weights it computes on
+  uint64_t pushes = 0;  // gradients sent
+  uint64_t dropped = 0; // refused by the server
+  uint64_t last_staleness = 0;
+  float grad_norm = 0;      // of its last gradient
+  double busy_until_ms = 0; // when what it does now ends
+};
+
+struct ps_point {
+  double time_ms;
+  uint64_t version;
+  float loss;
+};
+
+/// The linear regression of ml_scratch01 trained by a server and its
+/// workers, one event (a gradient pushed, weights sent back) at a time.
+class ps_sim {
+public:
+  /// Throws `usage_error` for a configuration the server refuses.
+  explicit ps_sim(const ps_sim_config& cfg);
+
+  /// Runs the next event; false once nothing is left to run (never: the
+  /// workers go on until the caller stops).
+  bool step();
+
+  /// Runs events until the server reaches `version` or `max_events` ran.
+  void run_to(uint64_t version, size_t max_events = 1000000);
+
+  const ps_sim_config& config() const noexcept {
+    return cfg_;
+  }
+  const ps_core& server() const noexcept {
+    return core_;
+  }
+  double now_ms() const noexcept {
+    return clock_.now();
+  }
+  const std::vector<ps_worker_view>& workers() const noexcept {
+    return views_;
+  }
+  /// The loss on the whole data set after each update of the weights.
+  const std::vector<ps_point>& losses() const noexcept {
+    return losses_;
+  }
+  /// The loss at the start, before any gradient.
+  float initial_loss() const noexcept {
+    return initial_loss_;
+  }
+  /// Distance from the server's weights to the true ones.
+  float weight_error() const;
+  /// What the last event was, in words (the page's log line).
+  const std::string& last_event() const noexcept {
+    return last_event_;
+  }
+
+private:
+  void start_compute(size_t w, uint64_t version, std::vector<float> weights);
+  void arrive(size_t w, uint64_t version, std::vector<float> grad);
+  void answer(size_t w);
+
+  ps_sim_config cfg_;
+  scheduler clock_;
+  linear_problem problem_;
+  linear_regression model_;
+  ps_core core_;
+  std::vector<ps_worker_view> views_;
+  std::vector<std::vector<size_t>> shards_; // rows each worker samples
+  std::vector<error_feedback> feedback_;    // a worker's compression
+  std::vector<size_t> waiting_; // sync: workers whose push is in the step
+  std::vector<ps_point> losses_;
+  float initial_loss_ = 0;
+  std::string last_event_;
+};
+
+} // namespace lumen::ml::sim

@@ -1,0 +1,176 @@
+#define BOOST_TEST_MODULE sim
+#include <boost/test/unit_test.hpp>
+
+// The simulations the browser playground runs, checked natively: the ring
+// against its closed form, a recorded exercise run replayed against the
+// reference, and the parameter server's async mode with and without the
+// staleness fix.
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include <lumen/ml/sim.hpp>
+
+using namespace lumen::ml;
+using lumen::collective::ring_bytes_per_rank;
+using lumen::collective::ring_phase;
+
+namespace {
+
+std::string output_of(const std::string& command) {
+  std::string out;
+  auto* p = ::popen(command.c_str(), "r");
+  BOOST_REQUIRE(p != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0)
+    out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+float last_loss(const sim::ps_sim& s) {
+  return s.losses().back().loss;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(the_scheduler_runs_events_in_time_then_in_order) {
+  sim::scheduler clock{1};
+  std::string order;
+  clock.after(2, [&] { order += "c"; });
+  clock.after(1, [&] { order += "a"; });
+  clock.after(1, [&] { order += "b"; });
+  while (clock.run_next())
+    ;
+  BOOST_TEST(order == "abc");
+  BOOST_TEST(clock.now() == 2.0);
+}
+
+BOOST_AUTO_TEST_CASE(the_ring_ends_with_the_closed_form_on_every_rank) {
+  for (size_t n : {2, 3, 4, 7})
+    for (size_t length : {1, 8, 13}) {
+      sim::ring_config cfg;
+      cfg.ranks = n;
+      cfg.length = length;
+      cfg.seed = 5;
+      auto run = sim::run_ring(cfg);
+      BOOST_REQUIRE_EQUAL(run.frames.size(), 2 * (n - 1));
+      for (size_t i = 0; i < length; ++i) {
+        float sum = 0;
+        for (size_t r = 0; r < n; ++r)
+          sum += sim::ring_input(5, r, i);
+        BOOST_TEST(run.expected[i] == sum);
+      }
+      auto& last = run.frames.back();
+      uint64_t all = (uint64_t{1} << n) - 1;
+      for (size_t r = 0; r < n; ++r) {
+        BOOST_TEST(last.buffers[r] == run.expected,
+                   boost::test_tools::per_element());
+        BOOST_TEST(last.bytes_sent[r] ==
+                   ring_bytes_per_rank(length, sizeof(float), n, r));
+        for (size_t c = 0; c < n; ++c)
+          if (lumen::collective::chunk_of(length, n, c).size() > 0)
+            BOOST_TEST(last.holders[r][c] == all);
+      }
+      // After reduce-scatter rank r holds chunk r+1 from every rank.
+      auto& scattered = run.frames[n - 2];
+      BOOST_TEST((scattered.phase == ring_phase::reduce_scatter));
+      for (size_t r = 0; r < n; ++r)
+        if (lumen::collective::chunk_of(length, n, (r + 1) % n).size() > 0)
+          BOOST_TEST(scattered.holders[r][(r + 1) % n] == all);
+      BOOST_TEST(run.naive.root_bytes == (n - 1) * length * sizeof(float));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(seed_zero_gives_the_exercise_inputs) {
+  BOOST_TEST(sim::ring_input(0, 0, 0) == 10.0f);
+  BOOST_TEST(sim::ring_input(0, 3, 9) == 42.0f);
+}
+
+BOOST_AUTO_TEST_CASE(bad_ring_sizes_are_refused_with_the_fix) {
+  sim::ring_config cfg;
+  cfg.ranks = 1;
+  BOOST_CHECK_EXCEPTION(
+    sim::run_ring(cfg), lumen::usage_error, [](const lumen::usage_error& e) {
+      return std::string{e.what()}.find("give 2 to 64") != std::string::npos;
+    });
+}
+
+#ifdef LUMEN_SCRATCH03_SOLUTION
+BOOST_AUTO_TEST_CASE(a_native_run_of_the_reference_replays_as_a_match) {
+  auto out = output_of(LUMEN_SCRATCH03_SOLUTION " --step=json");
+  auto v = sim::replay_ring(out);
+  BOOST_TEST(v.matches, v.what);
+  BOOST_TEST(v.steps == 6u);
+}
+
+BOOST_AUTO_TEST_CASE(the_untouched_starter_replays_with_its_first_difference) {
+  auto out = output_of(LUMEN_SCRATCH03_STARTER " --step=json");
+  auto v = sim::replay_ring(out);
+  BOOST_TEST(!v.matches);
+  BOOST_TEST(v.first_bad >= 1u);
+  BOOST_TEST(v.what.find("step " + std::to_string(v.first_bad)) !=
+             std::string::npos);
+}
+#endif
+
+BOOST_AUTO_TEST_CASE(a_damaged_replay_file_is_named_as_such) {
+  auto v = sim::replay_ring("{\"step\": 1}\nnot json\n");
+  BOOST_TEST(!v.matches);
+  BOOST_TEST(v.what.find("--step=json") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(async_without_the_staleness_fix_diverges_with_it_falls) {
+  sim::ps_sim_config cfg;
+  cfg.workers = 8;
+  cfg.lr = 0.3f;
+  cfg.staleness_lr = false;
+  sim::ps_sim off{cfg};
+  off.run_to(300);
+  cfg.staleness_lr = true;
+  sim::ps_sim on{cfg};
+  on.run_to(300);
+  BOOST_TEST(!(last_loss(off) < 100 * off.initial_loss()));
+  BOOST_TEST(last_loss(on) < 0.01f * on.initial_loss());
+  BOOST_TEST(on.server().stats().staleness.rbegin()->first >= 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_run_is_the_same_for_the_same_seed) {
+  sim::ps_sim_config cfg;
+  sim::ps_sim a{cfg}, b{cfg};
+  a.run_to(50);
+  b.run_to(50);
+  BOOST_REQUIRE_EQUAL(a.losses().size(), b.losses().size());
+  for (size_t i = 0; i < a.losses().size(); ++i) {
+    BOOST_TEST(a.losses()[i].loss == b.losses()[i].loss);
+    BOOST_TEST(a.losses()[i].time_ms == b.losses()[i].time_ms);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(sync_steps_wait_for_every_worker_and_backups_drop_late) {
+  sim::ps_sim_config cfg;
+  cfg.mode = ps_mode::sync;
+  cfg.workers = 4;
+  cfg.straggler = 5;
+  sim::ps_sim all{cfg};
+  all.run_to(20);
+  BOOST_TEST(all.server().stats().applied == 4 * all.server().version());
+  BOOST_TEST(all.workers()[0].dropped == 0u);
+  cfg.backup = 1;
+  sim::ps_sim backup{cfg};
+  backup.run_to(20);
+  BOOST_TEST(backup.workers()[0].dropped > 0u);
+  // Without waiting for the straggler, 20 steps take less virtual time.
+  BOOST_TEST(backup.now_ms() < all.now_ms());
+  BOOST_TEST(last_loss(backup) < backup.initial_loss());
+}
+
+BOOST_AUTO_TEST_CASE(compressed_gradients_still_train) {
+  sim::ps_sim_config cfg;
+  cfg.compression = codec::int8;
+  sim::ps_sim s{cfg};
+  s.run_to(200);
+  BOOST_TEST(last_loss(s) < 0.05f * s.initial_loss());
+}
