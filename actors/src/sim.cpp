@@ -314,7 +314,8 @@ ps_sim::ps_sim(const ps_sim_config& cfg)
   , model_(cfg.dim)
   , core_(server_config(cfg), model_.init(cfg.seed))
   , views_(cfg.workers)
-  , feedback_(cfg.workers) {
+  , feedback_(cfg.workers)
+  , since_(cfg.workers, 0.0) {
   auto order = shuffled_rows(cfg.samples, cfg.seed);
   for (size_t w = 0; w < cfg.workers; ++w)
     shards_.push_back(shard_rows(order, w, cfg.workers));
@@ -344,15 +345,30 @@ float ps_sim::weight_error() const {
   return static_cast<float>(std::sqrt(sum));
 }
 
+bool ps_sim::diverged() const noexcept {
+  auto last = losses_.back().loss;
+  return !std::isfinite(last) || last > 100 * initial_loss_;
+}
+
+void ps_sim::enter(size_t w, worker_state next, double until_ms) {
+  auto& view = views_[w];
+  if (clock_.now() > since_[w]) {
+    segments_.push_back({w, view.state, since_[w], clock_.now(), view.version});
+    if (segments_.size() > kept_segments)
+      segments_.pop_front();
+  }
+  since_[w] = clock_.now();
+  view.state = next;
+  view.busy_until_ms = until_ms;
+}
+
 void ps_sim::start_compute(size_t w, uint64_t version,
                            std::vector<float> weights) {
-  auto& view = views_[w];
-  view.state = worker_state::computing;
-  view.version = version;
   double slow = w == 0 ? cfg_.straggler : 1.0;
   double took =
     cfg_.compute_ms * slow * (1 + cfg_.jitter * (2 * clock_.uniform() - 1));
-  view.busy_until_ms = clock_.now() + took;
+  enter(w, worker_state::computing, clock_.now() + took);
+  views_[w].version = version;
   // The batch is drawn now, so that the draws do not depend on the order
   // in which events of one time run.
   auto& shard = shards_[w];
@@ -374,8 +390,7 @@ void ps_sim::start_compute(size_t w, uint64_t version,
       auto wire = feedback_[w].encode(g.data(), g.size(), cfg_.compression);
       decompress(wire, g.data(), g.size());
     }
-    view.state = worker_state::pushing;
-    view.busy_until_ms = clock_.now() + cfg_.network_ms;
+    enter(w, worker_state::pushing, clock_.now() + cfg_.network_ms);
     ++view.pushes;
     last_event_ = "worker " + std::to_string(w) +
                   " pushes a gradient of version " + std::to_string(version);
@@ -407,8 +422,7 @@ void ps_sim::arrive(size_t w, uint64_t version, std::vector<float> grad) {
     return;
   }
   waiting_.push_back(w);
-  view.state = worker_state::waiting;
-  view.busy_until_ms = clock_.now();
+  enter(w, worker_state::waiting, clock_.now());
   if (!out.closed_step) {
     last_event_ = who + " in; the step waits for " +
                   std::to_string(core_.quorum() - core_.pending()) + " more";
@@ -425,9 +439,9 @@ void ps_sim::arrive(size_t w, uint64_t version, std::vector<float> grad) {
 }
 
 void ps_sim::answer(size_t w) {
-  auto& view = views_[w];
-  view.state = worker_state::waiting;
-  view.busy_until_ms = clock_.now() + cfg_.network_ms;
+  if (views_[w].state != worker_state::waiting)
+    enter(w, worker_state::waiting, clock_.now() + cfg_.network_ms);
+  views_[w].busy_until_ms = clock_.now() + cfg_.network_ms;
   clock_.after(cfg_.network_ms,
                [this, w, version = core_.version(), weights = core_.weights()] {
                  start_compute(w, version, weights);

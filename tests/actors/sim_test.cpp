@@ -133,7 +133,9 @@ BOOST_AUTO_TEST_CASE(async_without_the_staleness_fix_diverges_with_it_falls) {
   sim::ps_sim on{cfg};
   on.run_to(300);
   BOOST_TEST(!(last_loss(off) < 100 * off.initial_loss()));
+  BOOST_TEST(off.diverged());
   BOOST_TEST(last_loss(on) < 0.01f * on.initial_loss());
+  BOOST_TEST(!on.diverged());
   BOOST_TEST(on.server().stats().staleness.rbegin()->first >= 2u);
 }
 
@@ -173,4 +175,22 @@ BOOST_AUTO_TEST_CASE(compressed_gradients_still_train) {
   sim::ps_sim s{cfg};
   s.run_to(200);
   BOOST_TEST(last_loss(s) < 0.05f * s.initial_loss());
+}
+
+BOOST_AUTO_TEST_CASE(each_worker_s_timeline_is_a_gapless_run_of_states) {
+  sim::ps_sim_config cfg;
+  cfg.mode = ps_mode::sync;
+  cfg.straggler = 3;
+  sim::ps_sim s{cfg};
+  s.run_to(30);
+  std::vector<double> end(cfg.workers, 0.0);
+  size_t waits = 0;
+  for (auto& seg : s.segments()) {
+    BOOST_TEST(seg.start_ms == end[seg.worker]);
+    BOOST_TEST(seg.end_ms > seg.start_ms);
+    end[seg.worker] = seg.end_ms;
+    waits += seg.state == sim::worker_state::waiting && seg.worker != 0;
+  }
+  // The fast workers wait for the straggler at every step's barrier.
+  BOOST_TEST(waits >= 20u);
 }

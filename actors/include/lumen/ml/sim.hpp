@@ -12,6 +12,7 @@
 // only the time things take (compute, links), drawn from the seed.
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <queue>
@@ -168,6 +169,15 @@ struct ps_worker_view {
   double busy_until_ms = 0; // when what it does now ends
 };
 
+/// A stretch of time a worker spent in one state, for a timeline.
+struct ps_segment {
+  size_t worker;
+  worker_state state;
+  double start_ms;
+  double end_ms;
+  uint64_t version; // of the weights the worker held
+};
+
 struct ps_point {
   double time_ms;
   uint64_t version;
@@ -210,6 +220,14 @@ public:
   }
   /// Distance from the server's weights to the true ones.
   float weight_error() const;
+  /// The loss is not finite, or 100 times what it was at the start.
+  bool diverged() const noexcept;
+  /// The workers' last stretches of time, oldest first (at most
+  /// `kept_segments`; the one under way is not in yet).
+  const std::deque<ps_segment>& segments() const noexcept {
+    return segments_;
+  }
+  static constexpr size_t kept_segments = 4096;
   /// What the last event was, in words (the page's log line).
   const std::string& last_event() const noexcept {
     return last_event_;
@@ -219,6 +237,7 @@ private:
   void start_compute(size_t w, uint64_t version, std::vector<float> weights);
   void arrive(size_t w, uint64_t version, std::vector<float> grad);
   void answer(size_t w);
+  void enter(size_t w, worker_state next, double until_ms);
 
   ps_sim_config cfg_;
   scheduler clock_;
@@ -230,6 +249,8 @@ private:
   std::vector<error_feedback> feedback_;    // a worker's compression
   std::vector<size_t> waiting_; // sync: workers whose push is in the step
   std::vector<ps_point> losses_;
+  std::vector<double> since_; // when each worker entered its state
+  std::deque<ps_segment> segments_;
   float initial_loss_ = 0;
   std::string last_event_;
 };
