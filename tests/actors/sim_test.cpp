@@ -194,3 +194,52 @@ BOOST_AUTO_TEST_CASE(each_worker_s_timeline_is_a_gapless_run_of_states) {
   // The fast workers wait for the straggler at every step's barrier.
   BOOST_TEST(waits >= 20u);
 }
+
+BOOST_AUTO_TEST_CASE(data_parallel_replicas_stay_identical_and_learn) {
+  sim::ddp_sim_config cfg;
+  sim::ddp_sim s{cfg};
+  BOOST_TEST(s.buckets().size() >= 2u);
+  float first = s.step().loss;
+  for (int i = 0; i < 29; ++i)
+    BOOST_TEST(s.step().drift == 0.0f);
+  BOOST_TEST(s.history().back().loss < 0.2f * first);
+  for (auto& p : s.replicas())
+    BOOST_TEST(p == s.replicas()[0]);
+}
+
+BOOST_AUTO_TEST_CASE(buckets_all_reduced_during_backward_shorten_the_step) {
+  for (bool overlap : {true, false}) {
+    sim::ddp_sim_config cfg;
+    cfg.overlap = overlap;
+    sim::ddp_sim s{cfg};
+    auto& r = s.step();
+    bool during = false;
+    for (auto& span : r.spans)
+      if (span.lane == 1 && span.start_ms < r.backward_end_ms)
+        during = true;
+    BOOST_TEST(during == overlap);
+    if (overlap)
+      BOOST_TEST(r.end_ms - r.start_ms < 0.9 * r.serial_ms);
+    else
+      BOOST_TEST(r.end_ms - r.start_ms == r.serial_ms,
+                 boost::test_tools::tolerance(1e-9));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_bucket_left_out_makes_replicas_drift_until_rebroadcast) {
+  sim::ddp_sim_config cfg;
+  cfg.skip_a_bucket = true;
+  sim::ddp_sim drifting{cfg};
+  for (int i = 0; i < 20; ++i)
+    drifting.step();
+  BOOST_TEST(drifting.history()[0].drift > 0.0f);
+  BOOST_TEST(drifting.history().back().drift > drifting.history()[0].drift);
+  cfg.rebroadcast_every = 5;
+  sim::ddp_sim mended{cfg};
+  for (int i = 0; i < 20; ++i) {
+    auto& r = mended.step();
+    BOOST_TEST(r.rebroadcast == (r.step % 5 == 0));
+    if (r.rebroadcast)
+      BOOST_TEST(r.drift == 0.0f);
+  }
+}

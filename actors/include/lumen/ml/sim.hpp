@@ -24,8 +24,10 @@
 #include "lumen/ml/compress.hpp"
 #include "lumen/ml/data.hpp"
 #include "lumen/ml/models.hpp"
+#include "lumen/ml/optimizer.hpp"
 #include "lumen/ml/ps_core.hpp"
 #include "lumen/ml/ring.hpp"
+#include "lumen/train/buckets.hpp"
 
 namespace lumen::ml::sim {
 
@@ -253,6 +255,100 @@ private:
   std::deque<ps_segment> segments_;
   float initial_loss_ = 0;
   std::string last_event_;
+};
+
+// ---- ml_scratch04: data-parallel replicas, buckets during backward -----
+
+struct ddp_sim_config {
+  size_t workers = 4;
+  size_t dim = 16; // an MLP on Gaussian blobs, one blob a class
+  std::vector<size_t> hidden{64, 64, 32};
+  size_t classes = 4;
+  size_t samples = 2048;
+  size_t batch = 32; // a worker's, each step
+  float lr = 0.05f;
+  size_t first_bucket_floats = 512; // DDP's small first bucket
+  size_t bucket_cap_floats = 4096;
+  bool overlap = true;          // off: all-reduces wait for the backward's end
+  bool same_init = true;        // replicas start from rank 0's weights
+  bool skip_a_bucket = false;   // the bug: the last bucket is never averaged
+  size_t rebroadcast_every = 0; // rank 0's weights to all every K steps
+  double straggler = 1;         // worker 0 computes this many times slower
+  double mflops_per_ms = 2;     // each worker's compute
+  double latency_ms = 0.02;     // per ring message
+  double mbytes_per_ms = 1;     // each link's bandwidth
+  uint64_t seed = 1;
+};
+
+/// A stretch of one worker's step: compute (lane 0: the forward pass, a
+/// layer's backward) or communication (lane 1: a bucket's all-reduce).
+struct ddp_span {
+  size_t worker;
+  int lane;
+  std::string what; // "forward", "backward layer 2", "all-reduce bucket 0"
+  long bucket;      // the bucket a backward layer or all-reduce is of, or -1
+  double start_ms;
+  double end_ms;
+};
+
+struct ddp_step_report {
+  size_t step = 0; // 1-based
+  double start_ms = 0;
+  double end_ms = 0;
+  double backward_end_ms = 0; // the slowest worker's
+  // The same step with every all-reduce after the backward pass: what
+  // overlapping saves.
+  double serial_ms = 0;
+  float loss = 0;  // the workers' mean batch loss
+  float drift = 0; // the largest difference between two replicas
+  bool rebroadcast = false;
+  std::vector<ddp_span> spans;
+};
+
+/// N replicas of one MLP trained data-parallel on their shards: each step
+/// every replica runs forward and backward on its batch, the gradients are
+/// averaged bucket by bucket (train::plan_buckets, the ring's reductions)
+/// as soon as a bucket's layers are done, and every replica applies the
+/// average. Time is virtual: layers take their flops, all-reduces the
+/// ring's 2(N-1) messages, one bucket at a time.
+class ddp_sim {
+public:
+  /// Throws `usage_error` for a configuration that cannot run.
+  explicit ddp_sim(const ddp_sim_config& cfg);
+
+  /// Runs one step of every replica.
+  const ddp_step_report& step();
+
+  const ddp_sim_config& config() const noexcept {
+    return cfg_;
+  }
+  const std::vector<train::bucket>& buckets() const noexcept {
+    return plan_;
+  }
+  const std::vector<param_range>& layers() const noexcept {
+    return layers_;
+  }
+  const std::vector<ddp_step_report>& history() const noexcept {
+    return history_;
+  }
+  const std::vector<std::vector<float>>& replicas() const noexcept {
+    return params_;
+  }
+  /// The largest difference between two replicas now.
+  float drift() const;
+
+private:
+  ddp_sim_config cfg_;
+  std::mt19937_64 rng_;
+  dataset data_;
+  mlp model_;
+  std::vector<param_range> layers_;
+  std::vector<train::bucket> plan_;
+  std::vector<std::vector<size_t>> shards_;
+  std::vector<std::vector<float>> params_;
+  std::vector<optimizer> opts_;
+  std::vector<ddp_step_report> history_;
+  double now_ = 0;
 };
 
 } // namespace lumen::ml::sim
