@@ -4,7 +4,9 @@
 // parameter the simulation refuses comes back as {"error": "..."} with
 // the simulation's own message. The pages only draw what comes back.
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <memory>
 #include <string>
 
@@ -156,6 +158,46 @@ json ps_json(const sim::ps_sim& s, double window_ms) {
           {"event", s.last_event()}};
 }
 
+std::unique_ptr<sim::ddp_sim> trainer;
+
+json ddp_json(const sim::ddp_sim& s) {
+  json layers = json::array();
+  for (auto& l : s.layers())
+    layers.push_back({l.begin, l.end});
+  json buckets = json::array();
+  for (auto& b : s.buckets())
+    buckets.push_back({{"first_layer", b.first_layer},
+                       {"last_layer", b.last_layer},
+                       {"params", {b.params.begin, b.params.end}}});
+  json history = json::array();
+  for (auto& r : s.history())
+    history.push_back({{"step", r.step},
+                       {"start_ms", r.start_ms},
+                       {"end_ms", r.end_ms},
+                       {"backward_end_ms", r.backward_end_ms},
+                       {"serial_ms", r.serial_ms},
+                       {"loss", r.loss},
+                       {"drift", r.drift},
+                       {"rebroadcast", r.rebroadcast}});
+  json spans = json::array();
+  if (!s.history().empty())
+    for (auto& g : s.history().back().spans)
+      spans.push_back(
+        {g.worker, g.lane, g.what, g.bucket, g.start_ms, g.end_ms});
+  json replicas = json::array();
+  auto& first = s.replicas()[0];
+  for (auto& p : s.replicas()) {
+    float apart = 0;
+    for (size_t k = 0; k < p.size(); ++k)
+      apart = std::max(apart, std::fabs(p[k] - first[k]));
+    replicas.push_back({{"head", std::vector<float>(p.begin(), p.begin() + 4)},
+                        {"from_rank0", apart}});
+  }
+  return {{"layers", std::move(layers)},     {"buckets", std::move(buckets)},
+          {"history", std::move(history)},   {"spans", std::move(spans)},
+          {"replicas", std::move(replicas)}, {"drift", s.drift()}};
+}
+
 sim::ps_sim& running() {
   if (!server)
     throw lumen::usage_error("no simulation yet; call lp_ps_reset first");
@@ -251,6 +293,41 @@ EMSCRIPTEN_KEEPALIVE const char* lp_ps_run_to(int version, double window_ms) {
     auto& s = running();
     s.run_to(static_cast<uint64_t>(version < 0 ? 0 : version));
     return ps_json(s, window_ms);
+  });
+}
+
+/// A new data-parallel simulation: {"workers", "lr", "overlap",
+/// "same_init", "skip_a_bucket", "rebroadcast_every", "straggler",
+/// "first_bucket_floats", "bucket_cap_floats", "mbytes_per_ms", "seed"}.
+EMSCRIPTEN_KEEPALIVE const char* lp_ddp_reset(const char* params) {
+  return guarded([&] {
+    auto p = parse(params);
+    sim::ddp_sim_config cfg;
+    cfg.workers = p.value("workers", cfg.workers);
+    cfg.lr = p.value("lr", cfg.lr);
+    cfg.overlap = p.value("overlap", cfg.overlap);
+    cfg.same_init = p.value("same_init", cfg.same_init);
+    cfg.skip_a_bucket = p.value("skip_a_bucket", cfg.skip_a_bucket);
+    cfg.rebroadcast_every = p.value("rebroadcast_every", cfg.rebroadcast_every);
+    cfg.straggler = p.value("straggler", cfg.straggler);
+    cfg.first_bucket_floats =
+      p.value("first_bucket_floats", cfg.first_bucket_floats);
+    cfg.bucket_cap_floats = p.value("bucket_cap_floats", cfg.bucket_cap_floats);
+    cfg.mbytes_per_ms = p.value("mbytes_per_ms", cfg.mbytes_per_ms);
+    cfg.seed = p.value("seed", cfg.seed);
+    trainer = std::make_unique<sim::ddp_sim>(cfg);
+    return ddp_json(*trainer);
+  });
+}
+
+/// Runs `steps` more steps of every replica.
+EMSCRIPTEN_KEEPALIVE const char* lp_ddp_step(int steps) {
+  return guarded([&] {
+    if (!trainer)
+      throw lumen::usage_error("no simulation yet; call lp_ddp_reset first");
+    for (int i = 0; i < steps; ++i)
+      trainer->step();
+    return ddp_json(*trainer);
   });
 }
 

@@ -78,7 +78,7 @@ const rows = () => page.$$eval("#buffers tr[data-rank]", (trs) =>
 // The index links every page.
 await open("index");
 const links = await page.$$eval("a", (as) => as.map((a) => a.getAttribute("href")));
-check(["ml_scratch01.html", "ml_scratch02.html", "ml_scratch03.html"].every((l) => links.includes(l)),
+check(["ml_scratch01.html", "ml_scratch02.html", "ml_scratch03.html", "ml_scratch04.html"].every((l) => links.includes(l)),
       "the index links the exercises' pages");
 await shot("index");
 
@@ -181,6 +181,39 @@ const backup = await sync(1);
 check(all.dropped === 0 && backup.dropped > 0, `a backup worker drops the straggler's late gradients (${backup.dropped})`);
 check(backup.time < all.time, `and 50 steps take less virtual time (${backup.time} ms against ${all.time} ms)`);
 await shot("ml_scratch01");
+
+// ml_scratch04: buckets during backward, replicas, drift.
+await open("ml_scratch04");
+await labelled("ml_scratch04");
+const ddpRun = async (settings, steps) => {
+  await page.setChecked("#overlap", settings.overlap !== false);
+  await page.setChecked("#skip", settings.skip === true);
+  await page.fill("#rebroadcast", String(settings.rebroadcast || 0));
+  await page.click("#reset");
+  const losses = [];
+  for (let i = 0; i < steps; i++) {
+    await page.keyboard.press("n");
+    losses.push(Number(await page.getAttribute("#step-label", "data-loss")));
+  }
+  const at = async (name) => Number(await page.getAttribute("#step-label", name));
+  return { losses, drift: await at("data-drift"), took: await at("data-took"),
+           serial: await at("data-serial"), backwardEnd: await at("data-backward-end"),
+           comm: await page.$$eval('#gantt rect[data-lane="1"]', (rs) => rs.length),
+           buckets: await page.$$eval("#buckets tr", (trs) => trs.length - 1) };
+};
+const plain = await ddpRun({}, 20);
+check(plain.drift === 0, "replicas averaged over the ring stay identical (drift 0)");
+check(plain.losses[19] < plain.losses[0] / 2, `the replicas learn (loss ${plain.losses[0]} -> ${plain.losses[19]})`);
+check(plain.comm === 4 * plain.buckets, `a Gantt row per worker with each bucket's all-reduce (${plain.comm} bars)`);
+check(plain.took < 0.9 * plain.serial,
+      `all-reduces during backward shorten the step (${plain.took} ms against ${plain.serial} ms)`);
+await shot("ml_scratch04");
+const serial = await ddpRun({ overlap: false }, 1);
+check(Math.abs(serial.took - serial.serial) < 1e-9, "without overlap the all-reduces wait for the backward's end");
+const skipped = await ddpRun({ skip: true }, 10);
+check(skipped.drift > 0, `a bucket never averaged makes the replicas drift (${skipped.drift})`);
+const mended = await ddpRun({ skip: true, rebroadcast: 5 }, 10);
+check(mended.drift === 0, "a re-broadcast every 5 steps brings them back together");
 
 check(errors.length === 0, `no script errors ${errors.join("; ")}`);
 await browser.close();
