@@ -156,6 +156,70 @@ std::string join(const std::vector<float>& v) {
   return out + "]";
 }
 
+/// One JSON object a line into `out`; the 1-based number of the first
+/// line that is not one, or 0.
+size_t parse_lines(const std::string& text,
+                   std::vector<nlohmann::ordered_json>& out) {
+  size_t at = 0;
+  while (at < text.size()) {
+    auto end = text.find('\n', at);
+    if (end == std::string::npos)
+      end = text.size();
+    auto line = text.substr(at, end - at);
+    at = end + 1;
+    if (line.find_first_not_of(" \t\r") == std::string::npos)
+      continue;
+    auto j = nlohmann::ordered_json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+      return out.size() + 1;
+    out.push_back(std::move(j));
+  }
+  return 0;
+}
+
+/// How `got` differs from `want` at `path`, or "" if it does not.
+std::string difference(const nlohmann::ordered_json& want,
+                       const nlohmann::ordered_json& got,
+                       const std::string& path, double tolerance) {
+  auto says = [&](const nlohmann::ordered_json& j) { return j.dump(); };
+  if (want.is_number()) {
+    if (!got.is_number())
+      return path + " is " + says(got) + ", the reference has " + says(want);
+    double a = want.get<double>(), b = got.get<double>();
+    if (std::fabs(a - b) > tolerance * std::max({1.0, std::fabs(a)}))
+      return path + " is " + says(got) + ", the reference has " + says(want);
+    return {};
+  }
+  if (want.is_object()) {
+    if (!got.is_object())
+      return path + " is " + says(got) + ", the reference has an object";
+    for (auto& [key, value] : want.items()) {
+      auto at = path.empty() ? key : path + "." + key;
+      if (!got.contains(key))
+        return "there is no " + at + "; the reference has " + says(value);
+      if (auto d = difference(value, got[key], at, tolerance); !d.empty())
+        return d;
+    }
+    return {};
+  }
+  if (want.is_array()) {
+    if (!got.is_array() || got.size() != want.size())
+      return path + " has " +
+             (got.is_array() ? std::to_string(got.size()) + " elements"
+                             : says(got)) +
+             ", the reference " + std::to_string(want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      if (auto d = difference(want[i], got[i],
+                              path + "[" + std::to_string(i) + "]", tolerance);
+          !d.empty())
+        return d;
+    return {};
+  }
+  if (want != got)
+    return path + " is " + says(got) + ", the reference has " + says(want);
+  return {};
+}
+
 } // namespace
 
 replay_verdict replay_ring(const std::string& jsonl) {
@@ -166,24 +230,11 @@ replay_verdict replay_ring(const std::string& jsonl) {
     v.what = std::move(what);
     return v;
   };
-  std::vector<nlohmann::json> lines;
-  size_t at = 0;
-  while (at < jsonl.size()) {
-    auto end = jsonl.find('\n', at);
-    if (end == std::string::npos)
-      end = jsonl.size();
-    auto line = jsonl.substr(at, end - at);
-    at = end + 1;
-    if (line.find_first_not_of(" \t\r") == std::string::npos)
-      continue;
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
-      return fail(lines.size() + 1,
-                  "line " + std::to_string(lines.size() + 1) +
-                    " is not a JSON object; load the output of `lumen "
-                    "exercises run ml_scratch03 --step=json`");
-    lines.push_back(std::move(j));
-  }
+  std::vector<nlohmann::ordered_json> lines;
+  if (auto bad = parse_lines(jsonl, lines); bad > 0)
+    return fail(bad, "line " + std::to_string(bad) +
+                       " is not a JSON object; load the output of `lumen "
+                       "exercises run ml_scratch03 --step=json`");
   v.steps = lines.size();
   if (lines.empty())
     return fail(0, "the file holds no steps; load the output of `lumen "
@@ -258,6 +309,38 @@ replay_verdict replay_ring(const std::string& jsonl) {
     return fail(lines.size() + 1,
                 "the run stops after " + std::to_string(lines.size()) +
                   " steps; the ring takes " + std::to_string(ref.size()));
+  v.matches = true;
+  v.what = "every step matches the reference";
+  return v;
+}
+
+replay_verdict compare_runs(const std::string& reference,
+                            const std::string& recorded, double tolerance) {
+  replay_verdict v;
+  auto fail = [&](size_t step, std::string what) {
+    v.first_bad = step;
+    v.what = std::move(what);
+    return v;
+  };
+  std::vector<nlohmann::ordered_json> want, got;
+  if (auto bad = parse_lines(reference, want); bad > 0)
+    return fail(0, "the reference run is damaged at line " +
+                     std::to_string(bad) + "; rebuild the playground");
+  if (auto bad = parse_lines(recorded, got); bad > 0)
+    return fail(bad, "line " + std::to_string(bad) +
+                       " is not a JSON object; load the output of `lumen "
+                       "exercises run ID --step=json`");
+  v.steps = got.size();
+  if (got.empty())
+    return fail(0, "the file holds no steps; load the output of `lumen "
+                   "exercises run ID --step=json`");
+  for (size_t k = 0; k < std::min(want.size(), got.size()); ++k)
+    if (auto d = difference(want[k], got[k], "", tolerance); !d.empty())
+      return fail(k + 1, "step " + std::to_string(k + 1) + ": " + d);
+  if (got.size() != want.size())
+    return fail(std::min(want.size(), got.size()) + 1,
+                "the run has " + std::to_string(got.size()) +
+                  " steps, the reference " + std::to_string(want.size()));
   v.matches = true;
   v.what = "every step matches the reference";
   return v;

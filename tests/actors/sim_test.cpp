@@ -243,3 +243,24 @@ BOOST_AUTO_TEST_CASE(a_bucket_left_out_makes_replicas_drift_until_rebroadcast) {
       BOOST_TEST(r.drift == 0.0f);
   }
 }
+
+BOOST_AUTO_TEST_CASE(a_recorded_run_is_compared_field_by_field) {
+  std::string reference = "{\"step\": 1, \"loss\": 0.5, \"w\": [1, 2]}\n"
+                          "{\"step\": 2, \"loss\": 0.25, \"w\": [1, 3]}\n";
+  BOOST_TEST(sim::compare_runs(reference, reference).matches);
+  // Rounding of another build is not a difference.
+  auto close = sim::compare_runs(
+    reference, "{\"step\": 1, \"loss\": 0.50001, \"w\": [1, 2]}\n"
+               "{\"step\": 2, \"loss\": 0.25, \"w\": [1, 3]}\n");
+  BOOST_TEST(close.matches, close.what);
+  auto off = sim::compare_runs(
+    reference, "{\"step\": 1, \"loss\": 0.5, \"w\": [1, 2]}\n"
+               "{\"step\": 2, \"loss\": 0.25, \"w\": [1, 4]}\n");
+  BOOST_TEST(!off.matches);
+  BOOST_TEST(off.first_bad == 2u);
+  BOOST_TEST(off.what == "step 2: w[1] is 4, the reference has 3");
+  auto short_run = sim::compare_runs(reference, "{\"step\": 1, \"loss\": 0.5, "
+                                                "\"w\": [1, 2]}\n");
+  BOOST_TEST(short_run.what.find("1 steps, the reference 2") !=
+             std::string::npos);
+}

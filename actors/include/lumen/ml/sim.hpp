@@ -136,6 +136,15 @@ struct replay_verdict {
 
 replay_verdict replay_ring(const std::string& jsonl);
 
+/// Where a recorded run of any exercise (its `--step=json` output) first
+/// differs from `reference`, the reference solution's run: the first
+/// line, and in it the first field whose value differs (numbers by more
+/// than `tolerance`, relative to the reference's, as a learner's build
+/// may round otherwise).
+replay_verdict compare_runs(const std::string& reference,
+                            const std::string& recorded,
+                            double tolerance = 1e-3);
+
 // ---- ml_scratch01/02: a parameter server and its workers ---------------
 
 struct ps_sim_config {
