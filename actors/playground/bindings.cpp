@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -239,6 +240,41 @@ EMSCRIPTEN_KEEPALIVE const char* lp_ring_replay(const char* jsonl) {
     if (!v.reference.frames.empty())
       out["reference"] = ring_json(v.reference);
     return out;
+  });
+}
+
+/// A recorded run of this page's exercise (its --step=json output)
+/// against the reference solution's, which the build embedded.
+EMSCRIPTEN_KEEPALIVE const char* lp_compare_run(const char* recorded) {
+  return guarded([&] {
+    // C stdio, not iostreams: those would double the page's size.
+    std::unique_ptr<FILE, int (*)(FILE*)> in{
+      std::fopen("/reference.jsonl", "rb"), &std::fclose};
+    if (!in)
+      throw lumen::usage_error("this page was built without the reference "
+                               "run (the examples were off); build with "
+                               "LUMEN_BUILD_EXAMPLES=ON");
+    std::string reference;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof(buf), in.get())) > 0;)
+      reference.append(buf, n);
+    std::string mine = recorded ? recorded : "";
+    auto v = sim::compare_runs(reference, mine);
+    auto line = [](const std::string& text, size_t n) {
+      size_t at = 0;
+      for (size_t i = 1; i < n && at != std::string::npos; ++i)
+        at = text.find('\n', at) == std::string::npos ? std::string::npos
+                                                      : text.find('\n', at) + 1;
+      if (n == 0 || at == std::string::npos)
+        return std::string{};
+      return text.substr(at, text.find('\n', at) - at);
+    };
+    return json{{"matches", v.matches},
+                {"steps", v.steps},
+                {"first_bad", v.first_bad},
+                {"what", v.what},
+                {"reference_line", line(reference, v.first_bad)},
+                {"recorded_line", line(mine, v.first_bad)}};
   });
 }
 

@@ -1,11 +1,12 @@
 // The playground's pages in a real browser: Debian's Chromium, driven over
 // the DevTools protocol by playwright-core (which downloads nothing).
 //
-//   node pages.test.mjs --pages DIR --shots DIR --solution BIN --starter BIN
+//   node pages.test.mjs --pages DIR --shots DIR --bin DIR
 //
-// DIR holds the built pages (build/playground); BIN are ml_scratch03's
-// reference and untouched starter, whose --step=json runs are replayed on
-// the page. Prints a line per check and exits 1 on the first failure.
+// --pages holds the built pages (build/playground), --bin the exercises'
+// programs (ml_scratch0N_solution and _starter), whose --step=json runs
+// are replayed on the pages. Prints a line per check; exits 1 if any
+// failed.
 import { execFileSync } from "node:child_process";
 import { mkdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -14,7 +15,7 @@ import { pathToFileURL } from "node:url";
 const args = {};
 for (let i = 2; i + 1 < process.argv.length; i += 2)
   args[process.argv[i].replace(/^--/, "")] = process.argv[i + 1];
-for (const need of ["pages", "shots", "solution", "starter"])
+for (const need of ["pages", "shots", "bin"])
   if (!args[need]) {
     console.error(`pages.test.mjs: --${need} is missing; see the usage at the top of the file`);
     process.exit(2);
@@ -118,19 +119,21 @@ await page.click("#reset");
 check((await page.textContent("#error")).includes("give 2 to 64"),
       "a ring of 1 rank is refused with what to give");
 
-// A native run of the exercise, replayed on the page.
-for (const [who, bin, want] of [["reference", args.solution, "1"], ["starter", args.starter, "0"]]) {
-  const jsonl = execFileSync(bin, ["--step=json"], { encoding: "utf8" });
-  const file = join(args.shots, `${who}.jsonl`);
-  writeFileSync(file, jsonl);
-  await page.setInputFiles("#replay-file", file);
-  await page.waitForSelector(`#replay-verdict[data-matches="${want}"]`, { timeout: 10000 })
-    .catch(() => {});
-  const verdict = await page.textContent("#replay-verdict");
-  check(await page.getAttribute("#replay-verdict", "data-matches") === want,
-        `the ${who}'s --step=json run replays as ${want === "1" ? "a match" : "a difference"}: ${verdict}`);
-  if (who === "reference") await shot("ml_scratch03_replay");
+// Native runs of an exercise (--step=json), replayed on its page: the
+// reference matches, the untouched starter differs.
+async function replays(id, input, verdict) {
+  for (const [who, want] of [["solution", "1"], ["starter", "0"]]) {
+    const jsonl = execFileSync(join(args.bin, `${id}_${who}`), ["--step=json"], { encoding: "utf8" });
+    const file = join(args.shots, `${id}_${who}.jsonl`);
+    writeFileSync(file, jsonl);
+    await page.setInputFiles(input, file);
+    await page.waitForSelector(`${verdict}[data-matches="${want}"]`, { timeout: 10000 }).catch(() => {});
+    const said = await page.textContent(verdict);
+    check(await page.getAttribute(verdict, "data-matches") === want,
+          `${id}: the ${who}'s --step=json run replays as ${want === "1" ? "a match" : "a difference"}: ${said}`);
+  }
 }
+await replays("ml_scratch03", "#replay-file", "#replay-verdict");
 
 // ml_scratch02: async, the staleness fix off then on.
 await open("ml_scratch02");
@@ -157,6 +160,7 @@ const on = await loss(true);
 check(on.version === 300 && on.diverged === "0" && on.loss < on.initial / 100,
       `async with the fix falls (loss ${on.loss} from ${on.initial})`);
 await shot("ml_scratch02");
+await replays("ml_scratch02", "#run-file", "#run-verdict");
 await page.keyboard.press(" ");
 await page.waitForTimeout(600);
 await page.keyboard.press(" ");
@@ -181,6 +185,7 @@ const backup = await sync(1);
 check(all.dropped === 0 && backup.dropped > 0, `a backup worker drops the straggler's late gradients (${backup.dropped})`);
 check(backup.time < all.time, `and 50 steps take less virtual time (${backup.time} ms against ${all.time} ms)`);
 await shot("ml_scratch01");
+await replays("ml_scratch01", "#run-file", "#run-verdict");
 
 // ml_scratch04: buckets during backward, replicas, drift.
 await open("ml_scratch04");
@@ -214,6 +219,7 @@ const skipped = await ddpRun({ skip: true }, 10);
 check(skipped.drift > 0, `a bucket never averaged makes the replicas drift (${skipped.drift})`);
 const mended = await ddpRun({ skip: true, rebroadcast: 5 }, 10);
 check(mended.drift === 0, "a re-broadcast every 5 steps brings them back together");
+await replays("ml_scratch04", "#run-file", "#run-verdict");
 
 check(errors.length === 0, `no script errors ${errors.join("; ")}`);
 await browser.close();

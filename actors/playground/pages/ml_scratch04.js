@@ -123,6 +123,7 @@ function ddpCurves(h) {
 }
 
 function pageStart() {
+  lumen.offerReplay();
   lumen.$("straggler").oninput = function () {
     lumen.$("straggler-value").textContent = lumen.$("straggler").value;
   };

@@ -180,6 +180,7 @@ function psStaleness(s) {
 }
 
 function pageStart() {
+  lumen.offerReplay();
   if (lumen.page === "ml_scratch02") {
     // The lesson of ml_scratch02: async with many workers, where staleness bites.
     lumen.$("mode").value = "async";
