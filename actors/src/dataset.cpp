@@ -1,4 +1,5 @@
 #include "lumen/ml/data.hpp"
+#include "lumen/ml/random.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -85,20 +86,20 @@ dataset shard_of(const dataset& d, size_t worker, size_t workers,
   return d.take(shard_rows(shuffled_rows(d.size(), seed), worker, workers));
 }
 
-linear_problem make_linear_regression(size_t n, size_t dim, uint64_t seed,
-                                      float noise) {
-  std::mt19937_64 gen{seed};
-  // Box-Muller over the generator's raw bits: the same numbers on every
-  // standard library, unlike std::normal_distribution.
+float standard_normal(std::mt19937_64& gen) {
   auto uniform = [&] {
     return (static_cast<double>(gen() >> 11) + 0.5) / 9007199254740992.0;
   };
-  auto normal = [&] {
-    double u1 = uniform();
-    double u2 = uniform(); // drawn in this order on every compiler
-    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) *
-                              std::cos(6.283185307179586 * u2));
-  };
+  double u1 = uniform();
+  double u2 = uniform();
+  return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) *
+                            std::cos(6.283185307179586 * u2));
+}
+
+linear_problem make_linear_regression(size_t n, size_t dim, uint64_t seed,
+                                      float noise) {
+  std::mt19937_64 gen{seed};
+  auto normal = [&] { return standard_normal(gen); };
   linear_problem p;
   p.weights.resize(dim);
   for (auto& w : p.weights)

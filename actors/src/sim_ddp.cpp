@@ -4,6 +4,7 @@
 
 #include <lumen/errors.hpp>
 
+#include "lumen/ml/random.hpp"
 #include "lumen/ml/sim.hpp"
 
 // ml_scratch04's data-parallel step in virtual time (see sim.hpp).
@@ -13,15 +14,10 @@ namespace lumen::ml::sim {
 namespace {
 
 /// One Gaussian blob a class: centers N(0, 2²) per dimension, points
-/// N(center, 1), drawn from `seed` as make_linear_regression draws.
+/// N(center, 1), drawn from `seed`.
 dataset blobs(const ddp_sim_config& cfg) {
   std::mt19937_64 gen{cfg.seed};
-  auto normal = [&] {
-    double u1 = (static_cast<double>(gen() >> 11) + 0.5) / 9007199254740992.0;
-    double u2 = (static_cast<double>(gen() >> 11) + 0.5) / 9007199254740992.0;
-    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) *
-                              std::cos(6.283185307179586 * u2));
-  };
+  auto normal = [&] { return standard_normal(gen); };
   std::vector<float> centers(cfg.classes * cfg.dim);
   for (auto& c : centers)
     c = 2 * normal();
