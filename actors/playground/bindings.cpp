@@ -261,10 +261,11 @@ EMSCRIPTEN_KEEPALIVE const char* lp_compare_run(const char* recorded) {
     std::string mine = recorded ? recorded : "";
     auto v = sim::compare_runs(reference, mine);
     auto line = [](const std::string& text, size_t n) {
+      // The n-th line (from 1), or "" for 0 or past the end.
       size_t at = 0;
       for (size_t i = 1; i < n && at != std::string::npos; ++i)
-        at = text.find('\n', at) == std::string::npos ? std::string::npos
-                                                      : text.find('\n', at) + 1;
+        if ((at = text.find('\n', at)) != std::string::npos)
+          ++at;
       if (n == 0 || at == std::string::npos)
         return std::string{};
       return text.substr(at, text.find('\n', at) - at);
