@@ -23,6 +23,12 @@ namespace lumen::detail {
 struct remote_proxy {
   std::mutex mtx;
   std::string node_id;
+  /// For an actor hosted by a script, which no node id routes to: the
+  /// data address of its process.
+  std::string address;
+  /// ActorHandle::id() of an actor known only from a handle another
+  /// process sent (no CAF handle here).
+  std::string actor_id;
   /// The actor's id on that node's data plane.
   uint64_t remote_id = 0;
   /// Calls wait here, in submission order, until their arguments are
@@ -65,6 +71,9 @@ public:
   /// Found by name, created by another process: never stopped or killed on
   /// this process's behalf except by lumen::kill, and never rebuilt here.
   bool borrowed = false;
+  /// For a handle another process sent: its share of the actor's life,
+  /// given back once this core is gone (object_exchange.hpp).
+  std::shared_ptr<void> lease;
 
   void set_death_reason(std::string reason);
 

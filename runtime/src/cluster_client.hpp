@@ -102,6 +102,21 @@ public:
     actors_.submit_call(core, std::move(c));
   }
 
+  /// Takes in an actor known from a handle another process sent: hosted
+  /// by `node`, called at `address` if set (a script's actor), else
+  /// through the node's connection.
+  void adopt_imported(const std::shared_ptr<actor_core>& core,
+                      const std::string& node, const std::string& address,
+                      uint64_t remote_id, const std::string& actor_id) {
+    actors_.adopt(core, node, address, remote_id, actor_id);
+  }
+
+  /// Ends, where it runs, an actor known from a handle another process
+  /// sent; an unreachable host has ended it already.
+  void kill_imported(actor_core& core) {
+    actors_.kill(core);
+  }
+
   /// On the requester's thread: a monitored node manager went down.
   void on_down(const caf::down_msg& msg);
 

@@ -90,6 +90,17 @@ bool data_client::trace(const bytes& request, on_status done, on_fail fail) {
               std::move(fail));
 }
 
+bool data_client::kill(uint64_t actor, on_status done, on_fail fail) {
+  return send(frame_kind::kill,
+              {{reinterpret_cast<const char*>(&actor), sizeof(actor)}},
+              std::move(done), std::move(fail));
+}
+
+bool data_client::object(const bytes& request, on_status done, on_fail fail) {
+  return send(frame_kind::object, {span_of(request)}, std::move(done),
+              std::move(fail));
+}
+
 bool data_client::send(frame_kind kind, std::vector<byte_span> parts,
                        on_status done, on_fail fail, const std::string* what) {
   // A request's id is also its arrow's id in a trace, where the arrows of

@@ -49,6 +49,13 @@ public:
   /// Sends a trace request (see data_plane.hpp); as `typed` otherwise.
   bool trace(const bytes& request, on_status done, on_fail fail);
 
+  /// Ends actor `actor` of the peer's process, as lumen::kill; as `typed`
+  /// otherwise.
+  bool kill(uint64_t actor, on_status done, on_fail fail);
+
+  /// Sends an object request (see data_plane.hpp); as `typed` otherwise.
+  bool object(const bytes& request, on_status done, on_fail fail);
+
   /// Starts the reader thread; call once, right after construction.
   void start();
 

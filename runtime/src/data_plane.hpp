@@ -18,6 +18,10 @@
 //   trace   u8 op 1 (record, and tell the clock) -> u64 clock µs, u32 pid
 //           u8 op 2, i64 clock offset, u32 pid -> this process's part
 //           of the trace, on the asker's clock (trace_session.hpp)
+//   kill    u64 actor id -> empty (the actor is ended, as lumen::kill)
+//   object  u8 op 1 (fetch), u64 object id, u64 type tag -> the value
+//           u8 op 2 (give back), then u64 hold, u32 count per hold -> empty
+//           (object_exchange.hpp)
 // Task and call payloads come from lumen's codec; arguments are never
 // copied out of the received frame. A typed request reaches a typed CAF
 // actor of the peer's process from a stand-in actor per sender
@@ -44,6 +48,8 @@ enum class frame_kind : uint8_t {
   reply,
   typed,
   trace,
+  object,
+  kill,
 };
 
 /// A reply's status byte.

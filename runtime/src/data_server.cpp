@@ -6,6 +6,7 @@
 #include "lumen/errors.hpp"
 
 #include "log.hpp"
+#include "object_exchange.hpp"
 #include "protocol.hpp"
 #include "trace_session.hpp"
 #include "typed_requests.hpp"
@@ -111,17 +112,18 @@ void reply_when_ready(const std::shared_ptr<data_connection>& c, uint64_t id,
   });
 }
 
+} // namespace
+
 void reply_error(const std::shared_ptr<data_connection>& c, uint64_t id,
                  std::exception_ptr err) {
   auto payload = encode_error(err);
   c->send(frame_kind::reply, reply_status::failed, id, {span_of(payload)});
 }
 
-} // namespace
-
 data_server::data_server(process_services& rt, const std::string& host,
-                         const credentials& creds)
+                         const credentials& creds, object_exchange& objects)
   : rt_(rt)
+  , objects_(objects)
   , gate_(std::make_unique<gate>(host, 0, creds, "data")) {
   gate_->open([this](int fd, const std::string&) { admit(fd); });
 }
@@ -174,6 +176,10 @@ void data_server::serve(std::shared_ptr<data_connection> c) {
         typed.serve(h.id, *payload);
       else if (h.kind == static_cast<uint8_t>(frame_kind::trace))
         tracing.serve(c, h.id, *payload);
+      else if (h.kind == static_cast<uint8_t>(frame_kind::object))
+        objects_.serve(c, h.id, *payload);
+      else if (h.kind == static_cast<uint8_t>(frame_kind::kill))
+        kill(c, h.id, *payload);
       else
         break; // not a request: the peer is confused, drop it
     }
@@ -213,6 +219,24 @@ void data_server::run_task(const std::shared_ptr<data_connection>& c,
   rt_.run_local(std::move(task));
 }
 
+std::shared_ptr<actor_core> data_server::exposed(uint64_t id) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto i = actors_.find(id);
+  return i != actors_.end() ? i->second.lock() : nullptr;
+}
+
+void data_server::kill(const std::shared_ptr<data_connection>& c, uint64_t id,
+                       const bytes& payload) {
+  uint64_t actor = 0;
+  if (payload.size() != sizeof(actor))
+    return reply_error(
+      c, id, std::make_exception_ptr(codec_error("malformed kill frame")));
+  std::memcpy(&actor, payload.data(), sizeof(actor));
+  if (auto core = exposed(actor))
+    rt_.kill_core(*core);
+  c->send(frame_kind::reply, reply_status::ok, id, {});
+}
+
 void data_server::run_call(const std::shared_ptr<data_connection>& c,
                            uint64_t id, std::shared_ptr<bytes> payload) {
   uint64_t actor = 0;
@@ -222,13 +246,7 @@ void data_server::run_call(const std::shared_ptr<data_connection>& c,
     return reply_error(
       c, id, std::make_exception_ptr(codec_error("malformed call frame")));
   std::memcpy(&actor, payload->data(), sizeof(actor));
-  std::shared_ptr<actor_core> core;
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    auto i = actors_.find(actor);
-    if (i != actors_.end())
-      core = i->second.lock();
-  }
+  auto core = exposed(actor);
   if (!core)
     return reply_error(c, id,
                        std::make_exception_ptr(actor_died(

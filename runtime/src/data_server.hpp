@@ -16,14 +16,21 @@
 
 namespace lumen::detail {
 
+class object_exchange;
+
+/// Answers request `id` on `c` with `err`.
+void reply_error(const std::shared_ptr<data_connection>& c, uint64_t id,
+                 std::exception_ptr err);
+
 /// The serving side, in every head and node: serves the connections its
 /// gate admits, one reader thread each, running tasks on the pool and
 /// handing calls to actor hosts.
 class data_server {
 public:
-  /// Listens on `host`, any free port; throws `error` if it cannot.
+  /// Listens on `host`, any free port, serving the values `objects`
+  /// holds too; throws `error` if it cannot.
   data_server(process_services& rt, const std::string& host,
-              const credentials& creds);
+              const credentials& creds, object_exchange& objects);
   ~data_server();
 
   uint16_t port() const noexcept;
@@ -38,8 +45,13 @@ private:
                 std::shared_ptr<bytes> payload);
   void run_call(const std::shared_ptr<data_connection>& c, uint64_t id,
                 std::shared_ptr<bytes> payload);
+  void kill(const std::shared_ptr<data_connection>& c, uint64_t id,
+            const bytes& payload);
+  /// The actor exposed as `id`, or null.
+  std::shared_ptr<actor_core> exposed(uint64_t id);
 
   process_services& rt_;
+  object_exchange& objects_;
   std::unique_ptr<gate> gate_;
   std::mutex mtx_;
   std::vector<std::shared_ptr<data_connection>> conns_;

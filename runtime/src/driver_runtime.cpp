@@ -13,6 +13,9 @@ driver_runtime::driver_runtime(const init_options& opts, const address& head,
   : driver_runtime(opts) {
   try {
     serve_channels(local_host_towards(head), creds);
+    // A one-off query sends no refs, so it serves none.
+    if (hello_role == "driver")
+      serve_data(local_host_towards(head), head, creds);
     connect(head, creds, hello_role, false, nullptr);
   } catch (...) {
     stop();
@@ -38,6 +41,26 @@ void driver_runtime::connect(
     client_->watch_head(std::move(on_head_back));
 }
 
+void driver_runtime::serve_data(const std::string& host, const address& head,
+                                const credentials& creds) {
+  objects_ = std::make_shared<object_exchange>(creds);
+  data_ = std::make_unique<data_server>(*this, host, creds, *objects_);
+  bool wildcard = host.empty() || host == "0.0.0.0" || host == "::";
+  objects_->serve_at(
+    address{wildcard ? local_host_towards(head) : host, data_->port()}
+      .to_string());
+  object_exchange::install(objects_);
+}
+
+void driver_runtime::stop_data() {
+  if (!objects_)
+    return;
+  object_exchange::install(nullptr);
+  objects_->stop();
+  data_.reset();
+  objects_.reset();
+}
+
 void driver_runtime::stop_client() {
   if (client_)
     client_->stop();
@@ -45,6 +68,7 @@ void driver_runtime::stop_client() {
 
 void driver_runtime::stop() {
   stop_channels();
+  stop_data();
   stop_client();
   // Hosts and the requester use the cluster client until they are done.
   stop_actors();
@@ -121,6 +145,86 @@ bool driver_runtime::bind_endpoint(const std::string& name,
 void driver_runtime::drop_endpoint(const std::string& name) {
   if (client_)
     client_->endpoints().drop(name);
+}
+
+std::shared_ptr<data_client>
+driver_runtime::connect_to(const std::string& address) {
+  if (!objects_)
+    return local_runtime::connect_to(address);
+  return objects_->connection(address);
+}
+
+actor_wire driver_runtime::export_actor(const std::shared_ptr<actor_ref>& a) {
+  if (!objects_)
+    return local_runtime::export_actor(a);
+  auto& core = a->core;
+  actor_wire w;
+  w.cls = core->cls.name;
+  w.name = core->opts.name;
+  w.id = id_of(*a);
+  if (core->remote) {
+    std::lock_guard<std::mutex> guard{core->remote->mtx};
+    w.node = core->remote->node_id;
+    w.host = core->remote->address;
+    w.remote_id = core->remote->remote_id;
+  } else {
+    w.node = this_node();
+    w.remote_id = core->handle.id();
+    // A script is in no directory: its handles say where to call it.
+    if (!is_node)
+      w.host = objects_->address();
+    data_->expose(w.remote_id, core);
+    std::lock_guard<std::mutex> guard{exported_mtx_};
+    exported_[w.remote_id] = a;
+  }
+  auto hold = objects_->hold(a);
+  w.holder = std::move(hold.holder);
+  w.hold = hold.hold;
+  return w;
+}
+
+std::shared_ptr<actor_ref> driver_runtime::import_actor(const actor_wire& w) {
+  if (!objects_)
+    return local_runtime::import_actor(w);
+  auto self = objects_->address();
+  bool here = w.host.empty() ? w.node == this_node() : w.host == self;
+  if (here) {
+    std::shared_ptr<actor_ref> mine;
+    {
+      std::lock_guard<std::mutex> guard{exported_mtx_};
+      auto i = exported_.find(w.remote_id);
+      if (i != exported_.end())
+        mine = i->second.lock();
+    }
+    if (mine) {
+      objects_->give_back(w.holder, w.hold);
+      return mine;
+    }
+  }
+  auto cls = find_actor_class(w.cls);
+  if (cls == nullptr)
+    throw usage_error("a handle to an actor of class " + w.cls +
+                      " arrived, which this program does not register with "
+                      "LUMEN_ACTOR");
+  actor_options opts;
+  opts.name = w.name;
+  auto core = std::make_shared<actor_core>(*cls, nullptr, opts);
+  core->borrowed = true;
+  ref_wire lease;
+  lease.holder = w.holder;
+  lease.hold = w.hold;
+  core->lease = std::make_shared<borrow>(std::move(lease), objects_);
+  // An actor hosted here that this process got from elsewhere (a node's
+  // actor that a script created) is called through this process's own
+  // data port, like any other.
+  auto address = here ? self : w.host;
+  client_->adopt_imported(core, w.node, address, w.remote_id, w.id);
+  return register_actor(std::move(core));
+}
+
+void driver_runtime::kill_elsewhere(actor_core& core) {
+  if (client_)
+    client_->kill_imported(core);
 }
 
 caf::actor driver_runtime::manager_of(const std::string& node_id) {

@@ -1,11 +1,15 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "address.hpp"
 #include "cluster_client.hpp"
+#include "data_server.hpp"
 #include "local_runtime.hpp"
+#include "object_exchange.hpp"
 
 namespace lumen::detail {
 
@@ -37,8 +41,12 @@ public:
                               bool overwrite) override;
   std::optional<std::string> kv_get(const std::string& key) override;
   bool kv_erase(const std::string& key) override;
+  std::shared_ptr<data_client> connect_to(const std::string& address) override;
+  actor_wire export_actor(const std::shared_ptr<actor_ref>& a) override;
+  std::shared_ptr<actor_ref> import_actor(const actor_wire& w) override;
 
 protected:
+  void kill_elsewhere(actor_core& core) override;
   bool bind_endpoint(const std::string& name,
                      const std::string& address) override;
   void drop_endpoint(const std::string& name) override;
@@ -53,6 +61,24 @@ protected:
                const std::string& hello_role, bool is_head,
                std::function<void(const caf::actor&)> on_head_back);
 
+  /// Starts the data server on `host` (a wildcard host: the address that
+  /// faces `head`), and with it the serving of this process's objects to
+  /// the refs it sends out.
+  void serve_data(const std::string& host, const address& head,
+                  const credentials& creds);
+
+  /// This process is a node of the directory (the head or a node), which
+  /// others reach by its id.
+  bool is_node = false;
+
+  data_server& data() noexcept {
+    return *data_;
+  }
+
+  /// Closes the data server and drops what it held for others; safe to
+  /// call twice.
+  void stop_data();
+
   /// Stops the client's threads: no rejoining, retrying or rebuilding.
   void stop_client();
 
@@ -64,6 +90,12 @@ private:
   bool here(const placement& where) const;
 
   std::unique_ptr<cluster_client> client_;
+  std::shared_ptr<object_exchange> objects_;
+  std::unique_ptr<data_server> data_;
+  // The actors hosted here whose handles went to other processes, by
+  // their data-plane id: a handle coming back is the original again.
+  std::mutex exported_mtx_;
+  std::unordered_map<uint64_t, std::weak_ptr<actor_ref>> exported_;
 };
 
 } // namespace lumen::detail

@@ -40,6 +40,8 @@ const char* to_string(errc code) noexcept {
       return "not_registered";
     case errc::name_taken:
       return "name_taken";
+    case errc::owner_died:
+      return "owner_died";
   }
   return "unknown";
 }

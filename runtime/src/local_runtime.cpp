@@ -254,7 +254,10 @@ std::shared_ptr<actor_ref> local_runtime::find_actor(const std::string& name) {
 }
 
 void local_runtime::kill_actor(const actor_ref& a) {
-  auto& core = *a.core;
+  kill_core(*a.core);
+}
+
+void local_runtime::kill_core(actor_core& core) {
   if (core.dead)
     return;
   // The reason goes first: whoever sees `dead` must find it.
@@ -268,8 +271,13 @@ void local_runtime::kill_actor(const actor_ref& a) {
     std::lock_guard<std::mutex> guard{core.remote->mtx};
     handle = core.handle;
   }
-  caf::anon_send_exit(handle, caf::exit_reason::kill);
+  if (handle)
+    caf::anon_send_exit(handle, caf::exit_reason::kill);
+  else if (core.remote)
+    kill_elsewhere(core);
 }
+
+void local_runtime::kill_elsewhere(actor_core&) {}
 
 void local_runtime::forget_name(const actor_core& core) {
   if (core.opts.name.empty())
@@ -335,6 +343,35 @@ void local_runtime::unwatch(const caf::actor_addr& whom, uint64_t token) {
 void local_runtime::adopt(caf::actor h) {
   std::lock_guard<std::mutex> guard{mtx_};
   adopted_.push_back(std::move(h));
+}
+
+namespace {
+
+[[noreturn]] void throw_no_cluster() {
+  throw usage_error("an ActorHandle or ObjectRef can only be sent to another "
+                    "process of a cluster; this process is in none");
+}
+
+} // namespace
+
+std::shared_ptr<data_client> local_runtime::connect_to(const std::string&) {
+  throw_no_cluster();
+}
+
+actor_wire local_runtime::export_actor(const std::shared_ptr<actor_ref>&) {
+  throw_no_cluster();
+}
+
+std::shared_ptr<actor_ref> local_runtime::import_actor(const actor_wire&) {
+  throw_no_cluster();
+}
+
+actor_wire export_actor(const std::shared_ptr<actor_ref>& a) {
+  return this_runtime().export_actor(a);
+}
+
+std::shared_ptr<actor_ref> import_actor(const actor_wire& w) {
+  return this_runtime().import_actor(w);
 }
 
 } // namespace lumen::detail

@@ -46,6 +46,7 @@ public:
   void submit_call(const actor_ref& a, std::shared_ptr<actor_call> c) override;
   std::shared_ptr<actor_ref> find_actor(const std::string& name) override;
   void kill_actor(const actor_ref& a) override;
+  void kill_core(actor_core& core) override;
 
   /// The cluster's nodes: this process alone.
   virtual std::vector<node_info> nodes();
@@ -78,6 +79,14 @@ public:
   std::shared_ptr<actor_ref>
   adopt_remote_actor(std::shared_ptr<actor_core> core) override;
   void adopt(caf::actor h) override;
+
+  /// Outside a cluster there is no other process: throws `usage_error`.
+  std::shared_ptr<data_client> connect_to(const std::string& address) override;
+
+  /// See lumen::detail::export_actor and import_actor; outside a cluster
+  /// they throw `usage_error`.
+  virtual actor_wire export_actor(const std::shared_ptr<actor_ref>& a);
+  virtual std::shared_ptr<actor_ref> import_actor(const actor_wire& w);
 
   /// Channels (lumen/channel.hpp): starts queuing what is opened to
   /// `name` in this process's hub (made on first use) and registers the
@@ -129,6 +138,10 @@ protected:
   /// Hands every down message the requester hears to `f` too, on its
   /// thread; a cluster role sets it before it monitors anything.
   void on_down(std::function<void(const caf::down_msg&)> f);
+
+  /// Ends an actor of another process known from a handle it sent (no CAF
+  /// handle here); outside a cluster there is none.
+  virtual void kill_elsewhere(actor_core& core);
 
   /// Ends every actor, the task pool and the requester, and waits for CAF's
   /// actors; safe to call twice. A cluster role calls it before it frees

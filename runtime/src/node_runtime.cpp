@@ -32,14 +32,16 @@ std::string join_head(caf::actor_system& sys, const caf::actor& manager,
 node_runtime::node_runtime(const init_options& opts, node_settings serve,
                            const address& head, const credentials& creds)
   : driver_runtime(opts) {
+  is_node = true;
   try {
     control_gate_ =
       std::make_unique<gate>(serve.host, serve.port, creds, "control");
-    data_ = std::make_unique<data_server>(*this, serve.host, creds);
+    serve_data(serve.host, serve.is_head ? address{serve.host, 0} : head,
+               creds);
     serve_channels(serve.host, creds);
     serve.port = control_gate_->port();
-    serve.data_port = data_->port();
-    manager_ = spawn_node_manager(system(), *this, *data_, serve);
+    serve.data_port = data().port();
+    manager_ = spawn_node_manager(system(), *this, data(), serve);
     serve_control(system(), manager_, *control_gate_);
     // CAF's own spawn service answers any peer it hears from; typed actors
     // are spawned through the node manager instead.
@@ -80,7 +82,7 @@ void node_runtime::stop_serving() {
     waiter->wait_for(manager_);
     manager_ = nullptr;
   }
-  data_.reset();
+  stop_data();
   control_gate_.reset(); // and the TLS links it relays
 }
 

@@ -32,7 +32,6 @@ private:
   void stop_serving();
 
   std::unique_ptr<gate> control_gate_;
-  std::unique_ptr<data_server> data_;
   caf::actor manager_;
 };
 

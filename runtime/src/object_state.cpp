@@ -61,16 +61,19 @@ void object_state::publish(bool failed) {
 }
 
 uint64_t object_state::on_ready(std::function<void()> fn) {
+  uint64_t token = 0;
   {
     std::lock_guard<std::mutex> guard{mtx_};
     if (!ready()) {
-      auto token = next_token_++;
+      token = next_token_++;
       continuations_.emplace_back(token, std::move(fn));
-      return token;
     }
   }
-  fn();
-  return 0;
+  if (token == 0)
+    fn();
+  else
+    demand();
+  return token;
 }
 
 void object_state::forget(uint64_t token) {
@@ -97,6 +100,7 @@ bool object_state::wait_until(clock::time_point deadline) {
 bool object_state::park_until(const clock::time_point* deadline) {
   if (ready())
     return true;
+  demand();
   auto spin_end = clock::now() + spin_budget;
   if (deadline != nullptr)
     spin_end = std::min(spin_end, *deadline);

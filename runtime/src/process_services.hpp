@@ -13,6 +13,8 @@
 
 namespace lumen::detail {
 
+class data_client;
+
 /// What the parts of a cluster process (the cluster client, the data
 /// server, the node manager) need from its runtime, and no more: none of
 /// them calls into a runtime class.
@@ -39,8 +41,16 @@ public:
   virtual std::shared_ptr<actor_ref>
   adopt_remote_actor(std::shared_ptr<actor_core> core) = 0;
 
+  /// Ends the actor of `core` without restart, as lumen::kill.
+  virtual void kill_core(actor_core& core) = 0;
+
   /// Ends `h` at shutdown, so that the actor system can finish.
   virtual void adopt(caf::actor h) = 0;
+
+  /// The data connection to the cluster process serving at `address`;
+  /// throws `error` if it cannot be reached.
+  virtual std::shared_ptr<data_client>
+  connect_to(const std::string& address) = 0;
 
 protected:
   ~process_services() = default;

@@ -9,7 +9,7 @@ namespace lumen::detail {
 
 namespace {
 
-enum class error_kind : uint8_t { task, actor_died, usage, other };
+enum class error_kind : uint8_t { task, actor_died, usage, other, owner_died };
 
 const auto lumen_category = caf::atom("lumen");
 
@@ -50,6 +50,10 @@ bytes encode_error(const std::exception_ptr& err) {
     kind = error_kind::actor_died;
     code = e.code();
     msg = e.what();
+  } catch (const owner_died& e) {
+    kind = error_kind::owner_died;
+    code = e.code();
+    msg = e.what();
   } catch (const usage_error& e) {
     kind = error_kind::usage;
     code = e.code();
@@ -76,6 +80,8 @@ std::exception_ptr decode_error(const bytes& payload) {
         return std::make_exception_ptr(actor_died(msg, code));
       case error_kind::usage:
         return std::make_exception_ptr(usage_error(msg, code));
+      case error_kind::owner_died:
+        return std::make_exception_ptr(owner_died(msg));
       default:
         return std::make_exception_ptr(
           error(type.empty() ? msg : type + ": " + msg, code));

@@ -137,6 +137,47 @@ caf::actor remote_actors::spawn_on(const std::string& node,
   return handle;
 }
 
+void remote_actors::adopt(const std::shared_ptr<actor_core>& core,
+                          const std::string& node, const std::string& address,
+                          uint64_t remote_id, const std::string& actor_id) {
+  core->remote = std::make_unique<remote_proxy>();
+  core->remote->node_id = node;
+  core->remote->address = address;
+  core->remote->remote_id = remote_id;
+  core->remote->actor_id = actor_id;
+  if (!address.empty())
+    return; // no node's death concerns it; its connection's end does
+  std::lock_guard<std::mutex> guard{mtx_};
+  hosted_[node].push_back(core);
+}
+
+std::shared_ptr<data_client> remote_actors::route(const std::string& node,
+                                                  const std::string& address) {
+  if (!address.empty())
+    return rt_.connect_to(address);
+  // A handle from another process may name a node this one has not seen.
+  directory_.learn_of(node);
+  return links_.get(node).data;
+}
+
+void remote_actors::kill(actor_core& core) {
+  std::string node, address;
+  uint64_t id = 0;
+  {
+    std::lock_guard<std::mutex> guard{core.remote->mtx};
+    node = core.remote->node_id;
+    address = core.remote->address;
+    id = core.remote->remote_id;
+  }
+  try {
+    route(node, address)
+      ->kill(
+        id, [](reply_status, const bytes&) {}, [](const std::string&) {});
+  } catch (const std::exception&) {
+    // Its host is gone, and the actor with it.
+  }
+}
+
 void remote_actors::submit_call(const std::shared_ptr<actor_core>& core,
                                 std::shared_ptr<actor_call> c) {
   {
@@ -188,17 +229,20 @@ void remote_actors::send_call(const std::shared_ptr<actor_core>& core,
     return;
   }
   bytes args;
-  node_links::link link;
+  std::shared_ptr<data_client> data;
+  // A script's actor is reached at its address; a node's through the
+  // node's link, which follows the node's life.
+  bool by_address = !core->remote->address.empty();
   try {
-    link = links_.get(core->remote->node_id);
+    data = route(core->remote->node_id, core->remote->address);
     args = c->encode_args();
   } catch (...) {
     c->result()->set_error(std::current_exception());
     return;
   }
   auto node = core->remote->node_id; // the actor may move before the reply
-  auto lost = [this, node, core, c,
-               client = link.data.get()](const std::string& why) {
+  auto lost = [this, node, core, c, by_address,
+               client = data.get()](const std::string& why) {
     {
       // Decided before the caller hears of the failure: its next call must
       // wait for the rebuilt actor, not chase the dead node.
@@ -212,15 +256,17 @@ void remote_actors::send_call(const std::shared_ptr<actor_core>& core,
         }
       }
     }
-    links_.lose(node, client, why);
+    if (!by_address)
+      links_.lose(node, client, why);
     c->result()->set_error(core->lost_call_error(c->method(), node, why));
   };
-  if (!link.data->call(core->remote->remote_id, c->method().name, args,
-                       publish_reply(c), lost)) {
+  if (!data->call(core->remote->remote_id, c->method().name, args,
+                  publish_reply(c), lost)) {
     // We hold the outbox lock (see pump): fail this call here, and leave the
     // node's funeral to the requester's thread.
     c->result()->set_error(core->dropped_call_error(c->method()));
-    links_.lose(node, link.data.get(), "its connection closed");
+    if (!by_address)
+      links_.lose(node, data.get(), "its connection closed");
   }
 }
 

@@ -37,6 +37,15 @@ public:
   void place(const std::shared_ptr<actor_core>& core, const std::string& node,
              caf::actor handle);
 
+  /// Records an actor known from a handle another process sent (see
+  /// cluster_client::adopt_imported).
+  void adopt(const std::shared_ptr<actor_core>& core, const std::string& node,
+             const std::string& address, uint64_t remote_id,
+             const std::string& actor_id);
+
+  /// Sends `core`'s host the order to end it (see cluster_client).
+  void kill(actor_core& core);
+
   /// Queues a call; calls leave in submission order, a call with pending
   /// ObjectRef arguments holding back later ones.
   void submit_call(const std::shared_ptr<actor_core>& core,
@@ -51,6 +60,10 @@ private:
   /// Starts an actor on `node`; returns its handle. Throws on refusal.
   caf::actor spawn_on(const std::string& node, const actor_core& core);
   void pump(const std::shared_ptr<actor_core>& core);
+  /// The connection to the process hosting an actor: at `address` (a
+  /// script's actor) if set, else through `node`'s link.
+  std::shared_ptr<data_client> route(const std::string& node,
+                                     const std::string& address);
   void send_call(const std::shared_ptr<actor_core>& core,
                  std::shared_ptr<actor_call> c);
 

@@ -76,6 +76,8 @@ std::string id_of(const actor_ref& a) {
   if (!core.remote)
     return actor_id_of(core.handle.address());
   std::lock_guard<std::mutex> guard{core.remote->mtx}; // see remote_proxy
+  if (!core.handle)
+    return core.remote->actor_id;
   return actor_id_of(core.handle.address());
 }
 
@@ -120,6 +122,16 @@ void throw_wrong_actor_class(const std::string& name,
                              const std::type_info& wanted) {
   throw usage_error("lumen::get_actor: the actor named '" + name + "' is a " +
                     actual.name + ", not a " + demangle(wanted.name()));
+}
+
+void throw_wrong_handle_class(const std::string& sent,
+                              const std::type_info& wanted) {
+  throw codec_error(
+    "an ActorHandle to a " + sent +
+    " arrived for a parameter of type ActorHandle<" + demangle(wanted.name()) +
+    ">; the sender and this program disagree on the type "
+    "(or " +
+    demangle(wanted.name()) + " is not registered here with LUMEN_ACTOR)");
 }
 
 } // namespace lumen::detail

@@ -15,6 +15,7 @@
 #include <lumen/lumen.hpp>
 
 #include "cluster_job.hpp"
+#include "refs_job.hpp"
 
 std::string where() {
   return lumen::this_node_id();
@@ -86,6 +87,53 @@ bool kv_claim(const std::string& key, const std::string& value) {
 }
 LUMEN_REMOTE(kv_claim);
 
+// Reads every ref of the list (Ray leaves refs inside containers to the
+// callee).
+int sum_refs(std::vector<lumen::ObjectRef<int>> refs) {
+  int total = 0;
+  for (auto& r : refs)
+    total += lumen::get(r);
+  return total;
+}
+LUMEN_REMOTE(sum_refs);
+
+// Reads none of them.
+int count_refs(const std::vector<lumen::ObjectRef<int>>& refs) {
+  return static_cast<int>(refs.size());
+}
+LUMEN_REMOTE(count_refs);
+
+std::vector<lumen::ObjectRef<int>> make_refs(int n) {
+  std::vector<lumen::ObjectRef<int>> out;
+  out.reserve(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i)
+    out.push_back(lumen::put(i));
+  return out;
+}
+LUMEN_REMOTE(make_refs);
+
+lumen::ObjectRef<std::vector<float>> make_tensor(int64_t n, float value) {
+  return lumen::put(std::vector<float>(static_cast<size_t>(n), value));
+}
+LUMEN_REMOTE(make_tensor);
+
+double tensor_sum(lumen::ObjectRef<std::vector<float>> ref) {
+  return sum(lumen::get(ref));
+}
+LUMEN_REMOTE(tensor_sum);
+
+lumen::ObjectRef<int> pass_on(lumen::ObjectRef<int> ref) {
+  return ref;
+}
+LUMEN_REMOTE(pass_on);
+
+std::vector<int64_t> ref_counts_here() {
+  auto c = lumen::ref_counts();
+  return {static_cast<int64_t>(c.held), static_cast<int64_t>(c.borrowed),
+          static_cast<int64_t>(c.served), static_cast<int64_t>(c.fetched)};
+}
+LUMEN_REMOTE(ref_counts_here);
+
 Counter::Counter(int start)
   : n_(start) {}
 
@@ -116,6 +164,49 @@ LUMEN_ACTOR(Counter, &Counter::add, &Counter::node, &Counter::nap,
 // Nodes that load this library can build a Counter from an int, as the
 // drivers create it.
 LUMEN_ACTOR_CTOR(Counter(int));
+
+// Handles as values (refs_test).
+int bump(lumen::ActorHandle<Counter> c, int by) {
+  return lumen::get(c.call(&Counter::add, by));
+}
+LUMEN_REMOTE(bump);
+
+// An actor hosted by the process that runs this task.
+lumen::ActorHandle<Counter> make_counter(int start) {
+  return lumen::actor<Counter>(start).remote();
+}
+LUMEN_REMOTE(make_counter);
+
+std::string handle_id(lumen::ActorHandle<Counter> c) {
+  return c.id();
+}
+LUMEN_REMOTE(handle_id);
+
+lumen::ActorHandle<Counter> echo_handle(lumen::ActorHandle<Counter> c) {
+  return c;
+}
+LUMEN_REMOTE(echo_handle);
+
+void kill_it(lumen::ActorHandle<Counter> c) {
+  lumen::kill(c);
+}
+LUMEN_REMOTE(kill_it);
+
+Keeper::Keeper() = default;
+
+void Keeper::keep(lumen::ActorHandle<Counter> c) {
+  kept_ = std::move(c);
+}
+
+int Keeper::poke(int by) {
+  return lumen::get(kept_.call(&Counter::add, by));
+}
+
+void Keeper::forget() {
+  kept_ = {};
+}
+LUMEN_ACTOR(Keeper, &Keeper::keep, &Keeper::poke, &Keeper::forget);
+LUMEN_ACTOR_CTOR(Keeper());
 
 namespace {
 

@@ -59,6 +59,27 @@ private:
 LUMEN_ACTOR(Recorder, &Recorder::record, &Recorder::clear, &Recorder::seen,
             &Recorder::label, &Recorder::fail, &Recorder::whoami);
 
+namespace {
+
+// An actor handed to a task, as Ray passes actor handles around.
+int record_twice(lumen::ActorHandle<Recorder> r, int x) {
+  lumen::get(r.call(&Recorder::record, x));
+  return lumen::get(r.call(&Recorder::record, x));
+}
+LUMEN_REMOTE(record_twice);
+
+// Handles kept in a list, as an actor pool does.
+std::vector<std::string>
+labels(std::vector<lumen::ActorHandle<Recorder>> recorders) {
+  std::vector<std::string> out;
+  for (auto& r : recorders)
+    out.push_back(lumen::get(r.call(&Recorder::label, std::string{"x"})));
+  return out;
+}
+LUMEN_REMOTE(labels);
+
+} // namespace
+
 BOOST_TEST_GLOBAL_FIXTURE(runtime_fixture);
 
 BOOST_AUTO_TEST_SUITE(actor)
@@ -174,6 +195,20 @@ BOOST_AUTO_TEST_CASE(several_callers_each_keep_their_own_order) {
     BOOST_TEST_REQUIRE(x > last[c]);
     last[c] = x;
   }
+}
+
+BOOST_AUTO_TEST_CASE(a_task_calls_an_actor_whose_handle_it_was_given) {
+  auto r = lumen::actor<Recorder>("r").remote();
+  BOOST_TEST(lumen::get(lumen::task(record_twice).remote(r, 7)) == 1);
+  BOOST_TEST((lumen::get(r.call(&Recorder::seen)) == std::vector<int>{7, 7}));
+}
+
+BOOST_AUTO_TEST_CASE(handles_in_a_list_are_an_argument_like_any_value) {
+  std::vector<lumen::ActorHandle<Recorder>> rs{
+    lumen::actor<Recorder>("a-").remote(),
+    lumen::actor<Recorder>("b-").remote()};
+  BOOST_TEST((lumen::get(lumen::task(labels).remote(rs)) ==
+              std::vector<std::string>{"a-x", "b-x"}));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

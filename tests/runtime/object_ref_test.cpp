@@ -31,6 +31,25 @@ int twice(int x) {
 }
 LUMEN_REMOTE(twice);
 
+// Refs as values: in a list (left to the callee) and as a result.
+int sum_of(std::vector<lumen::ObjectRef<int>> refs) {
+  int total = 0;
+  for (auto& r : refs)
+    total += lumen::get(r);
+  return total;
+}
+LUMEN_REMOTE(sum_of);
+
+size_t count_of(const std::vector<lumen::ObjectRef<int>>& refs) {
+  return refs.size();
+}
+LUMEN_REMOTE(count_of);
+
+lumen::ObjectRef<int> twice_later(int x) {
+  return lumen::task(twice).remote(x);
+}
+LUMEN_REMOTE(twice_later);
+
 } // namespace
 
 BOOST_TEST_GLOBAL_FIXTURE(runtime_fixture);
@@ -208,6 +227,32 @@ BOOST_AUTO_TEST_CASE(wait_with_num_returns_above_the_list_size_is_an_error) {
     lumen::wait(refs, 2), lumen::usage_error, [](const lumen::usage_error& e) {
       return std::string{e.what()}.find("num_returns") != std::string::npos;
     });
+}
+
+BOOST_AUTO_TEST_CASE(a_list_of_refs_is_an_argument_like_any_value) {
+  std::vector<lumen::ObjectRef<int>> refs;
+  for (int i = 1; i <= 4; ++i)
+    refs.push_back(lumen::task(twice).remote(i));
+  BOOST_TEST(lumen::get(lumen::task(sum_of).remote(refs)) == 20);
+}
+
+BOOST_AUTO_TEST_CASE(refs_inside_a_list_are_not_waited_for) {
+  lumen::promise<int> never;
+  std::vector<lumen::ObjectRef<int>> refs{never.ref(), lumen::put(1)};
+  BOOST_TEST(lumen::get(lumen::task(count_of).remote(refs),
+                        std::chrono::seconds(10)) == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_task_can_return_a_ref) {
+  lumen::ObjectRef<lumen::ObjectRef<int>> outer =
+    lumen::task(twice_later).remote(21);
+  BOOST_TEST(lumen::get(lumen::get(outer)) == 42);
+}
+
+BOOST_AUTO_TEST_CASE(outside_a_cluster_no_ref_is_held_or_borrowed) {
+  auto counts = lumen::ref_counts();
+  BOOST_TEST(counts.held == 0u);
+  BOOST_TEST(counts.borrowed == 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

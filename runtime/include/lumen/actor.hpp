@@ -192,6 +192,35 @@ private:
   std::shared_ptr<detail::actor_ref> ref_;
 };
 
+namespace detail {
+
+/// Throws `codec_error`: a handle to an actor of class `sent` arrived for a
+/// parameter that wants `wanted`.
+[[noreturn]] void throw_wrong_handle_class(const std::string& sent,
+                                           const std::type_info& wanted);
+
+} // namespace detail
+
+/// An ActorHandle crosses processes as the place of its actor; the actor
+/// stays alive while any process holds a handle (see object_exchange.hpp).
+template <class C>
+void inspect(detail::writer& f, ActorHandle<C>& x) {
+  if (!x.valid())
+    detail::throw_empty_handle();
+  auto w = detail::export_actor(x.ref());
+  f(w.cls, w.name, w.id, w.node, w.host, w.remote_id, w.holder, w.hold);
+}
+
+template <class C>
+void inspect(detail::reader& f, ActorHandle<C>& x) {
+  detail::actor_wire w;
+  f(w.cls, w.name, w.id, w.node, w.host, w.remote_id, w.holder, w.hold);
+  auto cls = detail::find_actor_class(typeid(C));
+  if (cls == nullptr || cls->name != w.cls)
+    detail::throw_wrong_handle_class(w.cls, typeid(C));
+  x = ActorHandle<C>{detail::import_actor(w)};
+}
+
 /// Builds an actor; made by `lumen::actor<C>(ctor args...)`.
 template <class C, class... As>
 class actor_creator {

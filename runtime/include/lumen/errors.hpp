@@ -40,6 +40,9 @@ enum class errc : uint8_t {
   tls_mismatch,
   /// The other end of a channel closed it, or its process died.
   channel_closed,
+  /// The process that owns an object (made it with `put` or ran the task
+  /// that returned it) is gone, and the value with it (`owner_died`).
+  owner_died,
 };
 
 /// The code's name, e.g. "wrong_token".
@@ -101,6 +104,14 @@ class actor_died : public error {
 public:
   explicit actor_died(const std::string& what, errc code = errc::actor_died)
     : error(what, code) {}
+};
+
+/// The object behind a ref that crossed processes is lost with the process
+/// that owned it, as Ray's OwnerDiedError.
+class owner_died : public error {
+public:
+  explicit owner_died(const std::string& what)
+    : error(what, errc::owner_died) {}
 };
 
 /// `get` gave up waiting before the object was ready.

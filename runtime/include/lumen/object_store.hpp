@@ -142,6 +142,22 @@ ObjectRef<std::decay_t<T>> put(T&& value) {
   return ObjectRef<std::decay_t<T>>{std::move(st)};
 }
 
+/// What this process takes part in of refs that crossed processes, as the
+/// summary of `ray memory`. Outside a cluster, all zero.
+struct ref_stats {
+  /// Objects and actors kept alive here because other processes hold refs
+  /// or handles this process sent them.
+  size_t held = 0;
+  /// Refs and actor handles from other processes that are alive here.
+  size_t borrowed = 0;
+  /// Values other processes fetched from this one, their owner.
+  uint64_t served = 0;
+  /// Values this process fetched from their owners.
+  uint64_t fetched = 0;
+};
+
+ref_stats ref_counts();
+
 /// An ObjectRef that your own code fulfils, as std::promise is to
 /// std::future: hand out `ref()`, and later call `set_value` or
 /// `set_error` once (later calls change nothing). `get`, `wait` and calls

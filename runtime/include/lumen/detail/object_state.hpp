@@ -15,6 +15,8 @@
 
 namespace lumen::detail {
 
+class borrow;
+
 /// The slot behind an ObjectRef: pending until a value or an error is
 /// published exactly once, by whichever thread computes it. Readers wait by
 /// spinning briefly, then parking; the spin keeps a synchronous call's round
@@ -64,7 +66,18 @@ public:
   /// Drops a continuation that is no longer wanted (a `wait` that returned).
   void forget(uint64_t token);
 
+  /// For a ref that came from another process: what this process holds of
+  /// it there (object_exchange.hpp). Null for an object made here.
+  virtual const std::shared_ptr<borrow>* lease() const noexcept {
+    return nullptr;
+  }
+
 protected:
+  /// Called, outside any lock, when someone starts waiting for a state
+  /// that is not ready: a borrowed ref fetches its value only then, so
+  /// that refs passed around and never read cost no transfer.
+  virtual void demand() {}
+
   /// Marks the state ready. Returns false if it already was.
   bool claim();
   void publish(bool failed);

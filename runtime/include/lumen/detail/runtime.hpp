@@ -8,6 +8,7 @@
 
 #include "lumen/cluster.hpp"
 #include "lumen/detail/codec.hpp"
+#include "lumen/detail/object_exchange.hpp"
 #include "lumen/detail/object_state.hpp"
 #include "lumen/detail/registry.hpp"
 
@@ -155,16 +156,26 @@ public:
   virtual void kill_actor(const actor_ref& a) = 0;
 };
 
-/// Publishes an encoded result into `st`: decodes R (nothing for void).
-template <class R>
-void publish_encoded(value_state<R>& st, const bytes& out) {
-  if constexpr (std::is_void<R>::value) {
-    decode<>(out);
-    st.set_value();
-  } else {
-    st.set_value(std::move(std::get<0>(decode<R>(out))));
-  }
-}
+/// An ActorHandle on the wire: where its actor runs and who holds it for
+/// the receiver (counted as refs are: lumen/detail/object_exchange.hpp).
+struct actor_wire {
+  std::string cls;
+  std::string name;
+  std::string id;         // ActorHandle::id()
+  std::string node;       // the id of the process hosting the actor
+  std::string host;       // that process's data address, if no node routes
+  uint64_t remote_id = 0; // the actor's id on that process's data plane
+  std::string holder;
+  uint64_t hold = 0;
+};
+
+/// Holds `a` for the process that receives the wire; throws `usage_error`
+/// outside a cluster.
+actor_wire export_actor(const std::shared_ptr<actor_ref>& a);
+
+/// A handle to the actor of `w`: this process's own if it hosts the actor.
+/// Throws `usage_error` if its class is not registered here.
+std::shared_ptr<actor_ref> import_actor(const actor_wire& w);
 
 /// The runtime started by `lumen::init`; throws `usage_error` otherwise.
 runtime& current_runtime();

@@ -15,14 +15,16 @@
 #include <vector>
 
 #include "lumen/detail/codec.hpp"
+#include "lumen/detail/object_exchange.hpp"
 
 namespace lumen {
 
 namespace detail {
 
 /// True for the types that can cross a process boundary: arithmetic types,
-/// enums, strings, standard containers of such types, and any type with a
-/// CAF `inspect` overload.
+/// enums, strings, standard containers of such types, ObjectRefs and
+/// ActorHandles (which have `inspect` overloads of their own), and any type
+/// with a CAF `inspect` overload.
 template <class T>
 struct is_serializable
   : std::bool_constant<std::is_arithmetic<T>::value || std::is_enum<T>::value ||
