@@ -2,8 +2,9 @@
 // that uses them, as a Ray program is with `ray start` and `ray.init`.
 //
 // Teaches: joining a cluster, placing tasks and actors on nodes, spreading
-// work, streaming bytes between two processes over a channel, and what a
-// script sees when a node dies.
+// work, handing actor handles and refs to work on other nodes, streaming
+// bytes between two processes over a channel, and the cluster's key-value
+// store.
 //
 // Run, in three terminals (or add & to the first two):
 //   ./build/examples/cluster_demo start --head --block
@@ -54,6 +55,31 @@ private:
   int n_;
 };
 LUMEN_ACTOR(Tally, &Tally::add, &Tally::node);
+
+// [handles-and-refs-code]
+// Takes an actor's handle and a list of refs, as Ray tasks can: refs inside
+// a list are not resolved for the task; it reads each one itself.
+int tally_all(lumen::ActorHandle<Tally> tally,
+              std::vector<lumen::ObjectRef<int>> parts) {
+  int total = 0;
+  for (auto& part : parts)
+    total = lumen::get(tally.call(&Tally::add, lumen::get(part)));
+  return total;
+}
+LUMEN_REMOTE(tally_all);
+
+// Leaves a tensor on the node that runs it and returns a ref to it.
+lumen::ObjectRef<std::vector<float>> make_here(int n) {
+  return lumen::put(std::vector<float>(static_cast<size_t>(n), 0.5f));
+}
+LUMEN_REMOTE(make_here);
+
+// Reads a tensor wherever it lives: fetched from its owner on `get`.
+double mean_of(lumen::ObjectRef<std::vector<float>> xs) {
+  return mean(lumen::get(xs));
+}
+LUMEN_REMOTE(mean_of);
+// [/handles-and-refs-code]
 
 // [channel-task]
 // Streams the squares 0, 1, 4, ... to whoever connects to "squares".
@@ -120,6 +146,23 @@ int main(int argc, char** argv) {
   auto avg = lumen::task(mean).spread().remote(tensor);
   std::cout << "mean = " << lumen::get(avg) << "\n";
   // [/tensor]
+
+  // [handles-and-refs]
+  // An actor that lives in this script, and refs this script owns, handed
+  // to a task on a node.
+  auto counter = lumen::actor<Tally>(0).remote();
+  std::vector<lumen::ObjectRef<int>> parts{lumen::put(1), lumen::put(2),
+                                           lumen::put(3)};
+  auto tallied = lumen::task(tally_all).on_node("head").remote(counter, parts);
+  std::cout << "tally_all = " << lumen::get(tallied) << "\n"; // 6
+  // A tensor left on the head, read by a task on another node: it goes
+  // from the head to that node, not through this script.
+  lumen::ObjectRef<std::vector<float>> made =
+    lumen::get(lumen::task(make_here).on_node("head").remote(1 << 20));
+  auto avg_elsewhere = lumen::task(mean_of).on_node("node-1").remote(made);
+  std::cout << "mean of the head's tensor on node-1 = "
+            << lumen::get(avg_elsewhere) << "\n";
+  // [/handles-and-refs]
 
   // [channel]
   // A task on some node listens; this script connects by name, and the
