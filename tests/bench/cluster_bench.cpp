@@ -9,7 +9,9 @@
 // async: a batch, then all results), tensor round trips (a float vector to
 // the actor and back; MB/s counts both directions), and the baselines: a
 // TCP ping-pong of a 4-byte message and a TCP echo of the same payloads
-// (tcp_bulk is the 64 MiB one).
+// (tcp_bulk is the 64 MiB one). ref_node_to_node: a tensor made on one node
+// (the head), whose ref the driver hands to a task on another (node-1),
+// which fetches it from its owner; MB/s counts the one way it travels.
 
 #include <chrono>
 #include <cstdlib>
@@ -38,6 +40,16 @@ public:
 };
 LUMEN_ACTOR(Echo, &Echo::ping, &Echo::echo);
 LUMEN_ACTOR_CTOR(Echo());
+
+lumen::ObjectRef<std::vector<float>> make_tensor(int64_t n) {
+  return lumen::put(std::vector<float>(static_cast<size_t>(n), 1.5f));
+}
+LUMEN_REMOTE(make_tensor);
+
+int64_t tensor_size(lumen::ObjectRef<std::vector<float>> ref) {
+  return static_cast<int64_t>(lumen::get(ref).size());
+}
+LUMEN_REMOTE(tensor_size);
 
 using lumen::bench::figure;
 using lumen::bench::rate;
@@ -165,6 +177,26 @@ int main(int argc, char** argv) {
         r = mb_per_s(r, bytes);
       add({"tensor_roundtrip_" + label, "MB/s", rts, n, long(bytes)},
           tcp_bulk[t]);
+    }
+    {
+      // Each task decodes a ref of its own, which fetches anew.
+      auto bytes = tensors.back().second;
+      auto floats = static_cast<int64_t>(bytes / sizeof(float));
+      auto made =
+        lumen::get(lumen::task(make_tensor).on_node("head").remote(floats));
+      int n = opts.smoke ? 2 : 3;
+      auto rts = rate(opts.reps, n, [&] {
+        for (int i = 0; i < n; ++i)
+          verify(lumen::get(
+                   lumen::task(tensor_size).on_node("node-1").remote(made)) ==
+                   floats,
+                 "ref node to node");
+      });
+      for (auto& r : rts)
+        r = r * static_cast<double>(bytes) / 1e6;
+      add({"ref_node_to_node_" + tensors.back().first, "MB/s", rts, n,
+           long(bytes)},
+          tcp_bulk.back());
     }
     // The control plane (CAF's middleman, relayed through TLS when on): the
     // head's directory, asked for again and again.
