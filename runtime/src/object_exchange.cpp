@@ -362,13 +362,14 @@ void object_exchange::serve_fetch(const std::shared_ptr<data_connection>& c,
   st->on_ready([c, id, st, encoder] {
     if (st->failed())
       return reply_error(c, id, st->error());
-    bytes out;
+    encoded_value out;
     try {
       out = encoder(*st);
     } catch (...) {
       return reply_error(c, id, std::current_exception());
     }
-    c->send(frame_kind::reply, reply_status::ok, id, {span_of(out)});
+    c->send(frame_kind::reply, reply_status::ok, id,
+            {span_of(out.head), out.body});
   });
 }
 

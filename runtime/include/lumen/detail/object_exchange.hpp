@@ -49,15 +49,33 @@ uint64_t type_tag() {
   return h;
 }
 
+/// A value as the owner sends it: `head`, then `body`, which points into
+/// the value itself (a large tensor is sent from where it lies, not
+/// copied first). The two are what `encode` would write.
+struct encoded_value {
+  bytes head;
+  byte_span body{nullptr, 0};
+};
+
 /// Encodes the value of a ready state as the owner sends it.
-using value_encoder = bytes (*)(const object_state&);
+using value_encoder = encoded_value (*)(const object_state&);
 
 template <class T>
-bytes encode_value(const object_state& st) {
-  if constexpr (std::is_void<T>::value)
+encoded_value encode_value(const object_state& st) {
+  if constexpr (std::is_void<T>::value) {
     return {};
-  else
-    return encode(static_cast<const value_state<T>&>(st).value());
+  } else {
+    const auto& x = static_cast<const value_state<T>&>(st).value();
+    if constexpr (is_seq<T>::value) {
+      using elem = typename T::value_type;
+      if constexpr (is_raw_element<elem> &&
+                    std::is_same<T, std::vector<elem>>::value)
+        return {encode(uint64_t{x.size()}),
+                {reinterpret_cast<const char*>(x.data()),
+                 x.size() * sizeof(elem)}};
+    }
+    return {encode(x)};
+  }
 }
 
 /// Holds `st` for the process that receives the returned wire; throws
