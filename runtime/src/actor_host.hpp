@@ -35,6 +35,8 @@ struct remote_proxy {
   /// ready (see remote_actors::pump).
   std::deque<std::shared_ptr<actor_call>> outbox;
   bool outbox_blocked = false;
+  /// A thread is encoding and sending the call it took from the outbox.
+  bool sending = false;
   /// Its node died and it is being rebuilt elsewhere: calls wait.
   bool relocating = false;
 };

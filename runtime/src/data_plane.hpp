@@ -20,7 +20,7 @@
 //           of the trace, on the asker's clock (trace_session.hpp)
 //   kill    u64 actor id -> empty (the actor is ended, as lumen::kill)
 //   object  u8 op 1 (fetch), u64 object id, u64 type tag -> the value
-//           u8 op 2 (give back), then u64 hold, u32 count per hold -> empty
+//           u8 op 2 (give back), then u64 hold per hold ended -> empty
 //           (object_exchange.hpp)
 // Task and call payloads come from lumen's codec; arguments are never
 // copied out of the received frame. A typed request reaches a typed CAF

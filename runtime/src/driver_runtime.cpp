@@ -43,22 +43,33 @@ void driver_runtime::connect(
 
 void driver_runtime::serve_data(const std::string& host, const address& head,
                                 const credentials& creds) {
-  objects_ = std::make_shared<object_exchange>(creds);
-  data_ = std::make_unique<data_server>(*this, host, creds, *objects_);
+  auto objects = std::make_shared<object_exchange>(creds);
+  auto data = std::make_shared<data_server>(*this, host, creds, *objects);
   bool wildcard = host.empty() || host == "0.0.0.0" || host == "::";
-  objects_->serve_at(
-    address{wildcard ? local_host_towards(head) : host, data_->port()}
+  objects->serve_at(
+    address{wildcard ? local_host_towards(head) : host, data->port()}
       .to_string());
-  object_exchange::install(objects_);
+  object_exchange::install(objects);
+  std::lock_guard<std::mutex> guard{serving_mtx_};
+  objects_ = std::move(objects);
+  data_ = std::move(data);
+}
+
+driver_runtime::serving driver_runtime::serving_now() {
+  std::lock_guard<std::mutex> guard{serving_mtx_};
+  return {objects_, data_};
 }
 
 void driver_runtime::stop_data() {
-  if (!objects_)
+  serving doomed;
+  {
+    std::lock_guard<std::mutex> guard{serving_mtx_};
+    doomed = {std::move(objects_), std::move(data_)};
+  }
+  if (!doomed.objects)
     return;
   object_exchange::install(nullptr);
-  objects_->stop();
-  data_.reset();
-  objects_.reset();
+  doomed.objects->stop();
 }
 
 void driver_runtime::stop_client() {
@@ -149,13 +160,15 @@ void driver_runtime::drop_endpoint(const std::string& name) {
 
 std::shared_ptr<data_client>
 driver_runtime::connect_to(const std::string& address) {
-  if (!objects_)
+  auto now = serving_now();
+  if (!now.objects)
     return local_runtime::connect_to(address);
-  return objects_->connection(address);
+  return now.objects->connection(address);
 }
 
 actor_wire driver_runtime::export_actor(const std::shared_ptr<actor_ref>& a) {
-  if (!objects_)
+  auto now = serving_now();
+  if (!now.objects)
     return local_runtime::export_actor(a);
   auto& core = a->core;
   actor_wire w;
@@ -172,21 +185,22 @@ actor_wire driver_runtime::export_actor(const std::shared_ptr<actor_ref>& a) {
     w.remote_id = core->handle.id();
     // A script is in no directory: its handles say where to call it.
     if (!is_node)
-      w.host = objects_->address();
-    data_->expose(w.remote_id, core);
+      w.host = now.objects->address();
+    now.data->expose(w.remote_id, core);
     std::lock_guard<std::mutex> guard{exported_mtx_};
     exported_[w.remote_id] = a;
   }
-  auto hold = objects_->hold(a);
+  auto hold = now.objects->hold(a);
   w.holder = std::move(hold.holder);
   w.hold = hold.hold;
   return w;
 }
 
 std::shared_ptr<actor_ref> driver_runtime::import_actor(const actor_wire& w) {
-  if (!objects_)
+  auto now = serving_now();
+  if (!now.objects)
     return local_runtime::import_actor(w);
-  auto self = objects_->address();
+  auto self = now.objects->address();
   bool here = w.host.empty() ? w.node == this_node() : w.host == self;
   if (here) {
     std::shared_ptr<actor_ref> mine;
@@ -197,10 +211,16 @@ std::shared_ptr<actor_ref> driver_runtime::import_actor(const actor_wire& w) {
         mine = i->second.lock();
     }
     if (mine) {
-      objects_->give_back(w.holder, w.hold);
+      now.objects->give_back(w.holder, w.hold);
       return mine;
     }
   }
+  // The lease first: if the handle cannot be taken in, its count still
+  // goes back.
+  ref_wire hold;
+  hold.holder = w.holder;
+  hold.hold = w.hold;
+  auto lease = std::make_shared<borrow>(std::move(hold), now.objects);
   auto cls = find_actor_class(w.cls);
   if (cls == nullptr)
     throw usage_error("a handle to an actor of class " + w.cls +
@@ -210,10 +230,7 @@ std::shared_ptr<actor_ref> driver_runtime::import_actor(const actor_wire& w) {
   opts.name = w.name;
   auto core = std::make_shared<actor_core>(*cls, nullptr, opts);
   core->borrowed = true;
-  ref_wire lease;
-  lease.holder = w.holder;
-  lease.hold = w.hold;
-  core->lease = std::make_shared<borrow>(std::move(lease), objects_);
+  core->lease = std::move(lease);
   // An actor hosted here that this process got from elsewhere (a node's
   // actor that a script created) is called through this process's own
   // data port, like any other.

@@ -90,8 +90,17 @@ private:
   bool here(const placement& where) const;
 
   std::unique_ptr<cluster_client> client_;
-  std::shared_ptr<object_exchange> objects_;
-  std::unique_ptr<data_server> data_;
+  /// The exchange and the data server, or nulls once stopped; threads
+  /// still running (tasks encoding refs at shutdown) keep them alive.
+  struct serving {
+    std::shared_ptr<object_exchange> objects;
+    std::shared_ptr<data_server> data;
+  };
+  serving serving_now();
+
+  std::mutex serving_mtx_;
+  std::shared_ptr<object_exchange> objects_; // under serving_mtx_
+  std::shared_ptr<data_server> data_;        // under serving_mtx_
   // The actors hosted here whose handles went to other processes, by
   // their data-plane id: a handle coming back is the original again.
   std::mutex exported_mtx_;

@@ -224,7 +224,9 @@ local_runtime::register_actor(std::shared_ptr<actor_core> core) {
   core->on_dead = [this](actor_core& c) { forget_name(c); };
   auto ref = std::make_shared<actor_ref>(core);
   std::lock_guard<std::mutex> guard{mtx_};
-  if (!core->opts.name.empty())
+  // A handle another process sent keeps its name for ActorHandle::name(),
+  // but is no entry here: held by name, it would never be let go.
+  if (!core->opts.name.empty() && !core->lease)
     names_.emplace(core->opts.name, ref);
   // Forget actors that are gone, so that the list stays as long as the
   // number of live actors.

@@ -92,20 +92,24 @@ std::shared_ptr<object_exchange> object_exchange::installed() {
 }
 
 void object_exchange::stop() {
-  std::unordered_map<uint64_t, held> doomed;
+  std::unordered_map<uint64_t, exported> doomed;
+  std::unordered_map<uint64_t, hold_entry> doomed_holds;
   std::unordered_map<std::string, std::shared_ptr<data_client>> owners;
   {
     std::lock_guard<std::mutex> guard{mtx_};
-    if (stopping_)
+    if (closing_)
       return;
-    stopping_ = true;
+    closing_ = true;
     returns_cv_.notify_all();
   }
   if (batcher_.joinable())
     batcher_.join();
   {
     std::lock_guard<std::mutex> guard{mtx_};
-    doomed.swap(held_);
+    stopping_ = true;
+    doomed.swap(exports_);
+    doomed_holds.swap(holds_);
+    kept_ = 0;
     owners.swap(owners_);
   }
   for (auto& [address, c] : owners)
@@ -135,14 +139,15 @@ ref_wire object_exchange::export_object(const std::shared_ptr<object_state>& st,
     w.object = st->id();
   }
   w.holder = self_;
-  w.hold = st->id();
-  auto& h = held_[st->id()];
-  if (!h.st) {
-    h.st = st;
-    h.encoder = encoder;
-    h.type = type;
+  w.hold = next_hold_++;
+  holds_[w.hold].object = st->id();
+  auto& e = exports_[st->id()];
+  if (!e.st) {
+    e.st = st;
+    e.encoder = encoder;
+    e.type = type;
   }
-  ++h.count;
+  ++e.holds;
   return w;
 }
 
@@ -155,10 +160,27 @@ ref_wire object_exchange::hold(std::shared_ptr<void> keep) {
                       "script or node");
   w.holder = self_;
   w.hold = next_hold_++;
-  auto& h = held_[w.hold];
-  h.keep = std::move(keep);
-  h.count = 1;
+  holds_[w.hold].keep = std::move(keep);
+  ++kept_;
   return w;
+}
+
+void object_exchange::end_hold(uint64_t id,
+                               std::vector<std::shared_ptr<void>>& doomed) {
+  auto h = holds_.find(id);
+  if (h == holds_.end())
+    return; // given back already
+  if (h->second.keep) {
+    doomed.push_back(std::move(h->second.keep));
+    --kept_;
+  } else {
+    auto e = exports_.find(h->second.object);
+    if (e != exports_.end() && --e->second.holds == 0) {
+      doomed.push_back(std::move(e->second.st));
+      exports_.erase(e);
+    }
+  }
+  holds_.erase(h);
 }
 
 std::string object_exchange::address() {
@@ -179,8 +201,8 @@ imported_object object_exchange::import_object(const ref_wire& w) {
   std::shared_ptr<object_state> st;
   {
     std::lock_guard<std::mutex> guard{mtx_};
-    auto i = held_.find(w.object);
-    if (i != held_.end() && i->second.st && i->second.type == w.type)
+    auto i = exports_.find(w.object);
+    if (i != exports_.end() && i->second.type == w.type)
       st = i->second.st;
   }
   give_back(w.holder, w.hold);
@@ -238,23 +260,25 @@ object_exchange::connection(const std::string& address) {
     std::make_shared<data_client>(address, creds_, "the process at " + address);
   c->start();
   std::lock_guard<std::mutex> guard{mtx_};
-  if (stopping_) {
+  auto& slot = owners_[address];
+  if (stopping_ || (slot && !slot->closed())) {
+    // Shut down meanwhile, or another thread connected first: that one
+    // serves, and this one ends (its reader holds it until it has).
     c->fail_all("the runtime shut down");
-    throw error("the runtime shut down");
+    if (stopping_)
+      throw error("the runtime shut down");
+    return slot;
   }
-  owners_[address] = c;
+  slot = c;
   return c;
 }
 
 void object_exchange::give_back(const std::string& holder, uint64_t hold) {
-  held doomed; // released outside the lock: it may give a count back itself
+  // Released outside the lock: a borrowed state may give a count back.
+  std::vector<std::shared_ptr<void>> doomed;
   std::lock_guard<std::mutex> guard{mtx_};
   if (holder == self_) {
-    auto i = held_.find(hold);
-    if (i != held_.end() && --i->second.count == 0) {
-      doomed = std::move(i->second);
-      held_.erase(i);
-    }
+    end_hold(hold, doomed);
     return;
   }
   if (stopping_)
@@ -263,17 +287,18 @@ void object_exchange::give_back(const std::string& holder, uint64_t hold) {
   if (batch.empty())
     append(batch, object_op::give_back);
   append(batch, hold);
-  append(batch, uint32_t{1});
   if (++returns_queued_ >= batch_size)
     returns_cv_.notify_one();
 }
 
 void object_exchange::run_batches() {
   std::unique_lock<std::mutex> guard{mtx_};
-  while (!stopping_) {
+  for (bool last = false; !last;) {
     returns_cv_.wait_for(guard, batch_period, [this] {
-      return stopping_ || returns_queued_ >= batch_size;
+      return closing_ || returns_queued_ >= batch_size;
     });
+    // What was dropped before the shutdown still goes back, once.
+    last = closing_;
     if (returns_.empty())
       continue;
     auto batches = std::move(returns_);
@@ -311,24 +336,14 @@ void object_exchange::serve(const std::shared_ptr<data_connection>& c,
     return serve_fetch(c, id, read_at<uint64_t>(payload, 1),
                        read_at<uint64_t>(payload, 1 + sizeof(uint64_t)));
   }
-  constexpr size_t entry = sizeof(uint64_t) + sizeof(uint32_t);
+  constexpr size_t entry = sizeof(uint64_t);
   if (op != object_op::give_back || (payload.size() - 1) % entry != 0)
     return malformed();
-  std::vector<held> doomed; // released outside the lock
+  std::vector<std::shared_ptr<void>> doomed; // released outside the lock
   {
     std::lock_guard<std::mutex> guard{mtx_};
-    for (size_t pos = 1; pos < payload.size(); pos += entry) {
-      auto i = held_.find(read_at<uint64_t>(payload, pos));
-      auto n = read_at<uint32_t>(payload, pos + sizeof(uint64_t));
-      if (i == held_.end())
-        continue; // a peer's mistake must not free what others hold
-      if (i->second.count <= n) {
-        doomed.push_back(std::move(i->second));
-        held_.erase(i);
-      } else {
-        i->second.count -= n;
-      }
-    }
+    for (size_t pos = 1; pos < payload.size(); pos += entry)
+      end_hold(read_at<uint64_t>(payload, pos), doomed);
   }
   c->send(frame_kind::reply, reply_status::ok, id, {});
 }
@@ -340,8 +355,8 @@ void object_exchange::serve_fetch(const std::shared_ptr<data_connection>& c,
   uint64_t held_type = 0;
   {
     std::lock_guard<std::mutex> guard{mtx_};
-    auto i = held_.find(object);
-    if (i != held_.end() && i->second.st) {
+    auto i = exports_.find(object);
+    if (i != exports_.end()) {
       st = i->second.st;
       encoder = i->second.encoder;
       held_type = i->second.type;
@@ -359,7 +374,11 @@ void object_exchange::serve_fetch(const std::shared_ptr<data_connection>& c,
                          "object " + std::to_string(object) +
                          " was asked for as another value type than its own")));
   served_.fetch_add(1);
-  st->on_ready([c, id, st, encoder] {
+  // Weak: a state that is never published must not keep itself alive.
+  st->on_ready([c, id, weak = std::weak_ptr<object_state>{st}, encoder] {
+    auto st = weak.lock();
+    if (!st)
+      return;
     if (st->failed())
       return reply_error(c, id, st->error());
     encoded_value out;
@@ -377,7 +396,7 @@ ref_stats object_exchange::stats() {
   ref_stats out;
   {
     std::lock_guard<std::mutex> guard{mtx_};
-    out.held = held_.size();
+    out.held = exports_.size() + kept_;
   }
   out.borrowed = borrowed_.load();
   out.served = served_.load();

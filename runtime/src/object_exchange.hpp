@@ -88,13 +88,25 @@ public:
   ref_stats stats();
 
 private:
-  struct held {
-    std::shared_ptr<object_state> st; // null for a hold of `keep`
-    std::shared_ptr<void> keep;
+  /// An object of this process that others hold refs to.
+  struct exported {
+    std::shared_ptr<object_state> st;
     value_encoder encoder = nullptr;
     uint64_t type = 0;
-    uint64_t count = 0;
+    uint64_t holds = 0;
   };
+
+  /// One ref or handle sent out: each has a hold of its own, so that a
+  /// count given back twice (a constructor's arguments decoded again for a
+  /// restart) frees nothing another receiver holds.
+  struct hold_entry {
+    uint64_t object = 0;        // in exports_, or 0
+    std::shared_ptr<void> keep; // for a handle
+  };
+
+  /// Ends hold `id`: what it kept alive goes into `doomed`, for the caller
+  /// to release outside the lock. Under mtx_.
+  void end_hold(uint64_t id, std::vector<std::shared_ptr<void>>& doomed);
 
   void serve_fetch(const std::shared_ptr<data_connection>& c, uint64_t id,
                    uint64_t object, uint64_t type);
@@ -103,16 +115,19 @@ private:
 
   const credentials creds_;
   std::mutex mtx_;
-  std::string self_; // under mtx_
-  std::unordered_map<uint64_t, held> held_;
+  std::string self_;                               // under mtx_
+  std::unordered_map<uint64_t, exported> exports_; // by object id
+  std::unordered_map<uint64_t, hold_entry> holds_;
+  size_t kept_ = 0; // holds of handles
   std::unordered_map<std::string, std::shared_ptr<data_client>> owners_;
   // Counts to give back, encoded per holder, and the thread that sends them.
   std::unordered_map<std::string, bytes> returns_;
   size_t returns_queued_ = 0;
-  bool stopping_ = false;
+  bool closing_ = false;  // the batcher sends what is queued, then ends
+  bool stopping_ = false; // nothing more is sent or held
   std::condition_variable returns_cv_;
   std::thread batcher_;
-  uint64_t next_hold_ = uint64_t{1} << 63; // apart from object ids
+  uint64_t next_hold_ = 1;
   std::atomic<uint64_t> borrowed_{0};
   std::atomic<uint64_t> served_{0};
   std::atomic<uint64_t> fetched_{0};

@@ -188,42 +188,56 @@ void remote_actors::submit_call(const std::shared_ptr<actor_core>& core,
 }
 
 void remote_actors::pump(const std::shared_ptr<actor_core>& core) {
-  std::shared_ptr<actor_call> blocker;
-  std::deque<std::shared_ptr<actor_call>> doomed; // failed outside the lock
-  {
-    // Sending under the lock keeps concurrent pumps from reordering calls.
-    std::lock_guard<std::mutex> guard{core->remote->mtx};
-    if (core->dead) {
-      doomed.swap(core->remote->outbox);
-    } else {
-      while (!core->remote->outbox_blocked && !core->remote->relocating &&
-             !core->remote->outbox.empty()) {
-        auto& head = core->remote->outbox.front();
+  // One thread at a time sends (the `sending` flag), in outbox order; it
+  // encodes and sends outside the lock, since encoding an argument may
+  // read another actor's proxy (a handle passed along) or connect.
+  for (;;) {
+    std::shared_ptr<actor_call> next, blocker;
+    std::deque<std::shared_ptr<actor_call>> doomed; // failed outside the lock
+    destination to;
+    {
+      std::lock_guard<std::mutex> guard{core->remote->mtx};
+      auto& proxy = *core->remote;
+      if (proxy.sending)
+        return; // the thread sending now sends this call too
+      if (core->dead) {
+        doomed.swap(proxy.outbox);
+      } else if (!proxy.outbox_blocked && !proxy.relocating &&
+                 !proxy.outbox.empty()) {
+        auto& head = proxy.outbox.front();
         bool ready = true;
         for (auto& d : head->deps)
           ready = ready && d->ready();
-        if (!ready) {
-          core->remote->outbox_blocked = true;
+        if (ready) {
+          next = std::move(head);
+          proxy.outbox.pop_front();
+          proxy.sending = true;
+          to = {proxy.node_id, proxy.address, proxy.remote_id};
+        } else {
+          proxy.outbox_blocked = true;
           blocker = head;
-          break;
         }
-        send_call(core, std::move(head));
-        core->remote->outbox.pop_front();
       }
     }
+    if (blocker)
+      when_all_ready(blocker->deps, [this, core] {
+        {
+          std::lock_guard<std::mutex> guard{core->remote->mtx};
+          core->remote->outbox_blocked = false;
+        }
+        pump(core);
+      });
+    if (!next)
+      return;
+    send_call(core, std::move(next), to);
+    std::lock_guard<std::mutex> guard{core->remote->mtx};
+    core->remote->sending = false;
   }
-  if (blocker)
-    when_all_ready(blocker->deps, [this, core] {
-      {
-        std::lock_guard<std::mutex> guard{core->remote->mtx};
-        core->remote->outbox_blocked = false;
-      }
-      pump(core);
-    });
 }
 
 void remote_actors::send_call(const std::shared_ptr<actor_core>& core,
-                              std::shared_ptr<actor_call> c) {
+                              std::shared_ptr<actor_call> c,
+                              const destination& to) {
   if (auto err = first_error(c->deps)) {
     c->result()->set_error(err);
     return;
@@ -232,15 +246,15 @@ void remote_actors::send_call(const std::shared_ptr<actor_core>& core,
   std::shared_ptr<data_client> data;
   // A script's actor is reached at its address; a node's through the
   // node's link, which follows the node's life.
-  bool by_address = !core->remote->address.empty();
+  bool by_address = !to.address.empty();
   try {
-    data = route(core->remote->node_id, core->remote->address);
+    data = route(to.node, to.address);
     args = c->encode_args();
   } catch (...) {
     c->result()->set_error(std::current_exception());
     return;
   }
-  auto node = core->remote->node_id; // the actor may move before the reply
+  auto node = to.node; // the actor may move before the reply
   auto lost = [this, node, core, c, by_address,
                client = data.get()](const std::string& why) {
     {
@@ -260,10 +274,10 @@ void remote_actors::send_call(const std::shared_ptr<actor_core>& core,
       links_.lose(node, client, why);
     c->result()->set_error(core->lost_call_error(c->method(), node, why));
   };
-  if (!data->call(core->remote->remote_id, c->method().name, args,
-                  publish_reply(c), lost)) {
-    // We hold the outbox lock (see pump): fail this call here, and leave the
-    // node's funeral to the requester's thread.
+  if (!data->call(to.remote_id, c->method().name, args, publish_reply(c),
+                  lost)) {
+    // Fail this call here, and leave the node's funeral to the requester's
+    // thread.
     c->result()->set_error(core->dropped_call_error(c->method()));
     if (!by_address)
       links_.lose(node, data.get(), "its connection closed");

@@ -64,8 +64,14 @@ private:
   /// script's actor) if set, else through `node`'s link.
   std::shared_ptr<data_client> route(const std::string& node,
                                      const std::string& address);
+  /// Where a call goes: a snapshot of the proxy taken under its lock.
+  struct destination {
+    std::string node;
+    std::string address;
+    uint64_t remote_id = 0;
+  };
   void send_call(const std::shared_ptr<actor_core>& core,
-                 std::shared_ptr<actor_call> c);
+                 std::shared_ptr<actor_call> c, const destination& to);
 
   process_services& rt_;
   node_links& links_;

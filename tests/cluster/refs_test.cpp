@@ -161,12 +161,16 @@ BOOST_AUTO_TEST_CASE(a_hundred_thousand_refs_are_freed_in_both_directions) {
     if (round == 0)
       rss_after_first = rss_bytes();
   }
-  // Later rounds reuse what the first one freed.
+  // Later rounds reuse what the first one freed. (AddressSanitizer keeps
+  // freed memory in quarantine on purpose: there the counts and the
+  // expired states above are the proof.)
   auto growth =
     static_cast<double>(rss_bytes()) - static_cast<double>(rss_after_first);
   BOOST_TEST_MESSAGE("RSS growth after rounds 2 and 3: " << growth / 1e6
                                                          << " MB");
+#ifndef __SANITIZE_ADDRESS__
   BOOST_TEST(growth < 16e6);
+#endif
 }
 
 BOOST_AUTO_TEST_CASE(a_node_calls_this_scripts_actor_through_a_handle) {

@@ -215,10 +215,12 @@ template <class C>
 void inspect(detail::reader& f, ActorHandle<C>& x) {
   detail::actor_wire w;
   f(w.cls, w.name, w.id, w.node, w.host, w.remote_id, w.holder, w.hold);
+  // Taken in before the check, so that a refused handle's count goes back.
+  auto ref = detail::import_actor(w);
   auto cls = detail::find_actor_class(typeid(C));
   if (cls == nullptr || cls->name != w.cls)
     detail::throw_wrong_handle_class(w.cls, typeid(C));
-  x = ActorHandle<C>{detail::import_actor(w)};
+  x = ActorHandle<C>{std::move(ref)};
 }
 
 /// Builds an actor; made by `lumen::actor<C>(ctor args...)`.

@@ -70,9 +70,9 @@ encoded_value encode_value(const object_state& st) {
       using elem = typename T::value_type;
       if constexpr (is_raw_element<elem> &&
                     std::is_same<T, std::vector<elem>>::value)
-        return {encode(uint64_t{x.size()}),
-                {reinterpret_cast<const char*>(x.data()),
-                 x.size() * sizeof(elem)}};
+        return {
+          encode(uint64_t{x.size()}),
+          {reinterpret_cast<const char*>(x.data()), x.size() * sizeof(elem)}};
     }
     return {encode(x)};
   }
@@ -172,10 +172,11 @@ template <class T>
 void inspect(detail::reader& f, ObjectRef<T>& x) {
   detail::ref_wire w;
   f(w.owner, w.node, w.object, w.holder, w.hold, w.type);
+  // Taken in before the check, so that a refused ref's count goes back.
+  auto got = detail::import_object(w);
   if (w.type != detail::type_tag<T>())
     throw codec_error("an ObjectRef arrived for another value type than the "
                       "parameter's");
-  auto got = detail::import_object(w);
   if (got.local)
     x = ObjectRef<T>{
       std::static_pointer_cast<detail::value_state<T>>(std::move(got.local))};
