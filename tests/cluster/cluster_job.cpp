@@ -192,6 +192,21 @@ void kill_it(lumen::ActorHandle<Counter> c) {
 }
 LUMEN_REMOTE(kill_it);
 
+int produce_into(lumen::util::queue<int> q, int n) {
+  for (int i = 0; i < n; ++i)
+    q.put(i);
+  return n;
+}
+LUMEN_REMOTE(produce_into);
+
+int64_t consume_from(lumen::util::queue<int> q, int n) {
+  int64_t total = 0;
+  for (int i = 0; i < n; ++i)
+    total += q.get(std::chrono::seconds(30));
+  return total;
+}
+LUMEN_REMOTE(consume_from);
+
 Keeper::Keeper() = default;
 
 void Keeper::keep(lumen::ActorHandle<Counter> c) {

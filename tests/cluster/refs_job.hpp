@@ -1,7 +1,8 @@
 #pragma once
 
-// The remote functions and actors of refs_test (cluster_job.cpp): refs and
-// handles as arguments and results between processes.
+// The remote functions and actors of refs_test and util_procs_test
+// (cluster_job.cpp): refs, handles and queues as arguments and results
+// between processes.
 
 #include <cstdint>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include <lumen/actor.hpp>
 #include <lumen/object_store.hpp>
+#include <lumen/util/queue.hpp>
 
 #include "cluster_job.hpp"
 
@@ -28,6 +30,10 @@ lumen::ActorHandle<Counter> make_counter(int start);
 std::string handle_id(lumen::ActorHandle<Counter> c);
 lumen::ActorHandle<Counter> echo_handle(lumen::ActorHandle<Counter> c);
 void kill_it(lumen::ActorHandle<Counter> c);
+
+// A queue as a value (util_procs_test): puts 0..n-1, or takes n and sums them.
+int produce_into(lumen::util::queue<int> q, int n);
+int64_t consume_from(lumen::util::queue<int> q, int n);
 
 // Holds a Counter's handle that another process gave it.
 class Keeper {

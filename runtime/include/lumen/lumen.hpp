@@ -1,7 +1,8 @@
 #pragma once
 
 /// Everything a Lumen program needs: init/shutdown, remote functions and
-/// actors, ObjectRef futures with get/wait/put, spans of a trace. Typed CAF
+/// actors, ObjectRef futures with get/wait/put, spans of a trace, and the
+/// utilities Ray users reach for (an actor pool, a queue). Typed CAF
 /// actors are in "lumen/caf_interop.hpp", kept apart because it pulls in
 /// CAF's headers.
 
@@ -16,3 +17,5 @@
 #include "lumen/remote.hpp"
 #include "lumen/task.hpp"
 #include "lumen/trace.hpp"
+#include "lumen/util/actor_pool.hpp"
+#include "lumen/util/queue.hpp"
