@@ -1,8 +1,9 @@
 // Quickstart: Ray's programming model in C++ with Lumen.
 //
 // Teaches: remote functions (tasks), remote classes (actors), ObjectRef
-// futures with get / wait / put, passing refs as arguments, how a remote
-// exception comes back to the caller, and a span of your own in a trace.
+// futures with get / wait / put, passing refs as arguments, a pool of
+// actors and a queue, how a remote exception comes back to the caller, and
+// a span of your own in a trace.
 //
 // Run:   ./build/examples/quickstart   (--trace run.json for a timeline)
 // Prints the results of each step, ending with "quickstart: all steps ok".
@@ -54,6 +55,16 @@ private:
 LUMEN_ACTOR(Counter, &Counter::add, &Counter::value);
 // [/remote-class]
 
+// [producer]
+// Puts 0, 1, ..., n-1 into a queue that its caller reads.
+int produce(lumen::util::queue<int> q, int n) {
+  for (int i = 0; i < n; ++i)
+    q.put(i); // waits while the queue is full
+  return n;
+}
+LUMEN_REMOTE(produce);
+// [/producer]
+
 int main(int argc, char** argv) {
   // [init]
   lumen::init(argc, argv); // an embedded local cluster in this process
@@ -94,6 +105,30 @@ int main(int argc, char** argv) {
   auto big = lumen::put(std::vector<float>(1 << 20, 1.0f));
   std::cout << "put " << lumen::get(big).size() << " floats\n";
   // [/put]
+
+  // [pool-and-queue]
+  // Work spread over a pool of actors, results in submission order (Ray's
+  // ActorPool), and a bounded queue that tasks and actors share (Ray's
+  // Queue).
+  std::vector<lumen::ActorHandle<Counter>> counters{
+    lumen::actor<Counter>(0).remote(), lumen::actor<Counter>(0).remote()};
+  lumen::util::actor_pool<Counter, int> pool{counters};
+  auto sums = pool.map([](const lumen::ActorHandle<Counter>& counter,
+                          int x) { return counter.call(&Counter::add, x); },
+                       std::vector<int>{1, 2, 3, 4});
+  int added = lumen::get(counters[0].call(&Counter::value)) +
+              lumen::get(counters[1].call(&Counter::value));
+  std::cout << "pool: " << sums.size() << " calls, " << added
+            << " added\n"; // 4 calls, 10 added
+
+  lumen::util::queue<int> q{2}; // holds at most two items
+  auto produced = lumen::task(produce).remote(q, 5);
+  int received = 0;
+  for (int i = 0; i < 5; ++i)
+    received += q.get();
+  std::cout << "queue: " << lumen::get(produced) << " items, sum " << received
+            << "\n"; // 5 items, sum 10
+  // [/pool-and-queue]
 
   // [trace]
   // With --trace FILE, every task and method call is a span on its
