@@ -23,7 +23,13 @@ node_links::link node_links::get(const std::string& node_id) {
       return i->second;
   }
   std::string address, data_address;
-  if (auto entry = directory_.find(node_id)) {
+  auto entry = directory_.find(node_id);
+  if (!entry) {
+    // A handle from another process may name a node this one has not seen.
+    directory_.learn_of(node_id);
+    entry = directory_.find(node_id);
+  }
+  if (entry) {
     address = entry->address;
     data_address = entry->data_address;
   }

@@ -155,8 +155,6 @@ std::shared_ptr<data_client> remote_actors::route(const std::string& node,
                                                   const std::string& address) {
   if (!address.empty())
     return rt_.connect_to(address);
-  // A handle from another process may name a node this one has not seen.
-  directory_.learn_of(node);
   return links_.get(node).data;
 }
 
