@@ -19,8 +19,17 @@ enum class object_op : uint8_t { fetch = 1, give_back = 2 };
 constexpr auto batch_period = std::chrono::milliseconds(20);
 constexpr size_t batch_size = 4096;
 
-std::mutex installed_mtx;
-std::shared_ptr<object_exchange> installed_exchange; // under installed_mtx
+struct installed_slot {
+  std::mutex mtx;
+  std::shared_ptr<object_exchange> exchange; // under mtx
+};
+
+// Never destroyed: a script that returns without lumen::shutdown() has its
+// runtime ended after static destructors ran, and uninstalls then.
+installed_slot& the_slot() {
+  static auto* slot = new installed_slot;
+  return *slot;
+}
 
 template <class T>
 void append(bytes& out, const T& x) {
@@ -82,13 +91,17 @@ void object_exchange::serve_at(std::string address) {
 }
 
 void object_exchange::install(std::shared_ptr<object_exchange> exchange) {
-  std::lock_guard<std::mutex> guard{installed_mtx};
-  installed_exchange = std::move(exchange);
+  auto& slot = the_slot();
+  std::shared_ptr<object_exchange> previous; // released outside the lock
+  std::lock_guard<std::mutex> guard{slot.mtx};
+  previous = std::move(slot.exchange);
+  slot.exchange = std::move(exchange);
 }
 
 std::shared_ptr<object_exchange> object_exchange::installed() {
-  std::lock_guard<std::mutex> guard{installed_mtx};
-  return installed_exchange;
+  auto& slot = the_slot();
+  std::lock_guard<std::mutex> guard{slot.mtx};
+  return slot.exchange;
 }
 
 void object_exchange::stop() {
