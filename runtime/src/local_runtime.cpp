@@ -12,6 +12,7 @@
 #include "lumen/caf_interop.hpp"
 #include "lumen/errors.hpp"
 
+#include "object_exchange.hpp"
 #include "trace_log.hpp"
 
 namespace lumen::detail {
@@ -346,15 +347,6 @@ void local_runtime::adopt(caf::actor h) {
   std::lock_guard<std::mutex> guard{mtx_};
   adopted_.push_back(std::move(h));
 }
-
-namespace {
-
-[[noreturn]] void throw_no_cluster() {
-  throw usage_error("an ActorHandle or ObjectRef can only be sent to another "
-                    "process of a cluster; this process is in none");
-}
-
-} // namespace
 
 std::shared_ptr<data_client> local_runtime::connect_to(const std::string&) {
   throw_no_cluster();

@@ -28,6 +28,10 @@ namespace lumen::detail {
 
 class object_exchange;
 
+/// Throws `usage_error`: refs and handles reach other processes only in a
+/// cluster.
+[[noreturn]] void throw_no_cluster();
+
 /// What this process holds of a ref borrowed from another: the wire it
 /// came as. Gives its count back when destroyed.
 class borrow {
