@@ -2,8 +2,8 @@
 //
 // Teaches: remote functions (tasks), remote classes (actors), ObjectRef
 // futures with get / wait / put, passing refs as arguments, a pool of
-// actors and a queue, how a remote exception comes back to the caller, and
-// a span of your own in a trace.
+// actors and a queue, cancelling work, how a remote exception comes back to
+// the caller, and a span of your own in a trace.
 //
 // Run:   ./build/examples/quickstart   (--trace run.json for a timeline)
 // Prints the results of each step, ending with "quickstart: all steps ok".
@@ -12,6 +12,7 @@
 #include <iostream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <lumen/lumen.hpp>
@@ -64,6 +65,19 @@ int produce(lumen::util::queue<int> q, int n) {
 }
 LUMEN_REMOTE(produce);
 // [/producer]
+
+// [cancellable]
+// Long work that stops early once lumen::cancel is called for its ref.
+int count_up_to(int limit) {
+  int n = 0;
+  while (n < limit && !lumen::cancelled()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ++n;
+  }
+  return n;
+}
+LUMEN_REMOTE(count_up_to);
+// [/cancellable]
 
 int main(int argc, char** argv) {
   // [init]
@@ -129,6 +143,16 @@ int main(int argc, char** argv) {
   std::cout << "queue: " << lumen::get(produced) << " items, sum " << received
             << "\n"; // 5 items, sum 10
   // [/pool-and-queue]
+
+  // [cancel]
+  auto slow = lumen::task(count_up_to).remote(1000000); // 17 minutes
+  lumen::cancel(slow); // like ray.cancel: the ref fails at once
+  try {
+    lumen::get(slow);
+  } catch (const lumen::task_cancelled& e) {
+    std::cout << "cancel: " << e.what() << "\n";
+  }
+  // [/cancel]
 
   // [trace]
   // With --trace FILE, every task and method call is a span on its

@@ -7,6 +7,7 @@
 #include "lumen/detail/arguments.hpp"
 #include "lumen/errors.hpp"
 
+#include "running_work.hpp"
 #include "trace_log.hpp"
 
 namespace lumen::detail {
@@ -137,6 +138,10 @@ void drain(host_actor* self) {
       return;
     }
     auto& head = st.queue.front();
+    if (head->cancel_requested()) {
+      st.queue.pop_front(); // its result failed when it was cancelled
+      continue;
+    }
     bool ready = true;
     for (auto& d : head->deps)
       ready = ready && d->ready();
@@ -153,6 +158,7 @@ void drain(host_actor* self) {
       trace::detail::runtime_span span{"actor", call->trace_flow};
       if (span.on())
         span.name.stable = &call->method().name; // "Class::method"
+      running_scope running{*call};
       call->invoke(st.instance.get());
     } catch (const actor_exit_request&) {
       if (!die(self, "it called lumen::exit_actor()", true))

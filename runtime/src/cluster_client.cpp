@@ -90,6 +90,8 @@ void cluster_client::submit_task(std::shared_ptr<task_spec> t) {
 }
 
 void cluster_client::send_task(std::shared_ptr<task_spec> t, int retries_left) {
+  if (t->cancel_requested())
+    return; // its result failed when it was cancelled
   if (auto err = first_error(t->deps)) {
     t->result()->set_error(err);
     return;
@@ -125,7 +127,8 @@ void cluster_client::send_task(std::shared_ptr<task_spec> t, int retries_left) {
     links_.lose(node, client, why);
     // A task that was spread may run on another node; one pinned to this
     // node cannot.
-    if (retries_left > 0 && t->where.kind == placement::spread && !stopping_) {
+    if (retries_left > 0 && t->where.kind == placement::spread && !stopping_ &&
+        !t->cancel_requested()) {
       send_task(t, retries_left - 1);
       return;
     }
@@ -133,8 +136,11 @@ void cluster_client::send_task(std::shared_ptr<task_spec> t, int retries_left) {
       actor_died("task " + t->function().name + " was lost with node " + node +
                  ": " + why)));
   };
-  if (!link.data->task(t->function().name, args, publish_reply(t), lost))
+  auto id = link.data->task(t->function().name, args, publish_reply(t), lost);
+  if (id == 0)
     lost("the connection to node " + node + " is gone");
+  else
+    t->forward_cancel(cancel_on(link.data, id));
 }
 
 caf::actor cluster_client::manager_of(const std::string& node_id) {

@@ -54,8 +54,8 @@ data_client::on_status with_ok(data_client::on_reply done) {
 
 } // namespace
 
-bool data_client::task(const std::string& function, const bytes& args,
-                       on_reply done, on_fail fail) {
+uint64_t data_client::task(const std::string& function, const bytes& args,
+                           on_reply done, on_fail fail) {
   auto len = static_cast<uint32_t>(function.size());
   return send(frame_kind::task,
               {{reinterpret_cast<const char*>(&len), sizeof(len)},
@@ -64,8 +64,8 @@ bool data_client::task(const std::string& function, const bytes& args,
               with_ok(std::move(done)), std::move(fail), &function);
 }
 
-bool data_client::call(uint64_t actor, const std::string& method,
-                       const bytes& args, on_reply done, on_fail fail) {
+uint64_t data_client::call(uint64_t actor, const std::string& method,
+                           const bytes& args, on_reply done, on_fail fail) {
   auto len = static_cast<uint32_t>(method.size());
   return send(frame_kind::call,
               {{reinterpret_cast<const char*>(&actor), sizeof(actor)},
@@ -73,6 +73,23 @@ bool data_client::call(uint64_t actor, const std::string& method,
                {method.data(), method.size()},
                span_of(args)},
               with_ok(std::move(done)), std::move(fail), &method);
+}
+
+void data_client::cancel(uint64_t request, bool force) {
+  uint8_t forced = force ? 1 : 0;
+  send(
+    frame_kind::cancel,
+    {{reinterpret_cast<const char*>(&request), sizeof(request)},
+     {reinterpret_cast<const char*>(&forced), sizeof(forced)}},
+    [](reply_status, const bytes&) {}, [](const std::string&) {});
+}
+
+std::function<void(bool force)>
+cancel_on(const std::shared_ptr<data_client>& data, uint64_t id) {
+  return [weak = std::weak_ptr<data_client>{data}, id](bool force) {
+    if (auto d = weak.lock())
+      d->cancel(id, force);
+  };
 }
 
 bool data_client::typed(uint64_t actor, uint64_t sender, const bytes& message,
@@ -101,8 +118,9 @@ bool data_client::object(const bytes& request, on_status done, on_fail fail) {
               std::move(fail));
 }
 
-bool data_client::send(frame_kind kind, std::vector<byte_span> parts,
-                       on_status done, on_fail fail, const std::string* what) {
+uint64_t data_client::send(frame_kind kind, std::vector<byte_span> parts,
+                           on_status done, on_fail fail,
+                           const std::string* what) {
   // A request's id is also its arrow's id in a trace, where the arrows of
   // every process of the cluster meet: so not a count from 1.
   auto id = trace::detail::new_flow();
@@ -115,7 +133,7 @@ bool data_client::send(frame_kind kind, std::vector<byte_span> parts,
     std::lock_guard<std::mutex> guard{mtx_};
     if (closed_) {
       span.drop();
-      return false;
+      return 0;
     }
     // Registered before sending: the reply may beat send() back.
     pending_.emplace(id, pending{std::move(done), std::move(fail)});
@@ -124,7 +142,7 @@ bool data_client::send(frame_kind kind, std::vector<byte_span> parts,
   // pending on its own thread, never inside a caller that holds locks.
   if (!conn_->send(kind, reply_status::ok, id, std::move(parts)))
     conn_->close();
-  return true;
+  return id;
 }
 
 void data_client::read_loop() {

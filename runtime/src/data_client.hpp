@@ -32,13 +32,18 @@ public:
   data_client& operator=(const data_client&) = delete;
 
   /// Sends a task; exactly one of the callbacks runs later, on the reader
-  /// thread. Returns false, running neither, if the connection is gone.
-  bool task(const std::string& function, const bytes& args, on_reply done,
-            on_fail fail);
+  /// thread. Returns the request's id (for `cancel`), or 0, running
+  /// neither callback, if the connection is gone.
+  uint64_t task(const std::string& function, const bytes& args, on_reply done,
+                on_fail fail);
 
   /// Sends a call to actor `actor` on the peer; as `task` otherwise.
-  bool call(uint64_t actor, const std::string& method, const bytes& args,
-            on_reply done, on_fail fail);
+  uint64_t call(uint64_t actor, const std::string& method, const bytes& args,
+                on_reply done, on_fail fail);
+
+  /// Passes lumen::cancel on to the task or call sent as `request`; its
+  /// own reply says how it ended.
+  void cancel(uint64_t request, bool force);
 
   /// Sends `message`, a CAF-serialized message, to the typed CAF actor
   /// `actor` of the peer's process on behalf of `sender` (an actor id of
@@ -77,8 +82,9 @@ private:
 
   /// `what`, a registered name, names a task or call in a trace, whose
   /// arrow starts here.
-  bool send(frame_kind kind, std::vector<byte_span> parts, on_status done,
-            on_fail fail, const std::string* what = nullptr);
+  /// Returns the request's id, or 0 if the connection is gone.
+  uint64_t send(frame_kind kind, std::vector<byte_span> parts, on_status done,
+                on_fail fail, const std::string* what = nullptr);
   void read_loop();
 
   std::string peer_;
@@ -89,6 +95,11 @@ private:
   std::unordered_map<uint64_t, pending> pending_;
   std::thread reader_;
 };
+
+/// Passes a cancel on to request `id` of `data`, for
+/// cancellable::forward_cancel; does nothing once the connection is gone.
+std::function<void(bool force)>
+cancel_on(const std::shared_ptr<data_client>& data, uint64_t id);
 
 /// A reply callback that publishes into the result of `x` (a task or a
 /// call): the value, the remote error, or the error of decoding it.

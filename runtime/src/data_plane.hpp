@@ -19,6 +19,8 @@
 //           u8 op 2, i64 clock offset, u32 pid -> this process's part
 //           of the trace, on the asker's clock (trace_session.hpp)
 //   kill    u64 actor id -> empty (the actor is ended, as lumen::kill)
+//   cancel  u64 id of a task or call frame on this connection, u8 force
+//           -> empty (lumen::cancel; force ends a node running the task)
 //   object  u8 op 1 (fetch), u64 object id, u64 type tag -> the value
 //           u8 op 2 (give back), then u64 hold per hold ended -> empty
 //           (object_exchange.hpp)
@@ -50,6 +52,7 @@ enum class frame_kind : uint8_t {
   trace,
   object,
   kill,
+  cancel,
 };
 
 /// A reply's status byte.

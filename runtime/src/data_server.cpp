@@ -1,5 +1,6 @@
 #include "data_server.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "lumen/detail/arguments.hpp"
@@ -165,13 +166,16 @@ void data_server::serve(std::shared_ptr<data_connection> c) {
     // Before the frames: it must outlive the loop, whatever ends it.
     typed_stand_ins typed{rt_.system(), c};
     trace_server tracing; // stops recording for the asker when it goes
+    started_work work;    // what this connection's peer may cancel
     frame_header h{};
     std::shared_ptr<bytes> payload;
     while (c->receive(h, payload, max_payload)) {
       if (h.kind == static_cast<uint8_t>(frame_kind::task))
-        run_task(c, h.id, std::move(payload));
+        work.add(h.id, run_task(c, h.id, std::move(payload)));
       else if (h.kind == static_cast<uint8_t>(frame_kind::call))
-        run_call(c, h.id, std::move(payload));
+        work.add(h.id, run_call(c, h.id, std::move(payload)));
+      else if (h.kind == static_cast<uint8_t>(frame_kind::cancel))
+        cancel(c, h.id, *payload, work);
       else if (h.kind == static_cast<uint8_t>(frame_kind::typed))
         typed.serve(h.id, *payload);
       else if (h.kind == static_cast<uint8_t>(frame_kind::trace))
@@ -192,31 +196,33 @@ void data_server::serve(std::shared_ptr<data_connection> c) {
   readers_.done();
 }
 
-void data_server::run_task(const std::shared_ptr<data_connection>& c,
-                           uint64_t id, std::shared_ptr<bytes> payload) {
+std::shared_ptr<cancellable>
+data_server::run_task(const std::shared_ptr<data_connection>& c, uint64_t id,
+                      std::shared_ptr<bytes> payload) {
   size_t pos = 0;
   std::string name;
-  if (!take_name(*payload, pos, name))
-    return reply_error(
-      c, id, std::make_exception_ptr(codec_error("malformed task frame")));
+  if (!take_name(*payload, pos, name)) {
+    reply_error(c, id,
+                std::make_exception_ptr(codec_error("malformed task frame")));
+    return nullptr;
+  }
   auto entry = find_function(name);
-  if (entry == nullptr)
-    return reply_error(c, id,
-                       std::make_exception_ptr(
-                         usage_error("node " + this_node() +
-                                     " has no remote "
-                                     "function '" +
-                                     name +
-                                     "': start it with "
-                                     "--code-path to a library that registers "
-                                     "it with LUMEN_REMOTE")));
+  if (entry == nullptr) {
+    reply_error(c, id,
+                std::make_exception_ptr(usage_error(
+                  "node " + this_node() + " has no remote function '" + name +
+                  "': start it with --code-path to a library that registers "
+                  "it with LUMEN_REMOTE")));
+    return nullptr;
+  }
   auto result = std::make_shared<value_state<bytes>>();
   reply_when_ready(c, id, result);
   byte_span args{payload->data() + pos, payload->size() - pos};
   auto task =
     std::make_shared<named_task>(result, *entry, std::move(payload), args);
   task->trace_flow = id; // the asker's arrow, if it traces
-  rt_.run_local(std::move(task));
+  rt_.run_local(task);
+  return task;
 }
 
 std::shared_ptr<actor_core> data_server::exposed(uint64_t id) {
@@ -237,26 +243,32 @@ void data_server::kill(const std::shared_ptr<data_connection>& c, uint64_t id,
   c->send(frame_kind::reply, reply_status::ok, id, {});
 }
 
-void data_server::run_call(const std::shared_ptr<data_connection>& c,
-                           uint64_t id, std::shared_ptr<bytes> payload) {
+std::shared_ptr<cancellable>
+data_server::run_call(const std::shared_ptr<data_connection>& c, uint64_t id,
+                      std::shared_ptr<bytes> payload) {
   uint64_t actor = 0;
   size_t pos = sizeof(actor);
   std::string method;
-  if (payload->size() < pos || !take_name(*payload, pos, method))
-    return reply_error(
-      c, id, std::make_exception_ptr(codec_error("malformed call frame")));
-  std::memcpy(&actor, payload->data(), sizeof(actor));
-  auto core = exposed(actor);
-  if (!core)
-    return reply_error(c, id,
-                       std::make_exception_ptr(actor_died(
-                         "the actor is gone from node " + this_node())));
-  auto entry = core->cls.find(method);
-  if (entry == nullptr)
-    return reply_error(c, id,
-                       std::make_exception_ptr(usage_error(
-                         method + " is not registered for " + core->cls.name +
-                         " on node " + this_node())));
+  std::exception_ptr refusal;
+  std::shared_ptr<actor_core> core;
+  const method_entry* entry = nullptr;
+  if (payload->size() < pos || !take_name(*payload, pos, method)) {
+    refusal = std::make_exception_ptr(codec_error("malformed call frame"));
+  } else {
+    std::memcpy(&actor, payload->data(), sizeof(actor));
+    core = exposed(actor);
+    if (!core)
+      refusal = std::make_exception_ptr(
+        actor_died("the actor is gone from node " + this_node()));
+    else if ((entry = core->cls.find(method)) == nullptr)
+      refusal = std::make_exception_ptr(
+        usage_error(method + " is not registered for " + core->cls.name +
+                    " on node " + this_node()));
+  }
+  if (refusal) {
+    reply_error(c, id, refusal);
+    return nullptr;
+  }
   auto result = std::make_shared<value_state<bytes>>();
   reply_when_ready(c, id, result);
   byte_span args{payload->data() + pos, payload->size() - pos};
@@ -265,9 +277,48 @@ void data_server::run_call(const std::shared_ptr<data_connection>& c,
   call->core = core;
   call->trace_flow = id;
   if (core->dead)
-    return; // dropping the call replies actor_died
+    return nullptr; // dropping the call replies actor_died
   call->generation = core->generation.load();
-  send_call(*core, std::move(call));
+  send_call(*core, call);
+  return call;
+}
+
+void data_server::cancel(const std::shared_ptr<data_connection>& c, uint64_t id,
+                         const bytes& payload, started_work& work) {
+  uint64_t request = 0;
+  uint8_t force = 0;
+  if (payload.size() != sizeof(request) + sizeof(force) ||
+      static_cast<uint8_t>(payload[sizeof(request)]) > 1)
+    return reply_error(
+      c, id, std::make_exception_ptr(codec_error("malformed cancel frame")));
+  std::memcpy(&request, payload.data(), sizeof(request));
+  force = static_cast<uint8_t>(payload[sizeof(request)]);
+  if (auto w = work.find(request)) {
+    w->cancel(false); // force is this process's business, below
+    auto* task = dynamic_cast<task_spec*>(w.get());
+    if (force != 0 && task != nullptr && task->started())
+      rt_.force_end("lumen::cancel(force) of task " + task->function().name +
+                    ", which runs here");
+  }
+  c->send(frame_kind::reply, reply_status::ok, id, {});
+}
+
+void started_work::add(uint64_t id, std::shared_ptr<cancellable> w) {
+  if (!w)
+    return;
+  // Entries of finished work are dropped whenever the table doubled, so
+  // that it stays as long as the work still running.
+  if (by_id_.size() >= 2 * live_after_prune_) {
+    for (auto i = by_id_.begin(); i != by_id_.end();)
+      i = i->second.expired() ? by_id_.erase(i) : std::next(i);
+    live_after_prune_ = std::max<size_t>(by_id_.size(), 32);
+  }
+  by_id_[id] = std::move(w);
+}
+
+std::shared_ptr<cancellable> started_work::find(uint64_t id) const {
+  auto i = by_id_.find(id);
+  return i != by_id_.end() ? i->second.lock() : nullptr;
 }
 
 } // namespace lumen::detail

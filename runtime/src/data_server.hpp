@@ -22,6 +22,21 @@ class object_exchange;
 void reply_error(const std::shared_ptr<data_connection>& c, uint64_t id,
                  std::exception_ptr err);
 
+/// The tasks and calls one connection's peer started, by request id, for
+/// its cancel frames; only the connection's reader thread uses it.
+class started_work {
+public:
+  /// Records `w` (ignored if null) under `id`.
+  void add(uint64_t id, std::shared_ptr<cancellable> w);
+
+  /// The work of request `id` if it still runs or waits, else null.
+  std::shared_ptr<cancellable> find(uint64_t id) const;
+
+private:
+  std::unordered_map<uint64_t, std::weak_ptr<cancellable>> by_id_;
+  size_t live_after_prune_ = 32;
+};
+
 /// The serving side, in every head and node: serves the connections its
 /// gate admits, one reader thread each, running tasks on the pool and
 /// handing calls to actor hosts.
@@ -41,12 +56,18 @@ public:
 private:
   void admit(int fd);
   void serve(std::shared_ptr<data_connection> c);
-  void run_task(const std::shared_ptr<data_connection>& c, uint64_t id,
-                std::shared_ptr<bytes> payload);
-  void run_call(const std::shared_ptr<data_connection>& c, uint64_t id,
-                std::shared_ptr<bytes> payload);
+  /// These two return the work they started, for a cancel frame; null
+  /// if they answered at once.
+  std::shared_ptr<cancellable>
+  run_task(const std::shared_ptr<data_connection>& c, uint64_t id,
+           std::shared_ptr<bytes> payload);
+  std::shared_ptr<cancellable>
+  run_call(const std::shared_ptr<data_connection>& c, uint64_t id,
+           std::shared_ptr<bytes> payload);
   void kill(const std::shared_ptr<data_connection>& c, uint64_t id,
             const bytes& payload);
+  void cancel(const std::shared_ptr<data_connection>& c, uint64_t id,
+              const bytes& payload, started_work& work);
   /// The actor exposed as `id`, or null.
   std::shared_ptr<actor_core> exposed(uint64_t id);
 

@@ -42,6 +42,8 @@ const char* to_string(errc code) noexcept {
       return "name_taken";
     case errc::owner_died:
       return "owner_died";
+    case errc::task_cancelled:
+      return "task_cancelled";
   }
   return "unknown";
 }

@@ -12,6 +12,7 @@
 #include "lumen/caf_interop.hpp"
 #include "lumen/errors.hpp"
 
+#include "log.hpp"
 #include "object_exchange.hpp"
 #include "trace_log.hpp"
 
@@ -281,6 +282,11 @@ void local_runtime::kill_core(actor_core& core) {
 }
 
 void local_runtime::kill_elsewhere(actor_core&) {}
+
+void local_runtime::force_end(const std::string& why) {
+  log_line("not ended for " + why +
+           ": only a node process is; the task was told to stop");
+}
 
 void local_runtime::forget_name(const actor_core& core) {
   if (core.opts.name.empty())

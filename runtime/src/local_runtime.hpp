@@ -47,6 +47,7 @@ public:
   std::shared_ptr<actor_ref> find_actor(const std::string& name) override;
   void kill_actor(const actor_ref& a) override;
   void kill_core(actor_core& core) override;
+  void force_end(const std::string& why) override;
 
   /// The cluster's nodes: this process alone.
   virtual std::vector<node_info> nodes();

@@ -1,11 +1,14 @@
 #include "node_runtime.hpp"
 
+#include <cstdlib>
+
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
 #include "lumen/errors.hpp"
 
 #include "control_link.hpp"
+#include "log.hpp"
 #include "protocol.hpp"
 
 namespace lumen::detail {
@@ -31,7 +34,8 @@ std::string join_head(caf::actor_system& sys, const caf::actor& manager,
 
 node_runtime::node_runtime(const init_options& opts, node_settings serve,
                            const address& head, const credentials& creds)
-  : driver_runtime(opts) {
+  : driver_runtime(opts)
+  , is_head_(serve.is_head) {
   is_node = true;
   try {
     control_gate_ =
@@ -69,6 +73,18 @@ node_runtime::node_runtime(const init_options& opts, node_settings serve,
 node_runtime::~node_runtime() {
   stop_client();
   stop_serving();
+}
+
+void node_runtime::force_end(const std::string& why) {
+  if (is_head_) {
+    driver_runtime::force_end(why);
+    return;
+  }
+  // The task's thread cannot be stopped, nor this runtime shut down around
+  // it: the process ends as a crash does, and the cluster's failure
+  // detection tells everyone who had work here.
+  log_line("node " + this_node() + " ends now: " + why);
+  std::_Exit(1);
 }
 
 void node_runtime::stop_serving() {

@@ -26,11 +26,15 @@ public:
 
   ~node_runtime() override;
 
+  /// A node ends at once; the head, which keeps the cluster, goes on.
+  void force_end(const std::string& why) override;
+
 private:
   /// Closes the gates, ends the node manager, then the data server, which
   /// fails at once what drivers still wait for here.
   void stop_serving();
 
+  bool is_head_;
   std::unique_ptr<gate> control_gate_;
   caf::actor manager_;
 };

@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
@@ -43,6 +44,11 @@ public:
 
   /// Ends the actor of `core` without restart, as lumen::kill.
   virtual void kill_core(actor_core& core) = 0;
+
+  /// Ends this process at once, as a crash would, for `why`, if it is a
+  /// node (lumen::cancel with force); the head and drivers log `why` and
+  /// go on.
+  virtual void force_end(const std::string& why) = 0;
 
   /// Ends `h` at shutdown, so that the actor system can finish.
   virtual void adopt(caf::actor h) = 0;

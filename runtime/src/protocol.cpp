@@ -9,9 +9,30 @@ namespace lumen::detail {
 
 namespace {
 
-enum class error_kind : uint8_t { task, actor_died, usage, other, owner_died };
+enum class error_kind : uint8_t {
+  task,
+  actor_died,
+  usage,
+  other,
+  owner_died,
+  cancelled,
+};
 
 const auto lumen_category = caf::atom("lumen");
+
+// Which of Lumen's error classes `e` is, so that the receiver rethrows the
+// same class.
+error_kind kind_of(const error& e) {
+  if (dynamic_cast<const actor_died*>(&e) != nullptr)
+    return error_kind::actor_died;
+  if (dynamic_cast<const owner_died*>(&e) != nullptr)
+    return error_kind::owner_died;
+  if (dynamic_cast<const task_cancelled*>(&e) != nullptr)
+    return error_kind::cancelled;
+  if (dynamic_cast<const usage_error*>(&e) != nullptr)
+    return error_kind::usage;
+  return error_kind::other;
+}
 
 } // namespace
 
@@ -46,19 +67,8 @@ bytes encode_error(const std::exception_ptr& err) {
     type = e.exception_type();
     msg = e.message();
     node = e.node();
-  } catch (const actor_died& e) {
-    kind = error_kind::actor_died;
-    code = e.code();
-    msg = e.what();
-  } catch (const owner_died& e) {
-    kind = error_kind::owner_died;
-    code = e.code();
-    msg = e.what();
-  } catch (const usage_error& e) {
-    kind = error_kind::usage;
-    code = e.code();
-    msg = e.what();
   } catch (const error& e) {
+    kind = kind_of(e);
     code = e.code();
     msg = e.what();
   } catch (...) {
@@ -82,6 +92,8 @@ std::exception_ptr decode_error(const bytes& payload) {
         return std::make_exception_ptr(usage_error(msg, code));
       case error_kind::owner_died:
         return std::make_exception_ptr(owner_died(msg));
+      case error_kind::cancelled:
+        return std::make_exception_ptr(task_cancelled(msg));
       default:
         return std::make_exception_ptr(
           error(type.empty() ? msg : type + ": " + msg, code));

@@ -236,6 +236,8 @@ void remote_actors::pump(const std::shared_ptr<actor_core>& core) {
 void remote_actors::send_call(const std::shared_ptr<actor_core>& core,
                               std::shared_ptr<actor_call> c,
                               const destination& to) {
+  if (c->cancel_requested())
+    return; // its result failed when it was cancelled
   if (auto err = first_error(c->deps)) {
     c->result()->set_error(err);
     return;
@@ -272,8 +274,11 @@ void remote_actors::send_call(const std::shared_ptr<actor_core>& core,
       links_.lose(node, client, why);
     c->result()->set_error(core->lost_call_error(c->method(), node, why));
   };
-  if (!data->call(to.remote_id, c->method().name, args, publish_reply(c),
-                  lost)) {
+  auto id =
+    data->call(to.remote_id, c->method().name, args, publish_reply(c), lost);
+  if (id != 0) {
+    c->forward_cancel(cancel_on(data, id));
+  } else {
     // Fail this call here, and leave the node's funeral to the requester's
     // thread.
     c->result()->set_error(core->dropped_call_error(c->method()));

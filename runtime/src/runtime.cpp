@@ -8,6 +8,7 @@
 #include "lumen/task.hpp"
 
 #include "actor_host.hpp"
+#include "running_work.hpp"
 #include "trace_log.hpp"
 
 namespace lumen::detail {
@@ -27,6 +28,8 @@ task_spec::~task_spec() {
 }
 
 void task_spec::run() {
+  if (cancel_requested())
+    return; // its result failed when it was cancelled
   trace::detail::runtime_span span{"task", trace_flow};
   if (span.on())
     span.name.stable = &fn_->name;
@@ -34,17 +37,30 @@ void task_spec::run() {
     result_->set_error(err);
     return;
   }
+  started_.store(true, std::memory_order_release);
+  running_scope running{*this};
   for (int attempt_no = 0;; ++attempt_no) {
     try {
       attempt();
       return;
     } catch (...) {
-      if (retry_exceptions_ && attempt_no < max_retries_)
+      if (retry_exceptions_ && attempt_no < max_retries_ && !cancel_requested())
         continue;
       result_->set_error(capture_task_error(fn_->name));
       return;
     }
   }
+}
+
+void task_spec::cancel(bool force) {
+  if (result_->ready())
+    return;
+  if (force && started())
+    throw usage_error("lumen::cancel(force): task " + fn_->name +
+                      " runs in this process, which force would end; cancel "
+                      "it without force: its ref fails at once and the task "
+                      "sees lumen::cancelled()");
+  cancel_now(*result_, "task " + fn_->name, force);
 }
 
 actor_call::actor_call(std::shared_ptr<object_state> result,
@@ -57,6 +73,17 @@ actor_call::~actor_call() {
     result_->set_error(core ? core->dropped_call_error(*method_)
                             : std::make_exception_ptr(
                                 actor_died(method_->name + " was never sent")));
+}
+
+void actor_call::cancel(bool force) {
+  if (result_->ready())
+    return;
+  if (force)
+    throw usage_error("lumen::cancel(force): " + method_->name +
+                      " is an actor method call, and force would end its "
+                      "actor; cancel it without force, or end the actor "
+                      "with lumen::kill");
+  cancel_now(*result_, "call " + method_->name, false);
 }
 
 actor_factory::~actor_factory() = default;

@@ -14,6 +14,7 @@
 #include <lumen/cluster.hpp>
 #include <lumen/lumen.hpp>
 
+#include "cancel_job.hpp"
 #include "cluster_job.hpp"
 #include "refs_job.hpp"
 
@@ -222,6 +223,52 @@ void Keeper::forget() {
 }
 LUMEN_ACTOR(Keeper, &Keeper::keep, &Keeper::poke, &Keeper::forget);
 LUMEN_ACTOR_CTOR(Keeper());
+
+namespace {
+
+int wait_for_cancel(const std::string& key) {
+  lumen::kv::put(key, "started");
+  while (!lumen::cancelled())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  lumen::kv::put(key, "cancelled");
+  return 1;
+}
+
+} // namespace
+
+int work_until_cancelled(const std::string& key) {
+  return wait_for_cancel(key);
+}
+LUMEN_REMOTE(work_until_cancelled);
+
+int mark_ran(const std::string& key) {
+  lumen::kv::put(key, "ran");
+  return 1;
+}
+LUMEN_REMOTE(mark_ran);
+
+int work_forever(const std::string& key) {
+  lumen::kv::put(key, "started");
+  for (;;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+LUMEN_REMOTE(work_forever);
+
+int Marker::until_cancelled(const std::string& key) {
+  ++calls_;
+  return wait_for_cancel(key);
+}
+
+int Marker::mark(const std::string& key) {
+  ++calls_;
+  return mark_ran(key);
+}
+
+int Marker::calls() const {
+  return calls_;
+}
+LUMEN_ACTOR(Marker, &Marker::until_cancelled, &Marker::mark, &Marker::calls);
+LUMEN_ACTOR_CTOR(Marker());
 
 namespace {
 

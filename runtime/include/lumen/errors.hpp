@@ -43,6 +43,8 @@ enum class errc : uint8_t {
   /// The process that owns an object (made it with `put` or ran the task
   /// that returned it) is gone, and the value with it (`owner_died`).
   owner_died,
+  /// `lumen::cancel` stopped the task or call (`task_cancelled`).
+  task_cancelled,
 };
 
 /// The code's name, e.g. "wrong_token".
@@ -112,6 +114,14 @@ class owner_died : public error {
 public:
   explicit owner_died(const std::string& what)
     : error(what, errc::owner_died) {}
+};
+
+/// The task or actor call was cancelled with `lumen::cancel` before it
+/// finished, as Ray's TaskCancelledError.
+class task_cancelled : public error {
+public:
+  explicit task_cancelled(const std::string& what)
+    : error(what, errc::task_cancelled) {}
 };
 
 /// `get` gave up waiting before the object was ready.

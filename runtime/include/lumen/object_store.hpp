@@ -56,6 +56,9 @@ T take(const value_state<T>& st) {
 std::vector<bool> wait_states(const std::vector<object_state*>& states,
                               size_t num_returns, clock::time_point deadline);
 
+/// See lumen::cancel.
+void cancel(object_state& st, bool force);
+
 } // namespace detail
 
 /// Blocks until the object is ready and returns a copy of its value, like
@@ -132,6 +135,32 @@ wait_result<T> wait(const std::vector<ObjectRef<T>>& refs,
     (flags[i] ? out.ready : out.pending).push_back(refs[i]);
   return out;
 }
+
+/// Cancels the task or actor method call behind `ref`, like `ray.cancel`:
+/// the ref fails at once with `task_cancelled`, and so do the refs of work
+/// that takes it as an argument. Work still queued never starts; work
+/// already running sees `lumen::cancelled()` become true, and what it
+/// returns is dropped. A ref that is ready is left as it is.
+///
+/// `force` is for a task that never looks at `cancelled()`: the node
+/// process running it is ended (with everything else it runs, as a crash
+/// would: actors restart as their options say, spread tasks are retried
+/// elsewhere). The head is never ended; there force acts as a plain cancel.
+/// Force is refused with `usage_error` for a task running in this process
+/// and for actor calls (`lumen::kill` ends an actor).
+///
+/// Only the process that submitted the work can cancel it: for a ref from
+/// another process, or a pending ref of `put`, a promise or a typed
+/// actor's request, this throws `usage_error`.
+template <class T>
+void cancel(const ObjectRef<T>& ref, bool force = false) {
+  detail::require_valid(ref.state().get(), "lumen::cancel");
+  detail::cancel(*ref.state(), force);
+}
+
+/// Inside a task or actor method: true once `lumen::cancel` was called for
+/// its ref, the signal to stop early. False anywhere else.
+bool cancelled();
 
 /// Stores a value in the object store and returns its ref, like `ray.put`.
 /// In one process the value is shared by every reader, not copied.

@@ -111,6 +111,7 @@ public:
       st, *entry_, max_retries_, retry_exceptions_, fn_,
       args_t{std::forward<As>(xs)...});
     t->where = where_;
+    st->maker = t;
     detail::current_runtime().submit_task(std::move(t));
     return ObjectRef<result_type>{std::move(st)};
   }

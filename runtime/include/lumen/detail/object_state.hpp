@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -16,6 +17,42 @@
 namespace lumen::detail {
 
 class borrow;
+class object_state;
+
+/// Work that computes an object and can be told to stop (`lumen::cancel`):
+/// a task or an actor call. The request is recorded once; work that was
+/// sent to another process passes it on there.
+class cancellable {
+public:
+  virtual ~cancellable();
+
+  /// Fails the work's result with `task_cancelled` unless it is ready,
+  /// keeps queued work from starting, and lets running work see
+  /// `lumen::cancelled()`. `force` is passed on to where the work runs;
+  /// what it may do there is the work's rule (see lumen::cancel).
+  virtual void cancel(bool force) = 0;
+
+  /// True once cancel() was called; read by the work itself and by whoever
+  /// is about to start or send it.
+  bool cancel_requested() const noexcept {
+    return request_.load(std::memory_order_acquire) != 0;
+  }
+
+  /// For work sent to another process: `f` passes a cancel on to where it
+  /// runs. Runs `f` at once if the cancel came first.
+  void forward_cancel(std::function<void(bool force)> f);
+
+protected:
+  /// Records the request, fails `result` with `task_cancelled` saying
+  /// "`what` was cancelled", and passes the request on if the work was
+  /// sent elsewhere.
+  void cancel_now(object_state& result, const std::string& what, bool force);
+
+private:
+  std::atomic<uint8_t> request_{0}; // 0 none, 1 cancel, 2 with force
+  std::mutex mtx_;
+  std::function<void(bool force)> forward_;
+};
 
 /// The slot behind an ObjectRef: pending until a value or an error is
 /// published exactly once, by whichever thread computes it. Readers wait by
@@ -71,6 +108,11 @@ public:
   virtual const std::shared_ptr<borrow>* lease() const noexcept {
     return nullptr;
   }
+
+  /// The task or call computing this object, for `lumen::cancel`; set by
+  /// the submitter before the ref is handed out, null for `put` and
+  /// promises.
+  std::weak_ptr<cancellable> maker;
 
 protected:
   /// Called, outside any lock, when someone starts waiting for a state

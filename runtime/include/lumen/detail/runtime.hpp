@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -16,7 +17,7 @@ namespace lumen::detail {
 
 /// One task invocation, from submission until its result is published. If it
 /// is destroyed before that (the runtime shut down first), the result fails.
-class task_spec {
+class task_spec : public cancellable {
 public:
   task_spec(std::shared_ptr<object_state> result, const function_entry& fn,
             int max_retries, bool retry_exceptions);
@@ -26,8 +27,13 @@ public:
   task_spec& operator=(const task_spec&) = delete;
 
   /// Runs the function once every dependency is ready, retrying exceptions
-  /// as the options say; publishes the value or the error.
+  /// as the options say; publishes the value or the error. A cancelled
+  /// task does not start.
   void run();
+
+  /// See cancellable; `force` on a task running in this process throws
+  /// `usage_error` (it would end the caller's own process).
+  void cancel(bool force) override;
 
   /// For a run on another node: the resolved arguments, encoded as the
   /// function's parameter types.
@@ -41,6 +47,10 @@ public:
   }
   int max_retries() const noexcept {
     return max_retries_;
+  }
+  /// True once run() started the function in this process.
+  bool started() const noexcept {
+    return started_.load(std::memory_order_acquire);
   }
   const std::shared_ptr<object_state>& result() const noexcept {
     return result_;
@@ -60,13 +70,14 @@ protected:
   const function_entry* fn_;
   int max_retries_;
   bool retry_exceptions_;
+  std::atomic<bool> started_{false};
 };
 
 class actor_core;
 
 /// One actor method invocation. If it is dropped before running, e.g. with a
 /// dead actor's mailbox, its result fails with `actor_died`.
-class actor_call {
+class actor_call : public cancellable {
 public:
   actor_call(std::shared_ptr<object_state> result, const method_entry& m);
   virtual ~actor_call();
@@ -85,6 +96,10 @@ public:
 
   /// Publishes the encoded result of a call run on another node.
   virtual void accept_result(const bytes& out) = 0;
+
+  /// See cancellable; `force` throws `usage_error`: a method cannot be
+  /// stopped without ending its actor (lumen::kill does that).
+  void cancel(bool force) override;
 
   const method_entry& method() const noexcept {
     return *method_;
