@@ -73,6 +73,23 @@ using host_actor = caf::stateful_actor<host_state>;
 
 bool start_instance(host_actor* self);
 
+} // namespace
+
+bool retry_on_new_instance(actor_call& c, uint64_t deaths) {
+  auto& core = *c.core;
+  if (c.retries + deaths > static_cast<uint64_t>(core.opts.max_task_retries))
+    return false;
+  c.retries += static_cast<int>(deaths);
+  c.generation = core.generation.load();
+  return true;
+}
+
+bool retry_on_current_instance(actor_call& c) {
+  return retry_on_new_instance(c, c.core->generation.load() - c.generation);
+}
+
+namespace {
+
 // Takes the instance down after `reason`; restarts it if restarts are left
 // and `may_restart`. Returns whether the actor lives on.
 bool die(host_actor* self, const std::string& reason, bool may_restart) {
@@ -94,6 +111,11 @@ bool die(host_actor* self, const std::string& reason, bool may_restart) {
   if (restart) {
     core.generation.fetch_add(1);
     core.restarts.fetch_add(1);
+    // Calls with retries left wait for the new instance, in their order;
+    // the others fail as `doomed` goes.
+    for (auto& c : doomed)
+      if (retry_on_current_instance(*c))
+        st.queue.push_back(std::move(c));
     doomed.clear();
     return start_instance(self);
   }
@@ -183,8 +205,9 @@ caf::behavior host(host_actor* self, std::shared_ptr<actor_core> core) {
     [=](call_msg& m) {
       auto& st = self->state;
       // A call stamped before a restart was queued for the old instance:
-      // dropping it fails it with actor_died.
-      if (m.call->generation != st.core->generation.load())
+      // dropping it fails it with actor_died, unless it may be retried.
+      if (m.call->generation != st.core->generation.load() &&
+          !retry_on_current_instance(*m.call))
         return;
       st.queue.push_back(std::move(m.call));
       drain(self);

@@ -39,6 +39,8 @@ struct remote_proxy {
   bool sending = false;
   /// Its node died and it is being rebuilt elsewhere: calls wait.
   bool relocating = false;
+  /// Calls submitted so far, for actor_call::seq.
+  uint64_t submitted = 0;
 };
 
 /// Everything about one actor that outlives a single instance of it: what to
@@ -115,6 +117,16 @@ std::string actor_id_of(const caf::actor_addr& host);
 /// method blocking in `lumen::get` stalls only this actor, as a Ray actor
 /// blocks only its own worker process.
 caf::actor spawn_host(caf::actor_system& sys, std::shared_ptr<actor_core> core);
+
+/// Whether `c`, pending while its actor died `deaths` times, may go to the
+/// rebuilt instance (max_task_retries: each death it lived through counts
+/// as a retry); if so, counts them and stamps `c` with the current
+/// generation.
+bool retry_on_new_instance(actor_call& c, uint64_t deaths);
+
+/// retry_on_new_instance for a call of this process's own host, stamped
+/// with an older generation: the deaths are the generations in between.
+bool retry_on_current_instance(actor_call& c);
 
 /// Queues `c` on its actor's host.
 void send_call(const actor_core& core, std::shared_ptr<actor_call> c);

@@ -235,7 +235,8 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
     },
     [=](nodes_atom) -> caf::result<bytes> { return encode(directory(self)); },
     [=](spawn_atom, const std::string& cls_name, const std::string& key,
-        bytes& args, const std::string& name, int32_t max_restarts) {
+        bytes& args, const std::string& name, int32_t max_restarts,
+        int32_t max_task_retries) {
       auto rp = self->make_response_promise();
       auto& st = self->state;
       auto cls = find_actor_class(cls_name);
@@ -252,6 +253,7 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
       actor_options opts;
       opts.name = name;
       opts.max_restarts = max_restarts;
+      opts.max_task_retries = max_task_retries;
       std::shared_ptr<actor_ref> ref;
       try {
         ref = st.rt->spawn_local_actor(

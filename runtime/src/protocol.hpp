@@ -9,7 +9,8 @@
 //   to a node manager (every node, the head included):
 //     (hello, role, host, port, data port, resources) -> (assigned node id)
 //     (nodes)                             -> (encoded vector<node_info>)
-//     (spawn, class, ctor key, args, name, max_restarts) -> (actor)
+//     (spawn, class, ctor key, args, name, max_restarts,
+//      max_task_retries)                  -> (actor)
 //     (spawn typed, name, args, interface) -> (actor)    LUMEN_TYPED_ACTOR
 //   to the head only:
 //     (name, name, class, node id, actor) -> (true, or false if taken)

@@ -126,7 +126,8 @@ caf::actor remote_actors::spawn_on(const std::string& node,
   self
     ->request(mgr, control_timeout, spawn_atom::value, core.cls.name,
               core.factory->constructor_key(), core.factory->encode_args(),
-              core.opts.name, static_cast<int32_t>(core.opts.max_restarts))
+              core.opts.name, static_cast<int32_t>(core.opts.max_restarts),
+              static_cast<int32_t>(core.opts.max_task_retries))
     .receive([&](caf::actor& h) { handle = std::move(h); },
              [&](caf::error& err) {
                throw_control_error(rt_.system(), err,
@@ -180,6 +181,7 @@ void remote_actors::submit_call(const std::shared_ptr<actor_core>& core,
                                 std::shared_ptr<actor_call> c) {
   {
     std::lock_guard<std::mutex> guard{core->remote->mtx};
+    c->seq = ++core->remote->submitted;
     core->remote->outbox.push_back(std::move(c));
   }
   pump(core);
@@ -257,22 +259,38 @@ void remote_actors::send_call(const std::shared_ptr<actor_core>& core,
   auto node = to.node; // the actor may move before the reply
   auto lost = [this, node, core, c, by_address,
                client = data.get()](const std::string& why) {
+    bool retried = false;
     {
       // Decided before the caller hears of the failure: its next call must
       // wait for the rebuilt actor, not chase the dead node.
       std::lock_guard<std::mutex> guard{core->remote->mtx};
-      if (core->remote->node_id == node && !core->remote->relocating) {
+      auto& proxy = *core->remote;
+      if (proxy.node_id == node && !proxy.relocating) {
         if (restartable(*core) && !stopping_) {
-          core->remote->relocating = true;
+          proxy.relocating = true;
         } else {
           core->set_death_reason(why);
           core->dead = true;
         }
       }
+      // A call the rebuilt (or rebuilding) actor may take goes back among
+      // the waiting ones, before every call submitted after it.
+      bool rebuilt = proxy.relocating || proxy.node_id != node;
+      if (rebuilt && !core->dead && !c->cancel_requested() &&
+          retry_on_new_instance(*c, 1)) {
+        auto at = proxy.outbox.begin();
+        while (at != proxy.outbox.end() && (*at)->seq < c->seq)
+          ++at;
+        proxy.outbox.insert(at, c);
+        retried = true;
+      }
     }
     if (!by_address)
       links_.lose(node, client, why);
-    c->result()->set_error(core->lost_call_error(c->method(), node, why));
+    if (retried)
+      pump(core); // waits, if the actor is still being rebuilt
+    else
+      c->result()->set_error(core->lost_call_error(c->method(), node, why));
   };
   auto id =
     data->call(to.remote_id, c->method().name, args, publish_reply(c), lost);

@@ -69,6 +69,13 @@ BOOST_AUTO_TEST_CASE(killing_a_node_fails_its_work_fast_and_marks_it_dead) {
   auto phoenix =
     lumen::actor<Counter>(7).on_node(victim.id).with_max_restarts(1).remote();
   auto phoenix_call = phoenix.call(&Counter::nap, 60000);
+  auto retrier = lumen::actor<Counter>(7)
+                   .on_node(victim.id)
+                   .with_max_restarts(1)
+                   .with_max_task_retries(1)
+                   .remote();
+  auto retried_nap = retrier.call(&Counter::nap, 1500);
+  auto retried_add = retrier.call(&Counter::add, 1); // queued behind the nap
   auto pinned = lumen::task(busy).on_node(victim.id).remote(60000);
   auto silent = lumen::spawn_on<silent_actor>(victim.id, "silent");
   auto typed_call = lumen::call(silent, ask_atom::value);
@@ -109,6 +116,12 @@ BOOST_AUTO_TEST_CASE(killing_a_node_fails_its_work_fast_and_marks_it_dead) {
   BOOST_TEST(lumen::get(phoenix.call(&Counter::add, 1), deadline) == 8);
   BOOST_TEST(phoenix.num_restarts() == 1);
   BOOST_TEST(phoenix.alive());
+  // With a task retry, the calls that were on their way or running there
+  // run again on the rebuilt instance, in their order.
+  BOOST_TEST(lumen::get(retried_nap, deadline) == 7);
+  BOOST_TEST(lumen::get(retried_add, deadline) == 8);
+  BOOST_TEST(lumen::get(retrier.call(&Counter::node), deadline) != victim.id);
+  BOOST_TEST(retrier.num_restarts() == 1);
   BOOST_TEST(!actor.alive());
 
   // Spread tasks caught on the victim ran again elsewhere.

@@ -110,6 +110,56 @@ struct frame_header {
   uint64_t length;
 };
 
+/// A data connection to node `id` that passed the gate with the cluster's
+/// token: a peer that is let in, and then sends what it likes.
+int admitted_data_connection(const std::string& id) {
+  int fd = connect_to(data_address_of(id));
+  BOOST_REQUIRE(fd >= 0);
+  std::ifstream in{the_cluster->token_file};
+  std::string token;
+  in >> token;
+  std::string hello = "LMNGATE1";
+  hello += static_cast<char>(token.size() & 0xff);
+  hello += static_cast<char>(token.size() >> 8);
+  hello += token;
+  ::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL);
+  unsigned char verdict[3] = {};
+  BOOST_REQUIRE(::recv(fd, verdict, sizeof(verdict), MSG_WAITALL) == 3);
+  BOOST_REQUIRE(verdict[0] == 0); // admitted
+  return fd;
+}
+
+/// Sends a frame of `kind` and returns the header of its reply, whose
+/// payload (an error's text, at most 4 KiB) is read and dropped.
+frame_header ask(int fd, uint8_t kind, uint64_t id,
+                 const std::vector<char>& payload) {
+  frame_header h;
+  h.kind = kind;
+  h.id = id;
+  h.length = payload.size();
+  BOOST_REQUIRE(::send(fd, &h, sizeof(h), MSG_NOSIGNAL) == sizeof(h));
+  BOOST_REQUIRE(::send(fd, payload.data(), payload.size(), MSG_NOSIGNAL) ==
+                static_cast<ssize_t>(payload.size()));
+  frame_header reply{};
+  BOOST_REQUIRE(::recv(fd, &reply, sizeof(reply), MSG_WAITALL) ==
+                sizeof(reply));
+  BOOST_REQUIRE(reply.length < 4096);
+  std::vector<char> rest(reply.length);
+  BOOST_REQUIRE(::recv(fd, rest.data(), rest.size(), MSG_WAITALL) ==
+                static_cast<ssize_t>(rest.size()));
+  return reply;
+}
+
+/// The little-endian bytes of `value`, then `tail`.
+std::vector<char> u64_then(uint64_t value, std::vector<char> tail = {}) {
+  std::vector<char> out;
+  for (size_t i = 0; i < sizeof(value); ++i)
+    out.push_back(static_cast<char>(value >> (8 * i)));
+  for (char c : tail)
+    out.push_back(c);
+  return out;
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_SUITE(security)
@@ -295,19 +345,7 @@ BOOST_AUTO_TEST_CASE(hostile_typed_requests_with_the_token_get_error_replies) {
   // goes on serving.
   auto& cl = *the_cluster;
   auto calc = lumen::spawn_on<calculator>("node-1", "calculator");
-  int fd = connect_to(data_address_of("node-1"));
-  BOOST_REQUIRE(fd >= 0);
-  std::ifstream in{cl.token_file};
-  std::string token;
-  in >> token;
-  std::string hello = "LMNGATE1";
-  hello += static_cast<char>(token.size() & 0xff);
-  hello += static_cast<char>(token.size() >> 8);
-  hello += token;
-  ::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL);
-  unsigned char verdict[3] = {};
-  BOOST_REQUIRE(::recv(fd, verdict, sizeof(verdict), MSG_WAITALL) == 3);
-  BOOST_REQUIRE(verdict[0] == 0); // admitted
+  int fd = admitted_data_connection("node-1");
   std::mt19937 rng{7};
   std::vector<std::vector<char>> payloads;
   payloads.emplace_back(3, 'x');            // shorter than its ids
@@ -318,29 +356,64 @@ BOOST_AUTO_TEST_CASE(hostile_typed_requests_with_the_token_get_error_replies) {
   payloads.push_back(noise);
   uint64_t id = 1;
   for (auto& p : payloads) {
-    frame_header h;
-    h.kind = 4; // typed
-    h.id = id;
-    h.length = p.size();
-    BOOST_REQUIRE(::send(fd, &h, sizeof(h), MSG_NOSIGNAL) == sizeof(h));
-    BOOST_REQUIRE(::send(fd, p.data(), p.size(), MSG_NOSIGNAL) ==
-                  static_cast<ssize_t>(p.size()));
-    frame_header reply{};
-    BOOST_REQUIRE(::recv(fd, &reply, sizeof(reply), MSG_WAITALL) ==
-                  sizeof(reply));
+    auto reply = ask(fd, 4 /* typed */, id, p);
     BOOST_TEST(reply.kind == 3); // a reply
     BOOST_TEST(reply.ok == 0);   // failed
     BOOST_TEST(reply.id == id);
-    BOOST_REQUIRE(reply.length < 4096);
-    std::vector<char> why(reply.length);
-    BOOST_REQUIRE(::recv(fd, why.data(), why.size(), MSG_WAITALL) ==
-                  static_cast<ssize_t>(why.size()));
     ++id;
   }
   ::close(fd);
   BOOST_TEST(cl.nodes[0].proc->running());
   BOOST_TEST(lumen::get(lumen::call(calc, add_atom::value, 2, 3), deadline) ==
              5);
+}
+
+BOOST_AUTO_TEST_CASE(hostile_object_kill_and_cancel_frames_are_refused) {
+  // Frames of the right kind with the wrong bytes, and well-formed ones
+  // naming objects, holds, actors and requests the node never had: the
+  // first are refused, the others change nothing, and the node goes on.
+  auto& cl = *the_cluster;
+  int fd = admitted_data_connection("node-1");
+  constexpr uint8_t object = 6, kill = 7, cancel = 8;
+  struct refused {
+    uint8_t kind;
+    std::vector<char> payload;
+  };
+  std::vector<refused> bad{
+    {object, {}},                            // no op
+    {object, {1, 2, 3}},                     // a fetch cut short
+    {object, std::vector<char>(18, '\x01')}, // a fetch too long
+    {object, {2, 1, 2, 3}},                  // a give-back cut short
+    {object, std::vector<char>(17, '\x09')}, // an unknown op
+    {object, {1, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 1}}, // no such
+    {kill, {1, 2, 3}},          // an id cut short
+    {cancel, {1, 2, 3}},        // an id cut short
+    {cancel, u64_then(5)},      // no force byte
+    {cancel, u64_then(5, {7})}, // force must be 0 or 1
+  };
+  uint64_t id = 100;
+  for (auto& b : bad) {
+    auto reply = ask(fd, b.kind, id, b.payload);
+    BOOST_TEST(reply.kind == 3);
+    BOOST_TEST(reply.ok == 0, "frame of kind " << int{b.kind} << ", "
+                                               << b.payload.size()
+                                               << " bytes: accepted");
+    BOOST_TEST(reply.id == id);
+    ++id;
+  }
+  std::vector<refused> harmless{
+    {object, {2, 1, 0, 0, 0, 0, 0, 0, 0}}, // gives back a hold never given
+    {kill, u64_then(424242)},              // no such actor
+    {cancel, u64_then(1, {1})},            // forced, of a request never made
+  };
+  for (auto& h : harmless) {
+    auto reply = ask(fd, h.kind, id++, h.payload);
+    BOOST_TEST(reply.ok == 1);
+  }
+  ::close(fd);
+  BOOST_TEST(cl.nodes[0].proc->running());
+  BOOST_TEST(lumen::get(lumen::task(where).on_node("node-1").remote(),
+                        deadline) == "node-1");
 }
 
 BOOST_AUTO_TEST_CASE(junk_bytes_and_port_scans_leave_the_head_working) {

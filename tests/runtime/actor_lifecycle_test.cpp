@@ -259,6 +259,56 @@ BOOST_AUTO_TEST_CASE(a_named_actor_that_dies_frees_its_name) {
 BOOST_AUTO_TEST_CASE(negative_restart_counts_are_rejected) {
   BOOST_CHECK_THROW(lumen::actor<Account>(1).with_max_restarts(-1),
                     lumen::usage_error);
+  BOOST_CHECK_THROW(lumen::actor<Account>(1).with_max_task_retries(-1),
+                    lumen::usage_error);
+}
+
+BOOST_AUTO_TEST_CASE(with_task_retries_queued_calls_reach_the_new_actor) {
+  gate g;
+  held = &g;
+  auto a = lumen::actor<Account>(7)
+             .with_max_restarts(1)
+             .with_max_task_retries(1)
+             .remote();
+  auto blocker = a.call(&Account::wait_at_gate);
+  auto dying = a.call(&Account::quit);
+  std::vector<lumen::ObjectRef<int>> queued;
+  for (int i = 0; i < 5; ++i)
+    queued.push_back(a.call(&Account::deposit, 1));
+  g.open();
+  BOOST_TEST(lumen::get(blocker, deadline) == 7);
+  // The call that took the actor down is not retried.
+  BOOST_CHECK_THROW(lumen::get(dying, deadline), lumen::actor_died);
+  // The queued ones run on the new instance, in their order.
+  std::vector<int> balances;
+  for (auto& r : queued)
+    balances.push_back(lumen::get(r, deadline));
+  BOOST_TEST(balances == (std::vector<int>{8, 9, 10, 11, 12}),
+             boost::test_tools::per_element());
+  BOOST_TEST(a.num_restarts() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_call_out_of_task_retries_fails) {
+  gate g;
+  held = &g;
+  auto a = lumen::actor<Account>(1)
+             .with_max_restarts(2)
+             .with_max_task_retries(1)
+             .remote();
+  // The first call waits for its argument, so the host queues the others
+  // behind it: all of them are queued at both deaths.
+  auto slow = lumen::task(held_value).remote(1);
+  auto first = a.call(&Account::deposit, slow);
+  auto dying = a.call(&Account::quit);
+  auto dying_again = a.call(&Account::quit);  // retried, then fatal again
+  auto queued = a.call(&Account::deposit, 1); // would need a second retry
+  g.open();
+  BOOST_TEST(lumen::get(first, deadline) == 2);
+  BOOST_CHECK_THROW(lumen::get(dying, deadline), lumen::actor_died);
+  BOOST_CHECK_THROW(lumen::get(dying_again, deadline), lumen::actor_died);
+  BOOST_CHECK_THROW(lumen::get(queued, deadline), lumen::actor_died);
+  BOOST_TEST(lumen::get(a.call(&Account::balance), deadline) == 1);
+  BOOST_TEST(a.num_restarts() == 2);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -255,6 +255,19 @@ public:
     return *this;
   }
 
+  /// How many restarts of the actor a call may live through, each counted
+  /// as one retry, and still run on the rebuilt instance (as Ray's
+  /// max_task_retries): calls queued at a restart or, for an actor on a
+  /// node that died, on their way there or running. With the default 0
+  /// such calls fail with `actor_died`. The call that took the actor down
+  /// is not retried, and a retried call may have run in part.
+  actor_creator& with_max_task_retries(int n) {
+    if (n < 0)
+      throw usage_error("with_max_task_retries: the count must be >= 0");
+    opts_.max_task_retries = n;
+    return *this;
+  }
+
   /// Starts the actor on the node with this id (see `lumen::nodes()`).
   actor_creator& on_node(std::string node_id) {
     opts_.where = {placement::node, std::move(node_id)};

@@ -113,6 +113,11 @@ public:
   /// Set by the runtime on submission.
   std::shared_ptr<actor_core> core;
   uint64_t generation = 0;
+  /// Its place among its caller's calls to a remote actor, which a call
+  /// retried after the actor's node died keeps.
+  uint64_t seq = 0;
+  /// How often it was handed to a rebuilt instance (max_task_retries).
+  int retries = 0;
 
   /// The arrow from its submission to its run in a trace; 0 if untraced.
   uint64_t trace_flow = 0;
@@ -139,6 +144,7 @@ public:
 struct actor_options {
   std::string name;
   int max_restarts = 0;
+  int max_task_retries = 0;
   lumen::placement where;
 };
 
