@@ -81,6 +81,23 @@ bool mentions(const std::exception& e, const std::string& part) {
   return std::string{e.what()}.find(part) != std::string::npos;
 }
 
+/// Holds `a` (balance 7) until `g` opens, then has it quit; five deposits of
+/// 1 queue behind. Checks the first two calls and returns the deposits'
+/// refs.
+std::vector<lumen::ObjectRef<int>>
+five_deposits_behind_a_quit(const lumen::ActorHandle<Account>& a, gate& g) {
+  auto blocker = a.call(&Account::wait_at_gate);
+  auto dying = a.call(&Account::quit);
+  std::vector<lumen::ObjectRef<int>> queued;
+  for (int i = 0; i < 5; ++i)
+    queued.push_back(a.call(&Account::deposit, 1));
+  g.open();
+  BOOST_TEST(lumen::get(blocker, deadline) == 7);
+  // The call that took the actor down is never retried.
+  BOOST_CHECK_THROW(lumen::get(dying, deadline), lumen::actor_died);
+  return queued;
+}
+
 } // namespace
 
 BOOST_TEST_GLOBAL_FIXTURE(runtime_fixture);
@@ -187,14 +204,7 @@ BOOST_AUTO_TEST_CASE(calls_queued_behind_a_dying_call_fail_instead_of_hanging) {
   gate g;
   held = &g;
   auto a = lumen::actor<Account>(7).with_max_restarts(1).remote();
-  auto blocker = a.call(&Account::wait_at_gate);
-  auto dying = a.call(&Account::quit);
-  std::vector<lumen::ObjectRef<int>> queued;
-  for (int i = 0; i < 5; ++i)
-    queued.push_back(a.call(&Account::deposit, 1));
-  g.open();
-  BOOST_TEST(lumen::get(blocker, deadline) == 7);
-  BOOST_CHECK_THROW(lumen::get(dying, deadline), lumen::actor_died);
+  auto queued = five_deposits_behind_a_quit(a, g);
   for (auto& r : queued)
     BOOST_CHECK_THROW(lumen::get(r, deadline), lumen::actor_died);
   // Calls made after the restart reach the new instance.
@@ -270,15 +280,7 @@ BOOST_AUTO_TEST_CASE(with_task_retries_queued_calls_reach_the_new_actor) {
              .with_max_restarts(1)
              .with_max_task_retries(1)
              .remote();
-  auto blocker = a.call(&Account::wait_at_gate);
-  auto dying = a.call(&Account::quit);
-  std::vector<lumen::ObjectRef<int>> queued;
-  for (int i = 0; i < 5; ++i)
-    queued.push_back(a.call(&Account::deposit, 1));
-  g.open();
-  BOOST_TEST(lumen::get(blocker, deadline) == 7);
-  // The call that took the actor down is not retried.
-  BOOST_CHECK_THROW(lumen::get(dying, deadline), lumen::actor_died);
+  auto queued = five_deposits_behind_a_quit(a, g);
   // The queued ones run on the new instance, in their order.
   std::vector<int> balances;
   for (auto& r : queued)

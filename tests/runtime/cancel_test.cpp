@@ -112,6 +112,23 @@ bool eventually(F done) {
   return true;
 }
 
+// With the only task thread held, a task queued behind is cancelled: its
+// ref fails at once and, once the thread is free, it never runs.
+void queued_task_is_skipped(bool force) {
+  gate g;
+  held = &g;
+  auto busy = lumen::task(hold).remote(1);
+  BOOST_REQUIRE(eventually([] { return started == 1; }));
+  auto queued = lumen::task(count_start).remote(2);
+  lumen::cancel(queued, force);
+  BOOST_TEST(fails_cancelled(queued)); // before the thread is free
+  g.open();
+  BOOST_TEST(lumen::get(busy, deadline) == 1);
+  // A task after it runs, the cancelled one did not.
+  BOOST_TEST(lumen::get(lumen::task(plus_one).remote(1), deadline) == 2);
+  BOOST_TEST(started == 1);
+}
+
 struct reset {
   reset() {
     started = 0;
@@ -125,18 +142,7 @@ BOOST_GLOBAL_FIXTURE(one_cpu);
 BOOST_FIXTURE_TEST_SUITE(cancel, reset)
 
 BOOST_AUTO_TEST_CASE(a_queued_task_never_runs_and_its_ref_fails_at_once) {
-  gate g;
-  held = &g;
-  auto busy = lumen::task(hold).remote(1);
-  BOOST_REQUIRE(eventually([] { return started == 1; }));
-  auto queued = lumen::task(count_start).remote(2);
-  lumen::cancel(queued);
-  BOOST_TEST(fails_cancelled(queued)); // before the thread is free
-  g.open();
-  BOOST_TEST(lumen::get(busy, deadline) == 1);
-  // The thread is free now: a task after it runs, the cancelled one did not.
-  BOOST_TEST(lumen::get(lumen::task(plus_one).remote(1), deadline) == 2);
-  BOOST_TEST(started == 1);
+  queued_task_is_skipped(false);
 }
 
 BOOST_AUTO_TEST_CASE(a_running_task_sees_cancelled_and_its_result_is_dropped) {
@@ -198,17 +204,7 @@ BOOST_AUTO_TEST_CASE(force_on_a_task_running_here_is_refused) {
 }
 
 BOOST_AUTO_TEST_CASE(force_on_a_queued_task_cancels_it) {
-  gate g;
-  held = &g;
-  auto busy = lumen::task(hold).remote(1);
-  BOOST_REQUIRE(eventually([] { return started == 1; }));
-  auto queued = lumen::task(count_start).remote(2);
-  lumen::cancel(queued, true);
-  BOOST_TEST(fails_cancelled(queued));
-  g.open();
-  BOOST_TEST(lumen::get(busy, deadline) == 1);
-  BOOST_TEST(lumen::get(lumen::task(plus_one).remote(1), deadline) == 2);
-  BOOST_TEST(started == 1);
+  queued_task_is_skipped(true);
 }
 
 BOOST_AUTO_TEST_CASE(a_queued_actor_call_is_skipped_and_later_calls_run) {
