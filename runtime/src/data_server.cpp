@@ -294,9 +294,13 @@ void data_server::cancel(const std::shared_ptr<data_connection>& c, uint64_t id,
   std::memcpy(&request, payload.data(), sizeof(request));
   force = static_cast<uint8_t>(payload[sizeof(request)]);
   if (auto w = work.find(request)) {
-    w->cancel(false); // force is this process's business, below
+    // Only a task still running is worth ending this process for: one that
+    // finished, its reply on the way, is not.
     auto* task = dynamic_cast<task_spec*>(w.get());
-    if (force != 0 && task != nullptr && task->started())
+    bool running =
+      task != nullptr && task->started() && !task->result()->ready();
+    w->cancel(false); // force is this process's business, below
+    if (force != 0 && running)
       rt_.force_end("lumen::cancel(force) of task " + task->function().name +
                     ", which runs here");
   }
