@@ -10,12 +10,8 @@ namespace lumen::detail {
 /// before the runtime starts its threads.
 void mask_stop_signals();
 
-/// How long a stopping process waits for the work still running in it.
-inline constexpr long stop_deadline_seconds = 10;
-
-/// Waits for SIGINT or SIGTERM, then shuts the runtime down. Work that
-/// does not finish within stop_deadline_seconds, or a second signal, ends
-/// the process at once (exit code 1).
+/// Waits for SIGINT or SIGTERM, then shuts the runtime down. A second
+/// signal before that finished ends the process at once (exit code 1).
 void serve_until_stopped();
 
 } // namespace lumen::detail

@@ -9,7 +9,6 @@
 
 #include "commands.hpp"
 #include "run_files.hpp"
-#include "serving.hpp"
 
 namespace lumen::detail {
 
@@ -26,10 +25,7 @@ int run_stop() {
   int others = 0;
   for (auto& n : running_nodes()) {
     ::kill(n.pid, SIGTERM);
-    // A node ends itself once its own deadline passed; SIGKILL is for one
-    // that cannot even do that.
-    auto deadline = std::chrono::steady_clock::now() +
-                    std::chrono::seconds(stop_deadline_seconds + 2);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (process_alive(n.pid) && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (process_alive(n.pid))

@@ -290,7 +290,7 @@ BOOST_AUTO_TEST_CASE(a_node_told_to_exit_does_so_when_given_up_for_dead) {
   quitter.proc->signal(SIGCONT);
   BOOST_TEST(quitter.proc->await_output("it exits", seconds(15)).has_value(),
              quitter.proc->output());
-  BOOST_TEST(quitter.proc->wait() == 0);
+  BOOST_TEST(quitter.proc->wait() == 0, quitter.proc->output());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
