@@ -23,13 +23,7 @@ std::string key_value(const std::string& key) {
 
 /// Polls the store for up to 30 s; true once `key` holds `value`.
 bool becomes(const std::string& key, const std::string& value) {
-  auto until = steady_clock::now() + deadline;
-  while (key_value(key) != value) {
-    if (steady_clock::now() > until)
-      return false;
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  return true;
+  return eventually([&] { return key_value(key) == value; });
 }
 
 template <class T>
@@ -121,10 +115,7 @@ BOOST_AUTO_TEST_CASE(force_ends_the_node_of_a_task_that_ignores_cancel) {
   BOOST_TEST(fails_cancelled(ref));
   BOOST_TEST(seconds_since(asked) < 1.0);
   auto pid = victim.proc->pid();
-  auto until = steady_clock::now() + deadline;
-  while (!process_gone(pid) && steady_clock::now() < until)
-    std::this_thread::sleep_for(milliseconds(10));
-  BOOST_TEST(process_gone(pid));
+  BOOST_TEST(eventually([pid] { return process_gone(pid); }));
   BOOST_TEST(victim.proc->output().find("lumen::cancel(force) of task "
                                         "work_forever") != std::string::npos,
              victim.proc->output());

@@ -29,18 +29,6 @@ counts counts_on(const std::string& node) {
   return {c[0], c[1], c[2], c[3]};
 }
 
-/// Polls `done` for up to 10 s; true once it holds.
-template <class F>
-bool eventually(F done) {
-  auto until = steady_clock::now() + seconds(10);
-  while (!done()) {
-    if (steady_clock::now() > until)
-      return false;
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  return true;
-}
-
 /// Nothing held or borrowed anywhere: every ref made so far was dropped
 /// and its counts came back.
 bool all_let_go() {
