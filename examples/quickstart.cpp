@@ -154,6 +154,19 @@ int main(int argc, char** argv) {
   }
   // [/cancel]
 
+  // [resources]
+  // Like Ray's num_cpus= and resources=: a task runs only where what it
+  // asks for is free, and holds it while it runs; run this program with
+  // --resources gpu=1 to give this process a GPU.
+  auto on_a_cpu = lumen::task(square).with_num_cpus(1).remote(9);
+  std::cout << "resources: square(9) = " << lumen::get(on_a_cpu) << "\n";
+  try {
+    lumen::task(square).with_resources({{"gpu", 1}}).remote(3);
+  } catch (const lumen::usage_error& e) { // errc::infeasible, at once
+    std::cout << "resources: " << e.what() << "\n";
+  }
+  // [/resources]
+
   // [trace]
   // With --trace FILE, every task and method call is a span on its
   // thread's row, with an arrow from where it was submitted; a span of

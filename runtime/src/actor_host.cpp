@@ -18,12 +18,18 @@ struct call_msg {
   std::shared_ptr<actor_call> call;
 };
 
+// The resources the actor asked for, now its own.
+struct granted_msg {
+  resource_ledger::grant held;
+};
+
 } // namespace
 
 } // namespace lumen::detail
 
 // Calls never leave the process as messages: they are shared, not serialized.
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(lumen::detail::call_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(lumen::detail::granted_msg)
 
 namespace lumen {
 
@@ -67,6 +73,8 @@ struct host_state {
   std::deque<std::shared_ptr<actor_call>> queue;
   bool waiting = false;
   bool stopping = false;
+  // Its resources, from construction until the actor is dead for good.
+  resource_ledger::grant held;
 };
 
 using host_actor = caf::stateful_actor<host_state>;
@@ -195,13 +203,33 @@ void drain(host_actor* self) {
     self->quit(caf::exit_reason::normal);
 }
 
-caf::behavior host(host_actor* self, std::shared_ptr<actor_core> core) {
+caf::behavior host(host_actor* self, std::shared_ptr<actor_core> core,
+                   resource_ledger* ledger) {
   current_actor = actor_id_of(self->address());
   trace::name_thread(core->describe());
-  self->state.core = std::move(core);
-  if (!start_instance(self))
-    return {};
+  auto& st = self->state;
+  st.core = std::move(core);
+  if (st.core->opts.resources.empty()) {
+    if (!start_instance(self))
+      return {};
+  } else {
+    // Built once its resources are free; calls queue until then. A grant
+    // that finds the actor gone (killed, or its handles dropped) is
+    // dropped with the message, which frees it.
+    st.waiting = true;
+    auto me = caf::actor_cast<caf::actor>(self);
+    ledger->acquire(st.core->opts.resources, [me](resource_ledger::grant g) {
+      caf::anon_send(me, granted_msg{std::move(g)});
+    });
+  }
   return {
+    [=](granted_msg& m) {
+      auto& st = self->state;
+      st.held = std::move(m.held);
+      st.waiting = false;
+      if (start_instance(self))
+        drain(self);
+    },
     [=](call_msg& m) {
       auto& st = self->state;
       // A call stamped before a restart was queued for the old instance:
@@ -269,9 +297,9 @@ actor_ref::~actor_ref() {
     send_stop(*core);
 }
 
-caf::actor spawn_host(caf::actor_system& sys,
-                      std::shared_ptr<actor_core> core) {
-  return sys.spawn<caf::detached>(host, std::move(core));
+caf::actor spawn_host(caf::actor_system& sys, std::shared_ptr<actor_core> core,
+                      resource_ledger& ledger) {
+  return sys.spawn<caf::detached>(host, std::move(core), &ledger);
 }
 
 void send_call(const actor_core& core, std::shared_ptr<actor_call> c) {

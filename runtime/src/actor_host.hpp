@@ -15,6 +15,8 @@
 
 #include "lumen/detail/runtime.hpp"
 
+#include "resource_ledger.hpp"
+
 namespace lumen::detail {
 
 /// What only an actor hosted by another process has: the node hosting it
@@ -115,8 +117,10 @@ std::string actor_id_of(const caf::actor_addr& host);
 
 /// Runs the actor on a thread of its own (a detached CAF actor), so that a
 /// method blocking in `lumen::get` stalls only this actor, as a Ray actor
-/// blocks only its own worker process.
-caf::actor spawn_host(caf::actor_system& sys, std::shared_ptr<actor_core> core);
+/// blocks only its own worker process. The instance is built once `ledger`
+/// granted the actor's resources.
+caf::actor spawn_host(caf::actor_system& sys, std::shared_ptr<actor_core> core,
+                      resource_ledger& ledger);
 
 /// Whether `c`, pending while its actor died `deaths` times, may go to the
 /// rebuilt instance (max_task_retries: each death it lived through counts

@@ -1,8 +1,6 @@
 #include "lumen/cli.hpp"
 
 #include <iostream>
-#include <sstream>
-#include <thread>
 
 #include "lumen/errors.hpp"
 
@@ -16,36 +14,11 @@ namespace {
 
 using namespace detail;
 
-/// name=amount pairs separated by commas, e.g. cpu=2,gpu=1.
-std::map<std::string, double> parse_resources(const std::string& text) {
-  std::map<std::string, double> out;
-  std::stringstream in{text};
-  for (std::string item; std::getline(in, item, ',');) {
-    auto eq = item.find('=');
-    try {
-      if (eq == std::string::npos || eq == 0)
-        throw std::invalid_argument("");
-      size_t used = 0;
-      auto v = std::stod(item.substr(eq + 1), &used);
-      if (used != item.size() - eq - 1 || v < 0)
-        throw std::invalid_argument("");
-      out[item.substr(0, eq)] = v;
-    } catch (const std::exception&) {
-      throw CLI::ValidationError("--resources",
-                                 "takes name=amount pairs separated by "
-                                 "commas, e.g. cpu=2,gpu=1; got '" +
-                                   item + "'");
-    }
-  }
-  return out;
-}
-
 /// The flags of `lumen start`, and what they leave to be settled after
 /// parsing.
 struct start_flags {
   start_options o;
   int port = -1; // -1: the default for the role
-  std::string resources;
   std::string when_given_up = "rejoin";
 
   void add_to(CLI::App& start) {
@@ -63,10 +36,6 @@ struct start_flags {
                   "any free one)")
       ->type_name("P")
       ->check(CLI::Range(0, 65535));
-    start
-      .add_option("--resources", resources,
-                  "resources to advertise (default cpu=<cores>)")
-      ->type_name("k=v,...");
     start
       .add_option("--code-path", o.code_paths,
                   "load remote functions and actors from a shared library "
@@ -96,11 +65,6 @@ struct start_flags {
                                  "give exactly one of --head and --address "
                                  "HOST:PORT");
     o.serve.port = static_cast<uint16_t>(port >= 0 ? port : o.head ? 6380 : 0);
-    o.serve.resources = parse_resources(resources);
-    if (o.serve.resources.empty())
-      o.serve.resources["cpu"] = o.init.num_cpus > 0
-                                   ? o.init.num_cpus
-                                   : std::thread::hardware_concurrency();
     o.serve.exit_when_given_up = when_given_up == "exit";
     if (o.init.token_file.empty())
       o.init.token_file = default_token_file();

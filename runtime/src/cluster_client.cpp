@@ -85,6 +85,17 @@ void cluster_client::on_down(const caf::down_msg& msg) {
 }
 
 void cluster_client::submit_task(std::shared_ptr<task_spec> t) {
+  // An infeasible request is refused at once, not when its arguments are
+  // in; other placement trouble (a node gone) fails its ref later.
+  if (!t->resources.empty()) {
+    try {
+      directory_.pick(t->where, t->resources);
+    } catch (const usage_error& e) {
+      if (e.code() == errc::infeasible)
+        throw;
+    } catch (const error&) {
+    }
+  }
   auto deps = t->deps;
   when_all_ready(deps, [this, t] { send_task(t, t->max_retries()); });
 }
@@ -98,16 +109,18 @@ void cluster_client::send_task(std::shared_ptr<task_spec> t, int retries_left) {
   }
   std::string node;
   node_links::link link;
-  bytes args;
+  bytes args, resources;
   try {
     args = t->encode_args();
+    if (!t->resources.empty())
+      resources = encode(t->resources);
   } catch (...) {
     t->result()->set_error(std::current_exception());
     return;
   }
   for (;;) {
     try {
-      node = directory_.pick(t->where);
+      node = directory_.pick(t->where, t->resources);
       link = links_.get(node);
       break;
     } catch (...) {
@@ -136,7 +149,8 @@ void cluster_client::send_task(std::shared_ptr<task_spec> t, int retries_left) {
       actor_died("task " + t->function().name + " was lost with node " + node +
                  ": " + why)));
   };
-  auto id = link.data->task(t->function().name, args, publish_reply(t), lost);
+  auto id = link.data->task(t->function().name, resources, args,
+                            publish_reply(t), lost);
   if (id == 0)
     lost("the connection to node " + node + " is gone");
   else

@@ -54,14 +54,18 @@ data_client::on_status with_ok(data_client::on_reply done) {
 
 } // namespace
 
-uint64_t data_client::task(const std::string& function, const bytes& args,
-                           on_reply done, on_fail fail) {
+uint64_t data_client::task(const std::string& function, const bytes& resources,
+                           const bytes& args, on_reply done, on_fail fail) {
   auto len = static_cast<uint32_t>(function.size());
-  return send(frame_kind::task,
-              {{reinterpret_cast<const char*>(&len), sizeof(len)},
-               {function.data(), function.size()},
-               span_of(args)},
-              with_ok(std::move(done)), std::move(fail), &function);
+  auto resources_len = static_cast<uint32_t>(resources.size());
+  return send(
+    frame_kind::task,
+    {{reinterpret_cast<const char*>(&len), sizeof(len)},
+     {function.data(), function.size()},
+     {reinterpret_cast<const char*>(&resources_len), sizeof(resources_len)},
+     span_of(resources),
+     span_of(args)},
+    with_ok(std::move(done)), std::move(fail), &function);
 }
 
 uint64_t data_client::call(uint64_t actor, const std::string& method,

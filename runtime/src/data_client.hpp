@@ -31,11 +31,12 @@ public:
   data_client(const data_client&) = delete;
   data_client& operator=(const data_client&) = delete;
 
-  /// Sends a task; exactly one of the callbacks runs later, on the reader
-  /// thread. Returns the request's id (for `cancel`), or 0, running
-  /// neither callback, if the connection is gone.
-  uint64_t task(const std::string& function, const bytes& args, on_reply done,
-                on_fail fail);
+  /// Sends a task, which waits on the peer for `resources` (encoded
+  /// resource_request; empty for none); exactly one of the callbacks runs
+  /// later, on the reader thread. Returns the request's id (for `cancel`),
+  /// or 0, running neither callback, if the connection is gone.
+  uint64_t task(const std::string& function, const bytes& resources,
+                const bytes& args, on_reply done, on_fail fail);
 
   /// Sends a call to actor `actor` on the peer; as `task` otherwise.
   uint64_t call(uint64_t actor, const std::string& method, const bytes& args,

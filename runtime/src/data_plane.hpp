@@ -10,7 +10,9 @@
 // Peers pass the gate (gate.hpp) with the cluster token first. Then a
 // frame is a 24-byte header (magic, kind, ok flag, request id, payload
 // length) and the payload:
-//   task    u32 name length, name, args    -> reply (ok: result, else error)
+//   task    u32 name length, name, u32 length, the resources it waits for
+//           (an encoded resource_request; length 0 for none), args
+//           -> reply (ok: result, else error)
 //   call    u64 actor id, u32 method length, method, args -> reply
 //   typed   u64 CAF actor id, u64 sender, a CAF-serialized message -> reply
 //           (a CAF-serialized response; status `unroutable` if the message

@@ -200,10 +200,18 @@ std::shared_ptr<cancellable>
 data_server::run_task(const std::shared_ptr<data_connection>& c, uint64_t id,
                       std::shared_ptr<bytes> payload) {
   size_t pos = 0;
-  std::string name;
-  if (!take_name(*payload, pos, name)) {
-    reply_error(c, id,
-                std::make_exception_ptr(codec_error("malformed task frame")));
+  std::string name, resources;
+  resource_request request;
+  try {
+    if (!take_name(*payload, pos, name) || !take_name(*payload, pos, resources))
+      throw codec_error("malformed task frame");
+    if (!resources.empty())
+      request = std::get<0>(decode<resource_request>(
+        byte_span{resources.data(), resources.size()}));
+    check_resources(request, "a task frame");
+    rt_.resources().require_feasible(request, "node " + this_node());
+  } catch (...) {
+    reply_error(c, id, std::current_exception());
     return nullptr;
   }
   auto entry = find_function(name);
@@ -221,6 +229,7 @@ data_server::run_task(const std::shared_ptr<data_connection>& c, uint64_t id,
   auto task =
     std::make_shared<named_task>(result, *entry, std::move(payload), args);
   task->trace_flow = id; // the asker's arrow, if it traces
+  task->resources = std::move(request);
   rt_.run_local(task);
   return task;
 }

@@ -5,6 +5,7 @@
 #include "lumen/errors.hpp"
 
 #include "protocol.hpp"
+#include "resource_ledger.hpp"
 
 namespace lumen::detail {
 
@@ -82,7 +83,8 @@ void directory_cache::mark_dead(const std::string& node_id) {
       n.alive = false;
 }
 
-std::string directory_cache::pick(const placement& where) {
+std::string directory_cache::pick(const placement& where,
+                                  const resource_request& resources) {
   refresh();
   if (where.kind == placement::node)
     learn_of(where.node_id);
@@ -94,18 +96,38 @@ std::string directory_cache::pick(const placement& where) {
           throw actor_died("node " + n.id +
                            " is dead; pick a live one from "
                            "lumen::nodes()");
+        require_feasible(resources, n.resources, "node " + n.id);
         return n.id;
       }
     throw usage_error("there is no node '" + where.node_id +
                       "' in the cluster; lumen::nodes() lists them");
   }
-  std::vector<const node_info*> live;
-  for (auto& n : nodes_)
-    if (n.alive)
-      live.push_back(&n);
+  std::vector<const node_info*> live, able, free;
+  for (auto& n : nodes_) {
+    if (!n.alive)
+      continue;
+    live.push_back(&n);
+    if (!short_of(resources, n.resources).empty())
+      continue;
+    able.push_back(&n);
+    if (fits(resources, n.resources, n.used))
+      free.push_back(&n);
+  }
   if (live.empty())
     throw actor_died("no live node in the cluster");
-  return live[next_spread_++ % live.size()]->id;
+  if (able.empty()) {
+    std::string lacks;
+    for (auto* n : live)
+      lacks += (lacks.empty() ? "" : ", ") + n->id + " too little " +
+               short_of(resources, n->resources);
+    throw usage_error("the request " + describe(resources) +
+                        " cannot be met: no live node has that much (" + lacks +
+                        "); ask for less, or start a node with more "
+                        "(lumen start --resources NAME=AMOUNT)",
+                      errc::infeasible);
+  }
+  auto& from = free.empty() ? able : free;
+  return from[next_spread_++ % from.size()]->id;
 }
 
 } // namespace lumen::detail

@@ -10,6 +10,7 @@
 #include <caf/actor_system.hpp>
 
 #include "lumen/cluster.hpp"
+#include "lumen/detail/runtime.hpp"
 
 #include "head_link.hpp"
 
@@ -27,9 +28,14 @@ public:
   /// head is lost.
   std::vector<node_info> fetch();
 
-  /// Resolves a placement to a live node's id; throws `usage_error` for a
-  /// node the cluster never had, `actor_died` for a dead one or none live.
-  std::string pick(const placement& where);
+  /// Resolves a placement to a live node's id for work asking for
+  /// `resources`: a spread one goes round-robin over the live nodes where
+  /// they are free (as last reported), else over those that have them in
+  /// all, where it waits. Throws `usage_error` for a node the cluster never
+  /// had, or (errc::infeasible) naming a resource no live node (or not the
+  /// one named) has as much of; `actor_died` for a dead one or none live.
+  std::string pick(const placement& where,
+                   const resource_request& resources = {});
 
   /// Refreshes the view unless it lists `node_id` already.
   void learn_of(const std::string& node_id);

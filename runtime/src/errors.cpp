@@ -44,6 +44,8 @@ const char* to_string(errc code) noexcept {
       return "owner_died";
     case errc::task_cancelled:
       return "task_cancelled";
+    case errc::infeasible:
+      return "infeasible";
   }
   return "unknown";
 }

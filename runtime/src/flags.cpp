@@ -1,5 +1,8 @@
 #include "flags.hpp"
 
+#include <cmath>
+#include <sstream>
+
 #include "lumen/detail/init_flags.hpp"
 #include "lumen/errors.hpp"
 
@@ -42,6 +45,30 @@ void build_init_app(CLI::App& app, init_options& opts, bool& help) {
   app.allow_extras(); // positional arguments belong to the program
 }
 
+/// name=amount pairs separated by commas, e.g. cpu=2,gpu=1.
+std::map<std::string, double> parse_resources(const std::string& text) {
+  std::map<std::string, double> out;
+  std::stringstream in{text};
+  for (std::string item; std::getline(in, item, ',');) {
+    auto eq = item.find('=');
+    try {
+      if (eq == std::string::npos || eq == 0)
+        throw std::invalid_argument("");
+      size_t used = 0;
+      auto v = std::stod(item.substr(eq + 1), &used);
+      if (used != item.size() - eq - 1 || !std::isfinite(v) || v < 0)
+        throw std::invalid_argument("");
+      out[item.substr(0, eq)] = v;
+    } catch (const std::exception&) {
+      throw CLI::ValidationError("--resources",
+                                 "takes name=amount pairs separated by "
+                                 "commas, e.g. cpu=2,gpu=1; got '" +
+                                   item + "'");
+    }
+  }
+  return out;
+}
+
 } // namespace
 
 CLI::Validator non_empty() {
@@ -58,6 +85,15 @@ void add_init_flags(CLI::App& app, init_options& opts) {
                 "threads that run tasks (default: one per core)")
     ->type_name("N")
     ->check(CLI::Range(1, 4096));
+  app
+    .add_option_function<std::string>(
+      "--resources",
+      [&opts](const std::string& text) {
+        opts.resources = parse_resources(text);
+      },
+      "resources this process offers to work that asks for them (default: "
+      "cpu=<task threads>)")
+    ->type_name("NAME=AMOUNT,...");
   app
     .add_option("--address", opts.address,
                 "join the cluster whose head listens there (default: "

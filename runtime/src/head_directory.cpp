@@ -52,7 +52,8 @@ head_directory::admit(const std::string& host, uint16_t port,
     while (id_taken(id));
   }
   auto address = host + ":" + std::to_string(port);
-  node_info info{id, address, true, {}, host + ":" + std::to_string(data_port)};
+  node_info info{id, address, true, {}, host + ":" + std::to_string(data_port),
+                 0,  {}};
   for (auto& [k, v] : resources) {
     try {
       info.resources[k] = std::stod(v);
@@ -84,10 +85,22 @@ bool head_directory::alive(const std::string& id) const {
   return false;
 }
 
-void head_directory::count_actors(const caf::actor_addr& manager, int count) {
+node_info* head_directory::by_manager(const caf::actor_addr& manager) {
   for (size_t i = 0; i < nodes_.size(); ++i)
     if (managers_[i] == manager)
-      nodes_[i].actors = count;
+      return &nodes_[i];
+  return nullptr;
+}
+
+void head_directory::count_actors(const caf::actor_addr& manager, int count) {
+  if (auto* n = by_manager(manager))
+    n->actors = count;
+}
+
+void head_directory::set_used(const caf::actor_addr& manager,
+                              std::map<std::string, double> used) {
+  if (auto* n = by_manager(manager))
+    n->used = std::move(used);
 }
 
 bool head_directory::bind(const std::string& name, named_entry entry) {

@@ -65,6 +65,10 @@ public:
   /// The actor count node `manager` reported.
   void count_actors(const caf::actor_addr& manager, int count);
 
+  /// What node `manager` reported its work holds of its resources.
+  void set_used(const caf::actor_addr& manager,
+                std::map<std::string, double> used);
+
   /// Gives `name` to `entry`; false if a live actor has it. A name whose
   /// actor's node is dead is free again: a rebuilt actor takes it back even
   /// if the old one's down message is still on its way.
@@ -86,6 +90,9 @@ public:
   void on_down(const caf::actor_addr& source, const std::string& reason);
 
 private:
+  /// The entry of the node whose manager is `manager`, or null.
+  node_info* by_manager(const caf::actor_addr& manager);
+
   bool id_taken(const std::string& id) const;
 
   uint64_t epoch_;

@@ -63,6 +63,13 @@ size_t cpu_count(const init_options& opts) {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+resource_request offered(const init_options& opts) {
+  auto out = opts.resources;
+  check_resources(out, "init_options::resources");
+  out.try_emplace("cpu", static_cast<double>(cpu_count(opts)));
+  return out;
+}
+
 usage_error not_in_a_cluster(const std::string& node_id) {
   return usage_error("there is no node '" + node_id +
                      "': this process is not in a cluster (pass --address "
@@ -72,7 +79,8 @@ usage_error not_in_a_cluster(const std::string& node_id) {
 } // namespace
 
 local_runtime::local_runtime(const init_options& opts, bool networked)
-  : pool_(cpu_count(opts)) {
+  : resources_(offered(opts))
+  , pool_(cpu_count(opts)) {
   // CAF's default of 4 scheduler threads oversubscribes small machines; its
   // threads serve event-based actors only, Lumen actors have their own.
   cfg_.set("scheduler.max-threads", cpu_count(opts));
@@ -176,8 +184,22 @@ void local_runtime::run_local(std::shared_ptr<task_spec> t) {
   else
     span.drop(); // sent by another process, whose arrow it carries
   auto deps = t->deps;
-  when_all_ready(
-    deps, [this, t = std::move(t)]() mutable { pool_.submit(std::move(t)); });
+  if (t->resources.empty()) {
+    when_all_ready(
+      deps, [this, t = std::move(t)]() mutable { pool_.submit(std::move(t)); });
+    return;
+  }
+  resources_.require_feasible(t->resources, "node " + this_node());
+  // Resources are taken once the arguments are in, as Ray's workers are
+  // leased: a task waiting for its inputs holds nothing.
+  when_all_ready(deps, [this, t = std::move(t)]() mutable {
+    auto request = t->resources;
+    resources_.acquire(
+      request, [this, t = std::move(t)](resource_ledger::grant g) mutable {
+        t->held = std::move(g);
+        pool_.submit(std::move(t));
+      });
+  });
 }
 
 std::shared_ptr<actor_ref>
@@ -207,11 +229,12 @@ std::shared_ptr<actor_ref>
 local_runtime::spawn_local_actor(const actor_class_entry& cls,
                                  std::unique_ptr<actor_factory> f,
                                  const actor_options& opts) {
+  resources_.require_feasible(opts.resources, "node " + this_node());
   auto core = std::make_shared<actor_core>(cls, std::move(f), opts);
   {
     std::lock_guard<std::mutex> guard{mtx_};
     require_free_name_locked(opts.name);
-    core->handle = spawn_host(*sys_, core);
+    core->handle = spawn_host(*sys_, core, resources_);
   }
   return register_actor(std::move(core));
 }
@@ -301,7 +324,8 @@ void local_runtime::forget_name(const actor_core& core) {
 }
 
 std::vector<node_info> local_runtime::nodes() {
-  return {node_info{this_node(), "", true, {}, ""}};
+  return {node_info{this_node(), "", true, resources_.total(), "", 0,
+                    resources_.used()}};
 }
 
 caf::actor local_runtime::manager_of(const std::string& node_id) {

@@ -73,6 +73,9 @@ public:
   void
   run_as_requester(std::function<void(caf::event_based_actor*)> job) override;
   void run_local(std::shared_ptr<task_spec> t) override;
+  resource_ledger& resources() override {
+    return resources_;
+  }
   std::shared_ptr<actor_ref>
   spawn_local_actor(const actor_class_entry& cls,
                     std::unique_ptr<actor_factory> f,
@@ -163,6 +166,7 @@ private:
   std::unique_ptr<caf::actor_system> sys_;
   std::mutex requester_mtx_;
   caf::actor requester_; // under requester_mtx_ once other threads run
+  resource_ledger resources_;
   task_pool pool_;
   std::mutex mtx_;
   std::unordered_map<std::string, std::shared_ptr<actor_ref>> names_;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <vector>
@@ -24,6 +25,8 @@
 namespace lumen::detail {
 
 namespace {
+
+constexpr auto used_report_every = std::chrono::milliseconds(200);
 
 /// Builds an actor sent by name from its encoded constructor arguments.
 class named_factory final : public actor_factory {
@@ -64,6 +67,9 @@ struct manager_state {
   std::unordered_map<caf::actor_addr, std::shared_ptr<actor_ref>> hosted;
   // The head (nodes only), told about names and actor counts.
   caf::actor head;
+  // What this node last told the head its work holds of its resources;
+  // nothing before it told this head anything.
+  std::optional<std::map<std::string, double>> reported_used;
 };
 
 using manager_actor = caf::stateful_actor<manager_state>;
@@ -71,11 +77,12 @@ using manager_actor = caf::stateful_actor<manager_state>;
 std::vector<node_info> directory(manager_actor* self) {
   auto& st = self->state;
   std::vector<node_info> out;
+  auto& ledger = st.rt->resources();
   out.push_back({st.id,
                  st.settings.host + ":" + std::to_string(st.settings.port),
-                 true, st.settings.resources,
+                 true, ledger.total(),
                  st.settings.host + ":" + std::to_string(st.settings.data_port),
-                 static_cast<int>(st.hosted.size())});
+                 static_cast<int>(st.hosted.size()), ledger.used()});
   auto& others = st.directory.nodes();
   out.insert(out.end(), others.begin(), others.end());
   return out;
@@ -87,6 +94,19 @@ void report_actors(manager_actor* self) {
   if (st.head)
     self->send(st.head, actors_atom::value,
                static_cast<int32_t>(st.hosted.size()));
+}
+
+/// Tells the head what work holds of this node's resources, if that
+/// changed (nodes only); runs every `used_report_every`, so that a driver's
+/// directory, a second old at most, places work where it fits.
+void report_used(manager_actor* self) {
+  auto& st = self->state;
+  auto used = st.rt->resources().used();
+  if (st.head && used != st.reported_used) {
+    self->send(st.head, used_atom::value, encode(used));
+    st.reported_used = std::move(used);
+  }
+  self->delayed_send(self, used_report_every, used_atom::value);
 }
 
 /// After rejoining: a head that restarted learns this node's named actors
@@ -151,6 +171,8 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
   st.id = st.settings.is_head ? "head" : "";
   if (st.settings.is_head)
     st.epoch = st.directory.epoch();
+  else
+    self->delayed_send(self, used_report_every, used_atom::value);
   self->set_down_handler([=](caf::down_msg& msg) {
     auto& st = self->state;
     if (st.head && msg.source == st.head.address()) {
@@ -205,7 +227,7 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
         return rp;
       }
       std::map<std::string, std::string> resources;
-      for (auto& [k, v] : st.settings.resources)
+      for (auto& [k, v] : st.rt->resources().total())
         resources[k] = std::to_string(v);
       self
         ->request(head, std::chrono::seconds(10), hello_atom::value,
@@ -220,6 +242,7 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
             st.id = id;
             st.epoch = epoch;
             st.head = head;
+            st.reported_used.reset(); // this head knows nothing yet
             self->monitor(head);
             if (rejoined && !same)
               after_rejoin(self, given_up);
@@ -236,7 +259,7 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
     [=](nodes_atom) -> caf::result<bytes> { return encode(directory(self)); },
     [=](spawn_atom, const std::string& cls_name, const std::string& key,
         bytes& args, const std::string& name, int32_t max_restarts,
-        int32_t max_task_retries) {
+        int32_t max_task_retries, const bytes& resources) {
       auto rp = self->make_response_promise();
       auto& st = self->state;
       auto cls = find_actor_class(cls_name);
@@ -256,8 +279,13 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
       opts.max_task_retries = max_task_retries;
       std::shared_ptr<actor_ref> ref;
       try {
+        opts.resources = std::get<0>(decode<resource_request>(resources));
+        check_resources(opts.resources, "a spawn request");
         ref = st.rt->spawn_local_actor(
           *cls, std::make_unique<named_factory>(*ctor, std::move(args)), opts);
+      } catch (const error& e) {
+        rp.deliver(make_control_error(e.code(), e.what()));
+        return rp;
       } catch (const std::exception& e) {
         rp.deliver(make_control_error(errc::usage, e.what()));
         return rp;
@@ -367,6 +395,20 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
       if (!sender)
         return;
       self->state.directory.count_actors(sender->address(), count);
+    },
+    [=](used_atom) { report_used(self); },
+    [=](used_atom, const bytes& used) {
+      auto sender = self->current_sender();
+      if (!sender)
+        return;
+      try {
+        auto amounts = std::get<0>(decode<resource_request>(used));
+        check_resources(amounts, "a node's report");
+        self->state.directory.set_used(sender->address(), std::move(amounts));
+      } catch (const std::exception& e) {
+        log_line(std::string{"ignored a bad report of used resources: "} +
+                 e.what());
+      }
     },
   };
 }

@@ -1,7 +1,6 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <string>
 
 #include <caf/actor.hpp>
@@ -18,7 +17,6 @@ struct node_settings {
   std::string host = "127.0.0.1"; // where this node listens
   uint16_t port = 0;              // 0: the OS picks one
   uint16_t data_port = 0;         // the data server's, once it listens
-  std::map<std::string, double> resources;
   /// A node given up for dead by the head exits instead of rejoining.
   bool exit_when_given_up = false;
 };

@@ -11,6 +11,7 @@
 #include "lumen/detail/runtime.hpp"
 
 #include "actor_host.hpp"
+#include "resource_ledger.hpp"
 
 namespace lumen::detail {
 
@@ -28,11 +29,16 @@ public:
   virtual void
   run_as_requester(std::function<void(caf::event_based_actor*)> job) = 0;
 
-  /// Runs `t` on this process's task pool once its dependencies are ready.
+  /// Runs `t` on this process's task pool once its dependencies are ready
+  /// and its resources are free here.
   virtual void run_local(std::shared_ptr<task_spec> t) = 0;
 
+  /// This process's resources (init_options::resources).
+  virtual resource_ledger& resources() = 0;
+
   /// Hosts an actor in this process, whatever its placement says; throws
-  /// `usage_error` if its name is taken here.
+  /// `usage_error` if its name is taken here, or (errc::infeasible) if
+  /// this process has less of a resource than the actor asks for.
   virtual std::shared_ptr<actor_ref>
   spawn_local_actor(const actor_class_entry& cls,
                     std::unique_ptr<actor_factory> f,

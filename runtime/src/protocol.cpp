@@ -49,7 +49,7 @@ void throw_control_error(caf::actor_system& sys, const caf::error& err,
   auto code = static_cast<errc>(err.code());
   auto text = context + ": " + err.context().get_as<std::string>(0);
   if (code == errc::usage || code == errc::not_registered ||
-      code == errc::name_taken)
+      code == errc::name_taken || code == errc::infeasible)
     throw usage_error(text, code);
   throw error(text, code);
 }

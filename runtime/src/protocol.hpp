@@ -10,13 +10,14 @@
 //     (hello, role, host, port, data port, resources) -> (assigned node id)
 //     (nodes)                             -> (encoded vector<node_info>)
 //     (spawn, class, ctor key, args, name, max_restarts,
-//      max_task_retries)                  -> (actor)
+//      max_task_retries, encoded resource_request) -> (actor)
 //     (spawn typed, name, args, interface) -> (actor)    LUMEN_TYPED_ACTOR
 //   to the head only:
 //     (name, name, class, node id, actor) -> (true, or false if taken)
 //     (lookup, name)          -> (found, class, node id, actor)
 //     (alive, node id)        -> (whether the head counts it alive)
 //     (actors, count)         a node reports how many actors it hosts
+//     (used, encoded resource_request) what its work holds of its resources
 //     (endpoint, name, address, owner) -> (true, or false if taken)
 //     (find endpoint, name)   -> (found, address)
 //     (drop endpoint, name, owner)   frees a channel name
@@ -44,6 +45,7 @@ using spawn_typed_atom = caf::atom_constant<caf::atom("lmspawnt")>;
 using lookup_atom = caf::atom_constant<caf::atom("lmlookup")>;
 using alive_atom = caf::atom_constant<caf::atom("lmalive")>;
 using actors_atom = caf::atom_constant<caf::atom("lmactors")>;
+using used_atom = caf::atom_constant<caf::atom("lmused")>;
 using endpoint_atom = caf::atom_constant<caf::atom("lmepbind")>;
 using find_endpoint_atom = caf::atom_constant<caf::atom("lmepfind")>;
 using drop_endpoint_atom = caf::atom_constant<caf::atom("lmepdrop")>;

@@ -60,8 +60,10 @@ void remote_actors::rescue(const std::string& node_id, const std::string& why) {
       core->remote->relocating = true;
     }
     try {
-      // Its own placement cannot be honoured any more: any live node will do.
-      auto node = directory_.pick({placement::spread, {}});
+      // Its own placement cannot be honoured any more: any live node with
+      // its resources will do.
+      auto node =
+        directory_.pick({placement::spread, {}}, core->opts.resources);
       caf::actor handle;
       // The head may not have seen the old instance die yet, and then
       // refuses its name for a moment; no other refusal passes with time.
@@ -102,7 +104,7 @@ std::shared_ptr<actor_ref>
 remote_actors::spawn(const actor_class_entry& cls,
                      std::unique_ptr<actor_factory> f,
                      const actor_options& opts) {
-  auto node = directory_.pick(opts.where);
+  auto node = directory_.pick(opts.where, opts.resources);
   auto core = std::make_shared<actor_core>(cls, std::move(f), opts);
   place(core, node, spawn_on(node, *core));
   return rt_.adopt_remote_actor(core);
@@ -127,7 +129,8 @@ caf::actor remote_actors::spawn_on(const std::string& node,
     ->request(mgr, control_timeout, spawn_atom::value, core.cls.name,
               core.factory->constructor_key(), core.factory->encode_args(),
               core.opts.name, static_cast<int32_t>(core.opts.max_restarts),
-              static_cast<int32_t>(core.opts.max_task_retries))
+              static_cast<int32_t>(core.opts.max_task_retries),
+              encode(core.opts.resources))
     .receive([&](caf::actor& h) { handle = std::move(h); },
              [&](caf::error& err) {
                throw_control_error(rt_.system(), err,

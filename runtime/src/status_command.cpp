@@ -44,12 +44,14 @@ int run_status(const status_options& o) {
   std::cout << std::left << std::setw(10) << "NODE" << std::setw(24)
             << "ADDRESS" << std::setw(7) << "DATA" << std::setw(8) << "STATE"
             << std::setw(8) << "ACTORS"
-            << "RESOURCES\n";
+            << "RESOURCES (USED/TOTAL)\n";
   for (auto& n : all) {
+    // used/total per resource, e.g. cpu=1/4,gpu=0/1
     std::string res;
     for (auto& [k, v] : n.resources) {
+      auto used = n.used.find(k);
       std::ostringstream x;
-      x << k << "=" << v;
+      x << k << "=" << (used == n.used.end() ? 0.0 : used->second) << "/" << v;
       res += (res.empty() ? "" : ",") + x.str();
     }
     // A dead node hosts nothing any more, whatever it last reported.

@@ -48,6 +48,18 @@ int busy(int ms) {
 }
 LUMEN_REMOTE(busy);
 
+std::vector<int64_t> busy_span(int ms) {
+  auto ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+  };
+  auto start = ns();
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return {start, ns()};
+}
+LUMEN_REMOTE(busy_span);
+
 // Long work only on the node named `victim`; quick anywhere else.
 std::string busy_on(const std::string& victim) {
   if (lumen::this_node_id() == victim)

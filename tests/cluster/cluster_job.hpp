@@ -14,6 +14,9 @@ int add(int x, int y);
 double sum(const std::vector<float>& xs);
 int fails(int x);
 int busy(int ms);
+// Sleeps `ms` milliseconds; returns when it started and ended on the
+// machine's monotonic clock (ns, comparable across its processes).
+std::vector<int64_t> busy_span(int ms);
 std::string busy_on(const std::string& victim);
 double relay(const std::string& to, int n);
 int hold_channel(const std::string& name);

@@ -416,6 +416,45 @@ BOOST_AUTO_TEST_CASE(hostile_object_kill_and_cancel_frames_are_refused) {
                         deadline) == "node-1");
 }
 
+BOOST_AUTO_TEST_CASE(task_frames_asking_for_bad_resources_are_refused) {
+  // A task frame names the resources it waits for: junk there, a negative
+  // amount, or more than the node has is refused, not queued forever.
+  auto& cl = *the_cluster;
+  int fd = admitted_data_connection("node-1");
+  auto task_frame = [](const std::vector<char>& resources) {
+    std::vector<char> out;
+    auto add = [&out](const std::vector<char>& part) {
+      auto n = static_cast<uint32_t>(part.size());
+      out.insert(out.end(), reinterpret_cast<const char*>(&n),
+                 reinterpret_cast<const char*>(&n) + sizeof(n));
+      out.insert(out.end(), part.begin(), part.end());
+    };
+    add({'w', 'h', 'e', 'r', 'e'}); // no arguments follow
+    add(resources);
+    return out;
+  };
+  using amounts = std::map<std::string, double>;
+  std::vector<std::vector<char>> bad{
+    {1, 2, 3},                                   // not an encoded map
+    lumen::detail::encode(amounts{{"gpu", -1}}), // negative
+    lumen::detail::encode(amounts{{"gpu", 5}}),  // node-1 has none
+    lumen::detail::encode(amounts{{"cpu", 1e9}}),
+  };
+  uint64_t id = 300;
+  for (auto& r : bad) {
+    auto reply = ask(fd, 1 /* task */, id, task_frame(r));
+    BOOST_TEST(reply.kind == 3);
+    BOOST_TEST(reply.ok == 0);
+    BOOST_TEST(reply.id == id);
+    ++id;
+  }
+  auto fine =
+    ask(fd, 1, id, task_frame(lumen::detail::encode(amounts{{"cpu", 1}})));
+  BOOST_TEST(fine.ok == 1);
+  ::close(fd);
+  BOOST_TEST(cl.nodes[0].proc->running());
+}
+
 BOOST_AUTO_TEST_CASE(junk_bytes_and_port_scans_leave_the_head_working) {
   auto& cl = *the_cluster;
   throw_junk_at(cl.head.address);

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -278,6 +279,24 @@ public:
   actor_creator& spread() {
     opts_.where = {placement::spread, {}};
     return *this;
+  }
+
+  /// Places the actor only where these resources are free, and holds them
+  /// from its construction until it dies for good (restarts keep them).
+  /// Until they are free on the node chosen, it is not built and its calls
+  /// wait; `remote()` throws a `usage_error` (errc::infeasible) naming the
+  /// resource if no node (or not the one named) has as much. Amounts add
+  /// to earlier calls' for other names.
+  actor_creator& with_resources(const std::map<std::string, double>& amounts) {
+    detail::check_resources(amounts, "with_resources");
+    for (auto& [name, amount] : amounts)
+      opts_.resources[name] = amount;
+    return *this;
+  }
+
+  /// with_resources({{"cpu", n}}), as Ray's `num_cpus=`.
+  actor_creator& with_num_cpus(double n) {
+    return with_resources({{"cpu", n}});
   }
 
   /// Starts the actor. Its constructor runs on the actor's own thread; if it

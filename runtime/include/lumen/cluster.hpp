@@ -11,13 +11,17 @@ struct node_info {
   std::string id;      // "head", "node-1", ...; "local" for an embedded run
   std::string address; // HOST:PORT of its control endpoint (CAF)
   bool alive = true;
-  std::map<std::string, double> resources;
-  std::string data_address; // HOST:PORT where tasks and calls go
-  int actors = 0;           // actors it hosts for other processes
+  std::map<std::string, double> resources; // what it offers in all
+  std::string data_address;                // HOST:PORT where tasks and calls go
+  int actors = 0; // actors it hosts for other processes
+  /// What running tasks and live actors hold of `resources`, as the node
+  /// last reported (within a second); names holding nothing are left out.
+  std::map<std::string, double> used;
 
   template <class Inspector>
   friend typename Inspector::result_type inspect(Inspector& f, node_info& x) {
-    return f(x.id, x.address, x.alive, x.resources, x.data_address, x.actors);
+    return f(x.id, x.address, x.alive, x.resources, x.data_address, x.actors,
+             x.used);
   }
 };
 

@@ -45,6 +45,9 @@ enum class errc : uint8_t {
   owner_died,
   /// `lumen::cancel` stopped the task or call (`task_cancelled`).
   task_cancelled,
+  /// No node (or not the one named) has as much of a resource as a task
+  /// or actor asks for (a `usage_error`).
+  infeasible,
 };
 
 /// The code's name, e.g. "wrong_token".

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -50,10 +51,15 @@ struct init_options {
   /// driver, with the part of every node it reached, on its clock. Empty
   /// (the default, unless $LUMEN_TRACE is set) records nothing.
   std::string trace_file{};
+  /// What this process offers to work that asks for resources
+  /// (`with_resources`): name -> amount, e.g. {{"gpu", 2}}. "cpu" defaults
+  /// to the task threads. A node advertises them in `lumen status`.
+  std::map<std::string, double> resources{};
 };
 
 /// Starts an embedded local cluster in this process, or joins the cluster
-/// at `--address`. Flags understood: `--num-cpus N`, `--address HOST:PORT`,
+/// at `--address`. Flags understood: `--num-cpus N`, `--resources K=V,...`,
+/// `--address HOST:PORT`,
 /// `--local-nodes N`, `--token-file F`, `--tls`, `--tls-cert F`,
 /// `--tls-key F`, `--tls-ca F`, `--trace F`
 /// (also as `--flag=value`) and `--help` (prints them and

@@ -1,6 +1,8 @@
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -95,6 +97,24 @@ public:
     return *this;
   }
 
+  /// Runs the task only where these resources are free, holding them while
+  /// it runs (as Ray's `resources=`): once its arguments are in, it waits
+  /// for them on a node that has them. `remote()` throws a `usage_error`
+  /// (errc::infeasible) naming the resource if no live node (or not the
+  /// one named) has as much. Amounts add to earlier calls' for other
+  /// names; a task asks for none by default.
+  task_caller& with_resources(const std::map<std::string, double>& amounts) {
+    detail::check_resources(amounts, "with_resources");
+    for (auto& [name, amount] : amounts)
+      resources_[name] = amount;
+    return *this;
+  }
+
+  /// with_resources({{"cpu", n}}), as Ray's `num_cpus=`.
+  task_caller& with_num_cpus(double n) {
+    return with_resources({{"cpu", n}});
+  }
+
   /// Submits the call and returns a ref to its result at once. ObjectRef
   /// arguments for parameters of their value type are resolved first.
   template <class... As>
@@ -111,6 +131,7 @@ public:
       st, *entry_, max_retries_, retry_exceptions_, fn_,
       args_t{std::forward<As>(xs)...});
     t->where = where_;
+    t->resources = resources_;
     st->maker = t;
     detail::current_runtime().submit_task(std::move(t));
     return ObjectRef<result_type>{std::move(st)};
@@ -122,6 +143,7 @@ private:
   int max_retries_ = 3;
   bool retry_exceptions_ = false;
   placement where_;
+  detail::resource_request resources_;
 };
 
 /// Wraps a function registered with LUMEN_REMOTE for `.remote(args...)`,

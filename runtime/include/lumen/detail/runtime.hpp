@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -14,6 +15,13 @@
 #include "lumen/detail/registry.hpp"
 
 namespace lumen::detail {
+
+/// Amounts of named resources ("cpu", "gpu", ...) a task or actor asks for.
+using resource_request = std::map<std::string, double>;
+
+/// Throws `usage_error` naming `api` for a negative, infinite or NaN
+/// amount or an empty name.
+void check_resources(const resource_request& r, const char* api);
 
 /// One task invocation, from submission until its result is published. If it
 /// is destroyed before that (the runtime shut down first), the result fails.
@@ -58,6 +66,10 @@ public:
 
   std::vector<std::shared_ptr<object_state>> deps;
   lumen::placement where;
+  resource_request resources;
+  /// What it holds of its process's resources while it runs; let go when
+  /// run() returns.
+  std::shared_ptr<void> held;
 
   /// The arrow from its submission to its run in a trace; 0 if untraced.
   uint64_t trace_flow = 0;
@@ -146,6 +158,9 @@ struct actor_options {
   int max_restarts = 0;
   int max_task_retries = 0;
   lumen::placement where;
+  /// Held by the actor's process from its construction until it dies for
+  /// good.
+  resource_request resources;
 };
 
 /// Shared by the handles to one actor; an unnamed actor stops (after its
