@@ -101,17 +101,6 @@ bool fails_cancelled(const lumen::ObjectRef<T>& ref) {
   return false;
 }
 
-template <class F>
-bool eventually(F done) {
-  auto until = steady_clock::now() + deadline;
-  while (!done()) {
-    if (steady_clock::now() > until)
-      return false;
-    std::this_thread::sleep_for(milliseconds(1));
-  }
-  return true;
-}
-
 // With the only task thread held, a task queued behind is cancelled: its
 // ref fails at once and, once the thread is free, it never runs.
 void queued_task_is_skipped(bool force) {

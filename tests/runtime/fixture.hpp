@@ -7,6 +7,7 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <thread>
 
 #include <lumen/lumen.hpp>
 
@@ -37,3 +38,15 @@ private:
 /// Long enough for any event we wait on in a healthy run; a deadline, never
 /// a sleep.
 constexpr auto deadline = std::chrono::seconds(30);
+
+/// Polls `done` every millisecond until the deadline; true once it holds.
+template <class F>
+bool eventually(F done) {
+  auto until = std::chrono::steady_clock::now() + deadline;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until)
+      return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
