@@ -10,6 +10,8 @@
 
 #include <chrono>
 #include <iostream>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -55,6 +57,24 @@ private:
 };
 LUMEN_ACTOR(Counter, &Counter::add, &Counter::value);
 // [/remote-class]
+
+// [threaded-class]
+// The methods of a threaded actor may run at once: it guards what they
+// share.
+class Cache {
+public:
+  std::string fetch(const std::string& key) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50)); // slow I/O
+    std::lock_guard<std::mutex> guard{mtx_};
+    return seen_[key] = "value of " + key;
+  }
+
+private:
+  std::mutex mtx_;
+  std::map<std::string, std::string> seen_;
+};
+LUMEN_ACTOR(Cache, &Cache::fetch);
+// [/threaded-class]
 
 // [producer]
 // Puts 0, 1, ..., n-1 into a queue that its caller reads.
@@ -114,6 +134,15 @@ int main(int argc, char** argv) {
   std::cout << "c.value() = " << lumen::get(same->call(&Counter::value))
             << "\n";
   // [/actors]
+
+  // [threaded]
+  // Four fetches at once on one actor, as Ray's max_concurrency.
+  auto cache = lumen::actor<Cache>().with_max_concurrency(4).remote();
+  std::vector<lumen::ObjectRef<std::string>> fetched;
+  for (auto key : {"a", "b", "c", "d"})
+    fetched.push_back(cache.call(&Cache::fetch, std::string{key}));
+  std::cout << "threaded: " << lumen::get(fetched).size() << " fetched\n";
+  // [/threaded]
 
   // [put]
   auto big = lumen::put(std::vector<float>(1 << 20, 1.0f));

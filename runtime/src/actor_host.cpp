@@ -1,6 +1,10 @@
 #include "actor_host.hpp"
 
+#include <condition_variable>
 #include <deque>
+#include <optional>
+#include <thread>
+#include <vector>
 
 #include <caf/all.hpp>
 
@@ -23,6 +27,8 @@ struct granted_msg {
   resource_ledger::grant held;
 };
 
+struct finished_msg;
+
 } // namespace
 
 } // namespace lumen::detail
@@ -30,6 +36,7 @@ struct granted_msg {
 // Calls never leave the process as messages: they are shared, not serialized.
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(lumen::detail::call_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(lumen::detail::granted_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(lumen::detail::finished_msg)
 
 namespace lumen {
 
@@ -65,6 +72,69 @@ namespace {
 using resume_atom = caf::atom_constant<caf::atom("lmresume")>;
 using stop_atom = caf::atom_constant<caf::atom("lmstop")>;
 
+/// The threads of an actor with max_concurrency > 1: they run its methods
+/// while its host's thread takes calls in and hands them out.
+class method_threads {
+public:
+  method_threads(size_t n, std::string actor_id) {
+    for (size_t i = 0; i < n; ++i)
+      threads_.emplace_back([this, actor_id] {
+        current_actor = actor_id;
+        run();
+      });
+  }
+
+  /// Lets the methods running finish, then joins the threads.
+  ~method_threads() {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_)
+      t.join();
+  }
+
+  void post(std::function<void()> job) {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_one();
+  }
+
+private:
+  void run() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> guard{mtx_};
+        cv_.wait(guard, [this] { return stopping_ || !jobs_.empty(); });
+        if (jobs_.empty())
+          return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+// A method of a threaded actor returned; `death` says why the actor must
+// die, if it must. The call comes back so that, as in the one-thread path,
+// a call that failed by ending the actor is published only after the host
+// moved on to the next instance: a caller woken by it reaches that one.
+struct finished_msg {
+  std::shared_ptr<actor_call> call;
+  std::optional<std::string> death;
+};
+
 struct host_state {
   std::shared_ptr<actor_core> core;
   std::shared_ptr<void> instance;
@@ -75,6 +145,10 @@ struct host_state {
   bool stopping = false;
   // Its resources, from construction until the actor is dead for good.
   resource_ledger::grant held;
+  // With max_concurrency > 1: where its methods run, and how many do.
+  // Declared last, so that its threads are joined before the rest goes.
+  int running = 0;
+  std::unique_ptr<method_threads> threads;
 };
 
 using host_actor = caf::stateful_actor<host_state>;
@@ -159,9 +233,38 @@ bool start_instance(host_actor* self) {
   }
 }
 
+// Runs `call` on `instance`; returns why the actor must die, if it must.
+std::optional<std::string> run_call(actor_call& call, void* instance) {
+  try {
+    trace::detail::runtime_span span{"actor", call.trace_flow};
+    if (span.on())
+      span.name.stable = &call.method().name; // "Class::method"
+    running_scope running{call};
+    call.invoke(instance);
+  } catch (const actor_exit_request&) {
+    return "it called lumen::exit_actor()";
+  } catch (const actor_fatal_error& e) {
+    return std::string{"it raised actor_fatal_error: "} + e.what();
+  }
+  return std::nullopt;
+}
+
+// A threaded actor's call goes to its threads with the instance it started
+// on, which a restart meanwhile does not take from it.
+void hand_out(host_actor* self, std::shared_ptr<actor_call> call) {
+  auto& st = self->state;
+  ++st.running;
+  st.threads->post([me = caf::actor_cast<caf::actor>(self),
+                    instance = st.instance, call = std::move(call)]() mutable {
+    auto death = run_call(*call, instance.get());
+    caf::anon_send(me, finished_msg{std::move(call), std::move(death)});
+  });
+}
+
 void drain(host_actor* self) {
   auto& st = self->state;
-  while (!st.waiting && !st.queue.empty()) {
+  auto limit = st.core->opts.max_concurrency;
+  while (!st.waiting && !st.queue.empty() && st.running < limit) {
     if (st.core->dead) {
       st.queue.clear();
       self->quit(caf::exit_reason::user_shutdown);
@@ -184,22 +287,15 @@ void drain(host_actor* self) {
     }
     auto call = std::move(head);
     st.queue.pop_front();
-    try {
-      trace::detail::runtime_span span{"actor", call->trace_flow};
-      if (span.on())
-        span.name.stable = &call->method().name; // "Class::method"
-      running_scope running{*call};
-      call->invoke(st.instance.get());
-    } catch (const actor_exit_request&) {
-      if (!die(self, "it called lumen::exit_actor()", true))
-        return;
-    } catch (const actor_fatal_error& e) {
-      if (!die(self, std::string{"it raised actor_fatal_error: "} + e.what(),
-               true))
-        return;
+    if (st.threads) {
+      hand_out(self, std::move(call));
+      continue;
     }
+    if (auto death = run_call(*call, st.instance.get()))
+      if (!die(self, *death, true))
+        return;
   }
-  if (st.stopping && st.queue.empty())
+  if (st.stopping && st.queue.empty() && st.running == 0)
     self->quit(caf::exit_reason::normal);
 }
 
@@ -209,6 +305,9 @@ caf::behavior host(host_actor* self, std::shared_ptr<actor_core> core,
   trace::name_thread(core->describe());
   auto& st = self->state;
   st.core = std::move(core);
+  if (st.core->opts.max_concurrency > 1)
+    st.threads = std::make_unique<method_threads>(
+      static_cast<size_t>(st.core->opts.max_concurrency), current_actor);
   if (st.core->opts.resources.empty()) {
     if (!start_instance(self))
       return {};
@@ -223,6 +322,13 @@ caf::behavior host(host_actor* self, std::shared_ptr<actor_core> core,
     });
   }
   return {
+    [=](finished_msg& m) {
+      auto& st = self->state;
+      --st.running;
+      if (m.death && !die(self, *m.death, true))
+        return;
+      drain(self);
+    },
     [=](granted_msg& m) {
       auto& st = self->state;
       st.held = std::move(m.held);
@@ -293,7 +399,7 @@ actor_ref::actor_ref(std::shared_ptr<actor_core> c)
   : core(std::move(c)) {}
 
 actor_ref::~actor_ref() {
-  if (!core->borrowed)
+  if (!core->borrowed && !core->opts.detached)
     send_stop(*core);
 }
 

@@ -102,6 +102,12 @@ std::shared_ptr<actor_ref>
 driver_runtime::spawn_actor(const actor_class_entry& cls,
                             std::unique_ptr<actor_factory> f,
                             const actor_options& opts) {
+  // A detached actor must outlive this script: a node hosts it.
+  if (opts.detached && opts.where.kind == placement::local && !is_node) {
+    auto on_a_node = opts;
+    on_a_node.where = {placement::spread, {}};
+    return spawn_actor(cls, std::move(f), on_a_node);
+  }
   if (here(opts.where))
     return spawn_local_actor(cls, std::move(f), opts);
   require_free_name(opts.name);
@@ -119,9 +125,17 @@ void driver_runtime::submit_call(const actor_ref& a,
 }
 
 std::shared_ptr<actor_ref> driver_runtime::find_actor(const std::string& name) {
-  if (auto mine = local_runtime::find_actor(name))
+  auto mine = local_runtime::find_actor(name);
+  // An actor this process made is known here; one it looked up may have
+  // died or been rebuilt elsewhere since, so the head is asked each time,
+  // as Ray's get_actor asks its control store.
+  if (mine && !mine->core->borrowed)
     return mine;
   auto core = client_->lookup(name);
+  if (mine && core && core->handle == mine->core->handle)
+    return mine;
+  if (mine)
+    forget_name(*mine->core);
   return core ? register_actor(std::move(core)) : nullptr;
 }
 

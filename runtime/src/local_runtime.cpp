@@ -140,7 +140,8 @@ void local_runtime::stop_actors() {
   for (auto& c : cores) {
     c->set_death_reason("the runtime shut down");
     c->dead = true;
-    if (!c->borrowed)
+    // A detached actor on another process outlives this one.
+    if (!c->borrowed && !(c->remote && c->opts.detached))
       caf::anon_send_exit(c->handle, caf::exit_reason::kill);
   }
   {

@@ -158,8 +158,10 @@ protected:
   /// `name`.
   void require_free_name(const std::string& name);
 
-private:
+  /// Drops `core` from this process's names, if it has its name.
   void forget_name(const actor_core& core);
+
+private:
   void require_free_name_locked(const std::string& name) const;
 
   caf::actor_system_config cfg_;

@@ -259,7 +259,8 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
     [=](nodes_atom) -> caf::result<bytes> { return encode(directory(self)); },
     [=](spawn_atom, const std::string& cls_name, const std::string& key,
         bytes& args, const std::string& name, int32_t max_restarts,
-        int32_t max_task_retries, const bytes& resources) {
+        int32_t max_task_retries, int32_t max_concurrency, bool detached,
+        const bytes& resources) {
       auto rp = self->make_response_promise();
       auto& st = self->state;
       auto cls = find_actor_class(cls_name);
@@ -277,8 +278,12 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
       opts.name = name;
       opts.max_restarts = max_restarts;
       opts.max_task_retries = max_task_retries;
+      opts.max_concurrency = max_concurrency;
+      opts.detached = detached;
       std::shared_ptr<actor_ref> ref;
       try {
+        if (max_concurrency < 1 || max_concurrency > 1024)
+          throw usage_error("max_concurrency must be 1 to 1024");
         opts.resources = std::get<0>(decode<resource_request>(resources));
         check_resources(opts.resources, "a spawn request");
         ref = st.rt->spawn_local_actor(

@@ -10,7 +10,8 @@
 //     (hello, role, host, port, data port, resources) -> (assigned node id)
 //     (nodes)                             -> (encoded vector<node_info>)
 //     (spawn, class, ctor key, args, name, max_restarts,
-//      max_task_retries, encoded resource_request) -> (actor)
+//      max_task_retries, max_concurrency, detached,
+//      encoded resource_request)         -> (actor)
 //     (spawn typed, name, args, interface) -> (actor)    LUMEN_TYPED_ACTOR
 //   to the head only:
 //     (name, name, class, node id, actor) -> (true, or false if taken)

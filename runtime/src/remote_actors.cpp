@@ -1,5 +1,6 @@
 #include "remote_actors.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -117,7 +118,13 @@ void remote_actors::place(const std::shared_ptr<actor_core>& core,
   core->remote->remote_id = handle.id();
   core->handle = std::move(handle);
   std::lock_guard<std::mutex> guard{mtx_};
-  hosted_[node].push_back(core);
+  // Looked-up actors come and go with each get_actor: the gone ones are
+  // dropped here, so that the list stays as long as the live ones.
+  auto& here = hosted_[node];
+  here.erase(std::remove_if(here.begin(), here.end(),
+                            [](auto& w) { return w.expired(); }),
+             here.end());
+  here.push_back(core);
 }
 
 caf::actor remote_actors::spawn_on(const std::string& node,
@@ -130,7 +137,8 @@ caf::actor remote_actors::spawn_on(const std::string& node,
               core.factory->constructor_key(), core.factory->encode_args(),
               core.opts.name, static_cast<int32_t>(core.opts.max_restarts),
               static_cast<int32_t>(core.opts.max_task_retries),
-              encode(core.opts.resources))
+              static_cast<int32_t>(core.opts.max_concurrency),
+              core.opts.detached, encode(core.opts.resources))
     .receive([&](caf::actor& h) { handle = std::move(h); },
              [&](caf::error& err) {
                throw_control_error(rt_.system(), err,

@@ -163,6 +163,10 @@ int Counter::nap(int ms) {
   return n_;
 }
 
+std::vector<int64_t> Counter::nap_span(int ms) {
+  return busy_span(ms);
+}
+
 int Counter::fail() {
   throw std::out_of_range("counter overflow");
 }
@@ -172,7 +176,7 @@ std::string Counter::self_id() const {
 }
 
 LUMEN_ACTOR(Counter, &Counter::add, &Counter::node, &Counter::nap,
-            &Counter::fail, &Counter::self_id);
+            &Counter::nap_span, &Counter::fail, &Counter::self_id);
 
 // Nodes that load this library can build a Counter from an int, as the
 // drivers create it.

@@ -29,6 +29,8 @@ public:
   int add(int d);
   std::string node() const;
   int nap(int ms);
+  // nap, returning when it began and ended, as busy_span.
+  std::vector<int64_t> nap_span(int ms);
   int fail();
   std::string self_id() const;
 

@@ -4,6 +4,8 @@
 // Where work runs: placement on nodes, spread, refs across nodes, remote
 // errors, actors and typed actors on nodes, named actors across scripts.
 
+#include <algorithm>
+
 #include <lumen/caf_interop.hpp>
 
 #include "cluster_fixture.hpp"
@@ -172,6 +174,52 @@ BOOST_AUTO_TEST_CASE(named_actors_are_found_by_other_scripts) {
     {SECOND_DRIVER, cl.head.address, cl.token_file, "nobody-here"}, cl.env());
   BOOST_TEST(forgot == 1, said);
   BOOST_TEST(said.find("nobody-here: missing") != std::string::npos, said);
+}
+
+BOOST_AUTO_TEST_CASE(a_detached_actor_outlives_the_script_that_made_it) {
+  auto& cl = *the_cluster;
+  auto [code, out] = lumen::test::run(
+    {SECOND_DRIVER, cl.head.address, cl.token_file, "lasting", "make-detached"},
+    cl.env());
+  BOOST_TEST(code == 0, out);
+  // Placed on a node (the head is one), not in the script, gone now.
+  BOOST_TEST((out.find("made on node-") != std::string::npos ||
+              out.find("made on head") != std::string::npos),
+             out);
+  auto kept = lumen::get_actor<Counter>("lasting");
+  BOOST_REQUIRE(kept.has_value());
+  BOOST_TEST(lumen::get(kept->call(&Counter::add, 1), deadline) == 8);
+  lumen::kill(*kept);
+  BOOST_TEST(lumen::test::eventually(
+    [] { return !lumen::get_actor<Counter>("lasting"); }, milliseconds(50)));
+  // An owned one (the default) ends with its script.
+  std::tie(code, out) = lumen::test::run(
+    {SECOND_DRIVER, cl.head.address, cl.token_file, "fleeting", "make-owned"},
+    cl.env());
+  BOOST_TEST(code == 0, out);
+  BOOST_TEST(lumen::test::eventually(
+    [] { return !lumen::get_actor<Counter>("fleeting"); }, milliseconds(50)));
+}
+
+BOOST_AUTO_TEST_CASE(a_threaded_actor_on_a_node_runs_calls_at_once) {
+  auto a =
+    lumen::actor<Counter>(0).on_node("node-2").with_max_concurrency(2).remote();
+  std::vector<lumen::ObjectRef<std::vector<int64_t>>> refs;
+  for (int i = 0; i < 4; ++i)
+    refs.push_back(a.call(&Counter::nap_span, 200));
+  std::vector<std::vector<int64_t>> spans;
+  for (auto& r : refs)
+    spans.push_back(lumen::get(r, deadline));
+  // Each span overlaps exactly one other (two run at once, never three).
+  std::sort(spans.begin(), spans.end());
+  int most = 0;
+  for (auto& s : spans) {
+    int at_once = 0;
+    for (auto& t : spans)
+      at_once += t[0] <= s[0] && s[0] < t[1] ? 1 : 0;
+    most = std::max(most, at_once);
+  }
+  BOOST_TEST(most == 2);
 }
 
 // An embedded cluster of processes: the script is their head, each node

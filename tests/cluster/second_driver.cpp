@@ -2,7 +2,9 @@
 // first one created ("shared" unless NAME is given), and reports what it
 // sees, one fact a line. Without the actor it exits 1 at once, leaving
 // lumen::shutdown() to the runtime, as a script that forgets it does.
-//   second_driver HEAD_ADDRESS TOKEN_FILE [NAME]
+// With make-detached or make-owned, it makes a Counter(7) named NAME
+// instead, placed where Lumen puts it, prints its node and ends.
+//   second_driver HEAD_ADDRESS TOKEN_FILE [NAME [make-detached|make-owned]]
 
 #include <iostream>
 
@@ -12,15 +14,27 @@
 #include "cluster_job.hpp"
 
 int main(int argc, char** argv) {
-  if (argc != 3 && argc != 4) {
-    std::cerr << "usage: second_driver HEAD_ADDRESS TOKEN_FILE [NAME]\n";
+  if (argc < 3 || argc > 5) {
+    std::cerr << "usage: second_driver HEAD_ADDRESS TOKEN_FILE [NAME "
+                 "[make-detached|make-owned]]\n";
     return 2;
   }
-  std::string name = argc == 4 ? argv[3] : "shared";
+  std::string name = argc >= 4 ? argv[3] : "shared";
   lumen::init_options opts;
   opts.address = argv[1];
   opts.token_file = argv[2];
   lumen::init(opts);
+  if (argc == 5) {
+    auto made = lumen::actor<Counter>(7)
+                  .with_name(name)
+                  .with_lifetime(std::string{argv[4]} == "make-detached"
+                                   ? lumen::lifetime::detached
+                                   : lumen::lifetime::owned)
+                  .remote();
+    std::cout << "made on " << lumen::get(made.call(&Counter::node)) << "\n";
+    lumen::shutdown();
+    return 0;
+  }
   auto shared = lumen::get_actor<Counter>(name);
   if (!shared) {
     std::cout << name << ": missing\n";

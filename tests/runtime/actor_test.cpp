@@ -1,6 +1,8 @@
 #define BOOST_TEST_MODULE actor
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -54,7 +56,46 @@ private:
   std::vector<int> seen_;
 };
 
+// Counts how many of its methods run at once.
+class Overlap {
+public:
+  int run(int ms) {
+    int now = ++running_;
+    for (int seen = most_.load();
+         now > seen && !most_.compare_exchange_weak(seen, now);)
+      ;
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    --running_;
+    return now;
+  }
+  int most() const {
+    return most_;
+  }
+  std::string whoami() const {
+    return lumen::current_actor_id();
+  }
+  int quit() {
+    lumen::exit_actor();
+    return 0;
+  }
+
+private:
+  std::atomic<int> running_{0};
+  std::atomic<int> most_{0};
+};
+
+int most_at_once(const lumen::ActorHandle<Overlap>& a, int calls) {
+  std::vector<lumen::ObjectRef<int>> refs;
+  for (int i = 0; i < calls; ++i)
+    refs.push_back(a.call(&Overlap::run, 40));
+  lumen::get(refs, deadline);
+  return lumen::get(a.call(&Overlap::most), deadline);
+}
+
 } // namespace
+
+LUMEN_ACTOR(Overlap, &Overlap::run, &Overlap::most, &Overlap::whoami,
+            &Overlap::quit);
 
 LUMEN_ACTOR(Recorder, &Recorder::record, &Recorder::clear, &Recorder::seen,
             &Recorder::label, &Recorder::fail, &Recorder::whoami);
@@ -209,6 +250,50 @@ BOOST_AUTO_TEST_CASE(handles_in_a_list_are_an_argument_like_any_value) {
     lumen::actor<Recorder>("b-").remote()};
   BOOST_TEST((lumen::get(lumen::task(labels).remote(rs)) ==
               std::vector<std::string>{"a-x", "b-x"}));
+}
+
+BOOST_AUTO_TEST_CASE(max_concurrency_runs_that_many_methods_at_once) {
+  auto threaded = lumen::actor<Overlap>().with_max_concurrency(3).remote();
+  BOOST_TEST(most_at_once(threaded, 9) == 3);
+  BOOST_TEST(lumen::get(threaded.call(&Overlap::whoami), deadline) ==
+             threaded.id());
+  auto plain = lumen::actor<Overlap>().remote();
+  BOOST_TEST(most_at_once(plain, 4) == 1);
+  BOOST_CHECK_THROW(lumen::actor<Overlap>().with_max_concurrency(0),
+                    lumen::usage_error);
+}
+
+BOOST_AUTO_TEST_CASE(a_threaded_actor_restarts_and_finishes_its_calls) {
+  auto a = lumen::actor<Overlap>()
+             .with_max_concurrency(2)
+             .with_max_restarts(1)
+             .remote();
+  BOOST_CHECK_THROW(lumen::get(a.call(&Overlap::quit), deadline),
+                    lumen::actor_died);
+  BOOST_TEST(lumen::get(a.call(&Overlap::run, 1), deadline) == 1);
+  BOOST_TEST(a.num_restarts() == 1);
+  // Calls queued when the last handle goes still run.
+  std::vector<lumen::ObjectRef<int>> refs;
+  {
+    auto doomed = lumen::actor<Overlap>().with_max_concurrency(2).remote();
+    for (int i = 0; i < 6; ++i)
+      refs.push_back(doomed.call(&Overlap::run, 10));
+  }
+  for (auto& r : refs)
+    BOOST_TEST(lumen::get(r, deadline) >= 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_detached_actor_needs_a_name) {
+  BOOST_CHECK_THROW(
+    lumen::actor<Overlap>().with_lifetime(lumen::lifetime::detached).remote(),
+    lumen::usage_error);
+  auto kept = lumen::actor<Overlap>()
+                .with_name("kept")
+                .with_lifetime(lumen::lifetime::detached)
+                .remote();
+  BOOST_TEST(lumen::get(kept.call(&Overlap::run, 1), deadline) == 1);
+  BOOST_TEST(lumen::get_actor<Overlap>("kept").has_value());
+  lumen::kill(kept);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

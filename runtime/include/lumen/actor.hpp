@@ -225,6 +225,10 @@ void inspect(detail::reader& f, ActorHandle<C>& x) {
   x = ActorHandle<C>{std::move(ref)};
 }
 
+/// How long an actor lives: `owned` (the default) ends it with the process
+/// that made it; `detached` keeps it until `lumen::kill`.
+enum class lifetime { owned, detached };
+
 /// Builds an actor; made by `lumen::actor<C>(ctor args...)`.
 template <class C, class... As>
 class actor_creator {
@@ -269,6 +273,27 @@ public:
     return *this;
   }
 
+  /// Lets up to `n` of the actor's methods run at once, each on a thread of
+  /// the actor's own (Ray's threaded actors): calls still start in the
+  /// order they arrive, but may finish in any order, and the methods must
+  /// guard what they share. The default 1 runs one at a time, in order.
+  actor_creator& with_max_concurrency(int n) {
+    if (n < 1 || n > 1024)
+      throw usage_error("with_max_concurrency: the count must be 1 to 1024");
+    opts_.max_concurrency = n;
+    return *this;
+  }
+
+  /// `lifetime::detached` keeps a named actor alive after the process that
+  /// made it ends, until `lumen::kill` (Ray's lifetime="detached"); another
+  /// script finds it with `lumen::get_actor`. In a cluster it is placed on
+  /// a node (spread, unless `on_node` names one), never in a script.
+  /// `remote()` throws `usage_error` for a detached actor without a name.
+  actor_creator& with_lifetime(lifetime l) {
+    opts_.detached = l == lifetime::detached;
+    return *this;
+  }
+
   /// Starts the actor on the node with this id (see `lumen::nodes()`).
   actor_creator& on_node(std::string node_id) {
     opts_.where = {placement::node, std::move(node_id)};
@@ -308,6 +333,9 @@ public:
     auto cls = detail::find_actor_class(typeid(C));
     if (cls == nullptr)
       detail::throw_unregistered_class(typeid(C));
+    if (opts_.detached && opts_.name.empty())
+      throw usage_error("with_lifetime(detached): give the actor a name with "
+                        "with_name, so that a script can find it later");
     auto f = std::make_unique<detail::actor_factory_impl<C, As...>>(args_);
     return ActorHandle<C>{
       detail::current_runtime().spawn_actor(*cls, std::move(f), opts_)};

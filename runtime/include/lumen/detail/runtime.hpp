@@ -157,6 +157,10 @@ struct actor_options {
   std::string name;
   int max_restarts = 0;
   int max_task_retries = 0;
+  /// Methods that may run at once, each on a thread of the actor's own.
+  int max_concurrency = 1;
+  /// Not ended when the process that made it ends (lumen::lifetime).
+  bool detached = false;
   lumen::placement where;
   /// Held by the actor's process from its construction until it dies for
   /// good.
