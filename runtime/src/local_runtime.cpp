@@ -80,7 +80,7 @@ usage_error not_in_a_cluster(const std::string& node_id) {
 
 local_runtime::local_runtime(const init_options& opts, bool networked)
   : resources_(offered(opts))
-  , pool_(cpu_count(opts)) {
+  , pool_(cpu_count(opts), resources_) {
   // CAF's default of 4 scheduler threads oversubscribes small machines; its
   // threads serve event-based actors only, Lumen actors have their own.
   cfg_.set("scheduler.max-threads", cpu_count(opts));

@@ -102,6 +102,15 @@ void resource_ledger::acquire(const resource_request& r,
   f(std::move(g));
 }
 
+resource_ledger::grant resource_ledger::lend(const resource_request& r) {
+  give_back(state_, r);
+  return grant{nullptr, [s = state_, r](void*) {
+                 std::lock_guard<std::mutex> guard{s->mtx};
+                 for (auto& [name, amount] : r)
+                   s->used[name] += amount;
+               }};
+}
+
 resource_ledger::grant resource_ledger::take(const std::shared_ptr<state>& s,
                                              const resource_request& r) {
   for (auto& [name, amount] : r)

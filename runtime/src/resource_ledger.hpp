@@ -38,6 +38,12 @@ public:
   /// feasible `r`.
   void acquire(const resource_request& r, std::function<void(grant)> f);
 
+  /// For work that holds `r` and now blocks: gives `r` back for others
+  /// until the returned value goes, then takes it again at once, even
+  /// beyond the total, so that the work goes on without waiting (as Ray
+  /// lets a task blocked in get lend its CPUs).
+  grant lend(const resource_request& r);
+
 private:
   struct waiter {
     resource_request request;

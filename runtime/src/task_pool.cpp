@@ -11,11 +11,14 @@ namespace lumen::detail {
 namespace {
 
 thread_local task_pool* current_pool = nullptr;
+// The task a pool worker runs, while it has CPUs of its own to lend.
+thread_local const task_spec* current_task = nullptr;
 
 } // namespace
 
-task_pool::task_pool(size_t threads)
-  : target_(threads == 0 ? 1 : threads) {
+task_pool::task_pool(size_t threads, resource_ledger& ledger)
+  : target_(threads == 0 ? 1 : threads)
+  , ledger_(ledger) {
   std::lock_guard<std::mutex> guard{mtx_};
   for (size_t i = 0; i < target_; ++i)
     spawn_thread();
@@ -63,7 +66,9 @@ void task_pool::run_worker() {
     auto t = std::move(queue_.front());
     queue_.pop_front();
     guard.unlock();
+    current_task = t.get();
     t->run();
+    current_task = nullptr;
     t.reset();
     guard.lock();
   }
@@ -116,11 +121,24 @@ void task_pool::stop() {
 
 blocking_scope::blocking_scope()
   : pool_(current_pool) {
-  if (pool_ != nullptr)
-    pool_->begin_blocking();
+  if (pool_ == nullptr)
+    return;
+  pool_->begin_blocking();
+  if (current_task == nullptr)
+    return; // not a task, or lending already
+  auto cpu = current_task->resources.find("cpu");
+  if (cpu == current_task->resources.end() || cpu->second <= 0)
+    return;
+  lent_ = pool_->ledger().lend({{"cpu", cpu->second}});
+  lent_by_ = current_task;
+  current_task = nullptr;
 }
 
 blocking_scope::~blocking_scope() {
+  if (lent_by_ != nullptr) {
+    lent_.reset(); // taken back at once: the task goes on
+    current_task = lent_by_;
+  }
   if (pool_ != nullptr)
     pool_->end_blocking();
 }

@@ -10,6 +10,7 @@
 
 #include "lumen/detail/runtime.hpp"
 
+#include "resource_ledger.hpp"
 #include "thread_set.hpp"
 
 namespace lumen::detail {
@@ -20,7 +21,8 @@ namespace lumen::detail {
 /// Threads above the target count retire once they find no work.
 class task_pool {
 public:
-  explicit task_pool(size_t threads);
+  /// Tasks blocked in `get` lend the CPUs they hold in `ledger`.
+  task_pool(size_t threads, resource_ledger& ledger);
   ~task_pool();
 
   task_pool(const task_pool&) = delete;
@@ -32,6 +34,11 @@ public:
   /// Stops accepting work, drops queued tasks (their refs fail) and joins
   /// every thread. Tasks already running finish first.
   void stop();
+
+  /// Where its tasks' resources come from.
+  resource_ledger& ledger() noexcept {
+    return ledger_;
+  }
 
   /// Called by a worker of this pool around a blocking wait.
   void begin_blocking();
@@ -53,11 +60,14 @@ private:
   size_t blocked_ = 0;
   size_t sleeping_ = 0;
   bool stopping_ = false;
+  resource_ledger& ledger_;
   thread_set workers_; // stand-ins that retire are joined by the next start
 };
 
 /// While alive, tells the calling thread's task pool (if it is a pool
-/// worker) that the thread is blocked.
+/// worker) that the thread is blocked, and lends the CPUs its task holds:
+/// the tasks it waits for may need them (a nested task on a node whose
+/// CPUs are all taken would wait forever).
 class blocking_scope {
 public:
   blocking_scope();
@@ -67,6 +77,8 @@ public:
 
 private:
   task_pool* pool_;
+  resource_ledger::grant lent_;
+  const task_spec* lent_by_ = nullptr;
 };
 
 } // namespace lumen::detail

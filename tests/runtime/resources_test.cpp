@@ -60,6 +60,18 @@ int fail(int) {
 }
 LUMEN_REMOTE(fail);
 
+int leaf(int x) {
+  return x + 1;
+}
+LUMEN_REMOTE(leaf);
+
+// Holds all four CPUs and waits for a task that needs one.
+int all_cpus_then_nested(int x) {
+  auto inner = lumen::task(leaf).with_num_cpus(1).remote(x);
+  return lumen::get(inner, deadline);
+}
+LUMEN_REMOTE(all_cpus_then_nested);
+
 class Trainer {
 public:
   int step(int x) {
@@ -166,6 +178,13 @@ BOOST_AUTO_TEST_CASE(a_task_gives_its_resources_back_however_it_ends) {
   auto after = lumen::task(overlap).with_resources({{"gpu", 1}}).remote(3);
   BOOST_TEST(lumen::get(after, deadline) == 3);
   BOOST_TEST(gpu_freed());
+}
+
+BOOST_AUTO_TEST_CASE(a_task_blocked_in_get_lends_its_cpus) {
+  // Without the loan the nested task would wait for a CPU forever.
+  auto outer = lumen::task(all_cpus_then_nested).with_num_cpus(4).remote(1);
+  BOOST_TEST(lumen::get(outer, deadline) == 2);
+  BOOST_TEST(eventually([] { return used("cpu") == 0.0; }));
 }
 
 BOOST_AUTO_TEST_CASE(an_actor_holds_its_resources_until_it_dies) {
