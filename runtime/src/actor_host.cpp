@@ -1,16 +1,14 @@
 #include "actor_host.hpp"
 
-#include <condition_variable>
 #include <deque>
 #include <optional>
-#include <thread>
-#include <vector>
 
 #include <caf/all.hpp>
 
 #include "lumen/detail/arguments.hpp"
 #include "lumen/errors.hpp"
 
+#include "method_threads.hpp"
 #include "running_work.hpp"
 #include "trace_log.hpp"
 
@@ -71,60 +69,6 @@ namespace {
 
 using resume_atom = caf::atom_constant<caf::atom("lmresume")>;
 using stop_atom = caf::atom_constant<caf::atom("lmstop")>;
-
-/// The threads of an actor with max_concurrency > 1: they run its methods
-/// while its host's thread takes calls in and hands them out.
-class method_threads {
-public:
-  method_threads(size_t n, std::string actor_id) {
-    for (size_t i = 0; i < n; ++i)
-      threads_.emplace_back([this, actor_id] {
-        current_actor = actor_id;
-        run();
-      });
-  }
-
-  /// Lets the methods running finish, then joins the threads.
-  ~method_threads() {
-    {
-      std::lock_guard<std::mutex> guard{mtx_};
-      stopping_ = true;
-    }
-    cv_.notify_all();
-    for (auto& t : threads_)
-      t.join();
-  }
-
-  void post(std::function<void()> job) {
-    {
-      std::lock_guard<std::mutex> guard{mtx_};
-      jobs_.push_back(std::move(job));
-    }
-    cv_.notify_one();
-  }
-
-private:
-  void run() {
-    for (;;) {
-      std::function<void()> job;
-      {
-        std::unique_lock<std::mutex> guard{mtx_};
-        cv_.wait(guard, [this] { return stopping_ || !jobs_.empty(); });
-        if (jobs_.empty())
-          return;
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      job();
-    }
-  }
-
-  std::mutex mtx_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  bool stopping_ = false;
-  std::vector<std::thread> threads_;
-};
 
 // A method of a threaded actor returned; `death` says why the actor must
 // die, if it must. The call comes back so that, as in the one-thread path,
@@ -307,7 +251,8 @@ caf::behavior host(host_actor* self, std::shared_ptr<actor_core> core,
   st.core = std::move(core);
   if (st.core->opts.max_concurrency > 1)
     st.threads = std::make_unique<method_threads>(
-      static_cast<size_t>(st.core->opts.max_concurrency), current_actor);
+      static_cast<size_t>(st.core->opts.max_concurrency),
+      [id = current_actor] { current_actor = id; });
   if (st.core->opts.resources.empty()) {
     if (!start_instance(self))
       return {};
