@@ -52,8 +52,11 @@ std::vector<std::string> compile_command(const installation& where,
     cmd.push_back(extra);
   cmd.push_back("-o");
   cmd.push_back(program.string());
-  for (auto& lib : where.libraries)
+  for (auto& lib : where.libraries) {
     cmd.push_back(lib.string());
+    if (lib.extension() == ".so") // a sanitized build's: found where it is
+      cmd.push_back("-Wl,-rpath," + lib.parent_path().string());
+  }
   for (auto& lib : split(toolchain::system_libraries, ';'))
     cmd.push_back(lib);
   return cmd;
