@@ -37,7 +37,7 @@ public:
 
   /// Throws `usage_error` for an empty list or an empty handle.
   explicit actor_pool(std::vector<handle> actors)
-    : idle_(std::move(actors)) {
+    : idle_(actors.begin(), actors.end()) {
     if (idle_.empty())
       throw usage_error("lumen::util::actor_pool: give it at least one actor");
     for (auto& a : idle_)
@@ -187,9 +187,11 @@ private:
         idle_.push_back(std::move(*job.actor));
         job.actor.reset();
       }
+    // The free actor that waited longest goes first, so that work goes
+    // round the pool even when each call ends before the next is sent.
     while (!idle_.empty() && !pending_.empty()) {
-      auto a = std::move(idle_.back());
-      idle_.pop_back();
+      auto a = std::move(idle_.front());
+      idle_.pop_front();
       auto q = std::move(pending_.front());
       pending_.pop_front();
       ObjectRef<R> ref;
@@ -237,7 +239,7 @@ private:
     return lumen::get(job.ref);
   }
 
-  std::vector<handle> idle_;
+  std::deque<handle> idle_;
   std::deque<queued> pending_;
   std::map<uint64_t, running> started_;
   uint64_t submitted_ = 0;
