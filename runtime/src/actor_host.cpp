@@ -322,13 +322,14 @@ std::string actor_core::describe() const {
 
 std::exception_ptr
 actor_core::dropped_call_error(const method_entry& method) const {
-  std::string reason;
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    reason = death_reason_.empty() ? "it stopped" : death_reason_;
-  }
-  return std::make_exception_ptr(actor_died(
-    describe() + " died before running " + method.name + ": " + reason));
+  return std::make_exception_ptr(
+    actor_died(describe() + " died before running " + method.name + ": " +
+               death_reason()));
+}
+
+std::string actor_core::death_reason() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return death_reason_.empty() ? "it stopped" : death_reason_;
 }
 
 std::exception_ptr actor_core::lost_call_error(const method_entry& method,

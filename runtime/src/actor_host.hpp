@@ -83,6 +83,9 @@ public:
 
   void set_death_reason(std::string reason);
 
+  /// Why it died, or "it stopped".
+  std::string death_reason() const;
+
   /// The `actor_died` for a call to `method` that was dropped.
   std::exception_ptr dropped_call_error(const method_entry& method) const;
 

@@ -147,7 +147,13 @@ uint16_t data_server::port() const noexcept {
 
 void data_server::expose(uint64_t id, std::weak_ptr<actor_core> core) {
   std::lock_guard<std::mutex> guard{mtx_};
-  actors_[id] = std::move(core);
+  actors_[id] = {std::move(core), {}};
+}
+
+void data_server::bury(uint64_t id, std::string obituary) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (auto i = actors_.find(id); i != actors_.end())
+    i->second.obituary = std::move(obituary);
 }
 
 void data_server::admit(int fd) {
@@ -234,10 +240,16 @@ data_server::run_task(const std::shared_ptr<data_connection>& c, uint64_t id,
   return task;
 }
 
-std::shared_ptr<actor_core> data_server::exposed(uint64_t id) {
+std::shared_ptr<actor_core> data_server::exposed(uint64_t id,
+                                                 std::string& gone) {
   std::lock_guard<std::mutex> guard{mtx_};
   auto i = actors_.find(id);
-  return i != actors_.end() ? i->second.lock() : nullptr;
+  auto core = i != actors_.end() ? i->second.core.lock() : nullptr;
+  if (!core)
+    gone = i != actors_.end() && !i->second.obituary.empty()
+             ? i->second.obituary + " (on node " + this_node() + ")"
+             : "the actor is gone from node " + this_node();
+  return core;
 }
 
 void data_server::kill(const std::shared_ptr<data_connection>& c, uint64_t id,
@@ -247,7 +259,8 @@ void data_server::kill(const std::shared_ptr<data_connection>& c, uint64_t id,
     return reply_error(
       c, id, std::make_exception_ptr(codec_error("malformed kill frame")));
   std::memcpy(&actor, payload.data(), sizeof(actor));
-  if (auto core = exposed(actor))
+  std::string gone;
+  if (auto core = exposed(actor, gone))
     rt_.kill_core(*core);
   c->send(frame_kind::reply, reply_status::ok, id, {});
 }
@@ -265,10 +278,10 @@ data_server::run_call(const std::shared_ptr<data_connection>& c, uint64_t id,
     refusal = std::make_exception_ptr(codec_error("malformed call frame"));
   } else {
     std::memcpy(&actor, payload->data(), sizeof(actor));
-    core = exposed(actor);
+    std::string gone;
+    core = exposed(actor, gone);
     if (!core)
-      refusal = std::make_exception_ptr(
-        actor_died("the actor is gone from node " + this_node()));
+      refusal = std::make_exception_ptr(actor_died(gone));
     else if ((entry = core->cls.find(method)) == nullptr)
       refusal = std::make_exception_ptr(
         usage_error(method + " is not registered for " + core->cls.name +

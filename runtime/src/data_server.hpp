@@ -53,6 +53,10 @@ public:
   /// Makes an actor hosted here callable under `id`.
   void expose(uint64_t id, std::weak_ptr<actor_core> core);
 
+  /// For an exposed actor that ended: what calls still coming for it are
+  /// told ("actor of class C died: why").
+  void bury(uint64_t id, std::string obituary);
+
 private:
   void admit(int fd);
   void serve(std::shared_ptr<data_connection> c);
@@ -68,8 +72,8 @@ private:
             const bytes& payload);
   void cancel(const std::shared_ptr<data_connection>& c, uint64_t id,
               const bytes& payload, started_work& work);
-  /// The actor exposed as `id`, or null.
-  std::shared_ptr<actor_core> exposed(uint64_t id);
+  /// The actor exposed as `id`; null and why if it is gone.
+  std::shared_ptr<actor_core> exposed(uint64_t id, std::string& gone);
 
   process_services& rt_;
   object_exchange& objects_;
@@ -77,7 +81,11 @@ private:
   std::mutex mtx_;
   std::vector<std::shared_ptr<data_connection>> conns_;
   thread_set readers_; // one per connection, joined once it ended
-  std::unordered_map<uint64_t, std::weak_ptr<actor_core>> actors_;
+  struct exposed_actor {
+    std::weak_ptr<actor_core> core;
+    std::string obituary;
+  };
+  std::unordered_map<uint64_t, exposed_actor> actors_;
 };
 
 } // namespace lumen::detail

@@ -183,8 +183,13 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
       st.head = nullptr;
       return;
     }
-    if (st.hosted.erase(msg.source) > 0)
+    if (auto i = st.hosted.find(msg.source); i != st.hosted.end()) {
+      auto& core = *i->second->core;
+      st.data->bury(msg.source.id(),
+                    core.describe() + " died: " + core.death_reason());
+      st.hosted.erase(i);
       report_actors(self);
+    }
     st.directory.on_down(msg.source,
                          msg.reason == caf::exit_reason::user_shutdown
                            ? std::string{}
