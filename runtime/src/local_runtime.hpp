@@ -164,6 +164,9 @@ protected:
 private:
   void require_free_name_locked(const std::string& name) const;
 
+  /// Spawns the requester (local_requester.cpp).
+  void start_requester();
+
   caf::actor_system_config cfg_;
   std::unique_ptr<caf::actor_system> sys_;
   std::mutex requester_mtx_;
