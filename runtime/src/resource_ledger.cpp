@@ -58,6 +58,11 @@ resource_ledger::resource_ledger(resource_request total)
   state_->total = std::move(total);
 }
 
+resource_request resource_ledger::total() const {
+  std::lock_guard<std::mutex> guard{state_->mtx};
+  return state_->total;
+}
+
 resource_request resource_ledger::used() const {
   std::lock_guard<std::mutex> guard{state_->mtx};
   resource_request out;
@@ -85,54 +90,126 @@ void require_feasible(const resource_request& r, const resource_request& total,
 
 void resource_ledger::require_feasible(const resource_request& r,
                                        const std::string& where) const {
-  detail::require_feasible(r, state_->total, where);
+  detail::require_feasible(r, total(), where);
 }
 
 void resource_ledger::acquire(const resource_request& r,
-                              std::function<void(grant)> f) {
+                              std::function<void(grant)> f, revoke_fn revoked) {
+  waiter w{r, std::move(f), std::move(revoked)};
   grant g;
   {
     std::lock_guard<std::mutex> guard{state_->mtx};
     if (!fits(r, state_->total, state_->used)) {
-      state_->waiting.push_back({r, std::move(f)});
+      state_->waiting.push_back(std::move(w));
       return;
     }
-    g = take(state_, r);
+    g = take(state_, w);
   }
-  f(std::move(g));
+  w.granted(std::move(g));
 }
 
-resource_ledger::grant resource_ledger::lend(const resource_request& r) {
-  give_back(state_, r);
-  return grant{nullptr, [s = state_, r](void*) {
-                 std::lock_guard<std::mutex> guard{s->mtx};
-                 for (auto& [name, amount] : r)
-                   s->used[name] += amount;
-               }};
-}
-
-resource_ledger::grant resource_ledger::take(const std::shared_ptr<state>& s,
-                                             const resource_request& r) {
-  for (auto& [name, amount] : r)
-    s->used[name] += amount;
-  return grant{nullptr, [s, r](void*) { give_back(s, r); }};
-}
-
-void resource_ledger::give_back(const std::shared_ptr<state>& s,
-                                const resource_request& r) {
+void resource_ledger::offer(const resource_request& extra) {
   std::vector<std::pair<std::function<void(grant)>, grant>> ready;
   {
-    std::lock_guard<std::mutex> guard{s->mtx};
-    for (auto& [name, amount] : r)
-      s->used[name] -= amount;
-    for (auto i = s->waiting.begin(); i != s->waiting.end();) {
-      if (fits(i->request, s->total, s->used)) {
-        ready.emplace_back(std::move(i->granted), take(s, i->request));
-        i = s->waiting.erase(i);
+    std::lock_guard<std::mutex> guard{state_->mtx};
+    for (auto& [name, amount] : extra)
+      state_->total[name] += amount;
+    ready = grant_waiters(state_);
+  }
+  for (auto& [granted, g] : ready)
+    granted(std::move(g));
+}
+
+void resource_ledger::withdraw(const std::vector<std::string>& names,
+                               const std::string& why) {
+  auto names_one = [&](const resource_request& r) {
+    for (auto& n : names)
+      if (r.count(n) > 0)
+        return true;
+    return false;
+  };
+  std::vector<revoke_fn> revoked;
+  {
+    std::lock_guard<std::mutex> guard{state_->mtx};
+    auto& s = *state_;
+    for (auto& n : names) {
+      s.total.erase(n);
+      s.used.erase(n);
+    }
+    for (auto i = s.waiting.begin(); i != s.waiting.end();) {
+      if (names_one(i->request)) {
+        revoked.push_back(std::move(i->revoked));
+        i = s.waiting.erase(i);
       } else {
         ++i;
       }
     }
+    for (auto i = s.revocable.begin(); i != s.revocable.end();) {
+      if (names_one(i->second.first)) {
+        revoked.push_back(std::move(i->second.second));
+        i = s.revocable.erase(i);
+      } else {
+        ++i;
+      }
+    }
+  }
+  for (auto& f : revoked)
+    if (f)
+      f(why);
+}
+
+resource_ledger::grant resource_ledger::lend(const resource_request& r) {
+  give_back(state_, r, 0);
+  return grant{nullptr, [s = state_, r](void*) {
+                 std::lock_guard<std::mutex> guard{s->mtx};
+                 for (auto& [name, amount] : r)
+                   if (s->total.count(name) > 0)
+                     s->used[name] += amount;
+               }};
+}
+
+resource_ledger::grant resource_ledger::take(const std::shared_ptr<state>& s,
+                                             waiter& w) {
+  for (auto& [name, amount] : w.request)
+    s->used[name] += amount;
+  uint64_t number = 0;
+  if (w.revoked) {
+    number = ++s->next_grant;
+    s->revocable.emplace(number,
+                         std::make_pair(w.request, std::move(w.revoked)));
+  }
+  return grant{nullptr,
+               [s, r = w.request, number](void*) { give_back(s, r, number); }};
+}
+
+std::vector<std::pair<std::function<void(resource_ledger::grant)>,
+                      resource_ledger::grant>>
+resource_ledger::grant_waiters(const std::shared_ptr<state>& s) {
+  std::vector<std::pair<std::function<void(grant)>, grant>> ready;
+  for (auto i = s->waiting.begin(); i != s->waiting.end();) {
+    if (fits(i->request, s->total, s->used)) {
+      auto g = take(s, *i);
+      ready.emplace_back(std::move(i->granted), std::move(g));
+      i = s->waiting.erase(i);
+    } else {
+      ++i;
+    }
+  }
+  return ready;
+}
+
+void resource_ledger::give_back(const std::shared_ptr<state>& s,
+                                const resource_request& r, uint64_t number) {
+  std::vector<std::pair<std::function<void(grant)>, grant>> ready;
+  {
+    std::lock_guard<std::mutex> guard{s->mtx};
+    // A withdrawn resource is no longer counted.
+    for (auto& [name, amount] : r)
+      if (s->total.count(name) > 0)
+        s->used[name] -= amount;
+    if (number != 0)
+      s->revocable.erase(number);
+    ready = grant_waiters(s);
   }
   // Outside the lock: a grantee may ask for more, or give its grant back.
   for (auto& [granted, g] : ready)

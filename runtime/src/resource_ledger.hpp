@@ -2,9 +2,11 @@
 
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "lumen/detail/runtime.hpp"
 
@@ -20,9 +22,9 @@ public:
 
   explicit resource_ledger(resource_request total);
 
-  const resource_request& total() const noexcept {
-    return state_->total;
-  }
+  /// What the process offers in all (init_options::resources, plus what
+  /// placement groups' bundles reserved here offer).
+  resource_request total() const;
 
   /// What grants hold now; names holding nothing are left out.
   resource_request used() const;
@@ -31,12 +33,25 @@ public:
   void require_feasible(const resource_request& r,
                         const std::string& where) const;
 
+  /// Called with why, once, when resources a request names are withdrawn:
+  /// while it waits (it is dropped) or while its grant lives.
+  using revoke_fn = std::function<void(const std::string& why)>;
+
   /// Calls `f` with a grant of `r` once it is free: at once if it is, else
   /// on the thread that frees enough. Waiting work is granted in the order
   /// it asked, but work that fits goes ahead of work that does not yet
   /// (a large request may wait while smaller ones keep coming). Requires a
   /// feasible `r`.
-  void acquire(const resource_request& r, std::function<void(grant)> f);
+  void acquire(const resource_request& r, std::function<void(grant)> f,
+               revoke_fn revoked = {});
+
+  /// Adds `extra` to the total (names new to it), granting waiters it lets
+  /// fit.
+  void offer(const resource_request& extra);
+
+  /// Takes the named resources out of the total: waiting requests naming
+  /// one are dropped and, like live grants naming one, revoked with `why`.
+  void withdraw(const std::vector<std::string>& names, const std::string& why);
 
   /// For work that holds `r` and now blocks: gives `r` back for others
   /// until the returned value goes, then takes it again at once, even
@@ -48,19 +63,27 @@ private:
   struct waiter {
     resource_request request;
     std::function<void(grant)> granted;
+    revoke_fn revoked;
   };
   struct state {
-    resource_request total;
     std::mutex mtx;
+    resource_request total;     // under mtx
     resource_request used;      // under mtx
     std::deque<waiter> waiting; // under mtx
+    // Live grants that may be revoked, by number.
+    std::map<uint64_t, std::pair<resource_request, revoke_fn>> revocable;
+    uint64_t next_grant = 0; // under mtx
   };
 
-  /// Takes `r` out of what is free and wraps it in a grant that gives it
-  /// back, granting waiters then. Requires s->mtx.
-  static grant take(const std::shared_ptr<state>& s, const resource_request& r);
+  /// Takes `w.request` out of what is free and wraps it in a grant that
+  /// gives it back, granting waiters then. Requires s->mtx.
+  static grant take(const std::shared_ptr<state>& s, waiter& w);
   static void give_back(const std::shared_ptr<state>& s,
-                        const resource_request& r);
+                        const resource_request& r, uint64_t number);
+  /// Grants the waiters that fit now; requires s->mtx. The caller calls
+  /// them once it let go of the lock.
+  static std::vector<std::pair<std::function<void(grant)>, grant>>
+  grant_waiters(const std::shared_ptr<state>& s);
 
   // Grants outlive the ledger if work does (a task held past shutdown).
   std::shared_ptr<state> state_;
