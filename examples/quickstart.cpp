@@ -196,6 +196,20 @@ int main(int argc, char** argv) {
   }
   // [/resources]
 
+  // [placement-group]
+  // Like Ray's placement groups: bundles of resources reserved together
+  // (gang scheduling), each on a node the strategy picks; work placed in a
+  // bundle runs on its node, from what the bundle holds.
+  lumen::placement_group pg({{{"cpu", 1}}, {{"cpu", 1}}},
+                            lumen::placement_strategy::pack);
+  lumen::get(pg.ready());
+  auto in_bundle =
+    lumen::task(square).with_num_cpus(1).in_placement_group(pg, 1).remote(5);
+  std::cout << "placement group: square(5) = " << lumen::get(in_bundle)
+            << " in bundle 1 on " << pg.bundle_node(1) << "\n";
+  lumen::remove_placement_group(pg); // ends what still runs in it
+  // [/placement-group]
+
   // [trace]
   // With --trace FILE, every task and method call is a span on its
   // thread's row, with an arrow from where it was submitted; a span of

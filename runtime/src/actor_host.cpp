@@ -244,7 +244,8 @@ void drain(host_actor* self) {
 }
 
 caf::behavior host(host_actor* self, std::shared_ptr<actor_core> core,
-                   resource_ledger* ledger) {
+                   resource_ledger* ledger,
+                   const resource_ledger::revoke_fn& revoked) {
   current_actor = actor_id_of(self->address());
   trace::name_thread(core->describe());
   auto& st = self->state;
@@ -262,9 +263,12 @@ caf::behavior host(host_actor* self, std::shared_ptr<actor_core> core,
     // dropped with the message, which frees it.
     st.waiting = true;
     auto me = caf::actor_cast<caf::actor>(self);
-    ledger->acquire(st.core->opts.resources, [me](resource_ledger::grant g) {
-      caf::anon_send(me, granted_msg{std::move(g)});
-    });
+    ledger->acquire(
+      st.core->opts.resources,
+      [me](resource_ledger::grant g) {
+        caf::anon_send(me, granted_msg{std::move(g)});
+      },
+      revoked);
   }
   return {
     [=](finished_msg& m) {
@@ -350,8 +354,10 @@ actor_ref::~actor_ref() {
 }
 
 caf::actor spawn_host(caf::actor_system& sys, std::shared_ptr<actor_core> core,
-                      resource_ledger& ledger) {
-  return sys.spawn<caf::detached>(host, std::move(core), &ledger);
+                      resource_ledger& ledger,
+                      resource_ledger::revoke_fn revoked) {
+  return sys.spawn<caf::detached>(host, std::move(core), &ledger,
+                                  std::move(revoked));
 }
 
 void send_call(const actor_core& core, std::shared_ptr<actor_call> c) {

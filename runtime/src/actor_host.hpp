@@ -121,9 +121,11 @@ std::string actor_id_of(const caf::actor_addr& host);
 /// Runs the actor on a thread of its own (a detached CAF actor), so that a
 /// method blocking in `lumen::get` stalls only this actor, as a Ray actor
 /// blocks only its own worker process. The instance is built once `ledger`
-/// granted the actor's resources.
+/// granted the actor's resources; `revoked` is called if the ledger takes
+/// them back (their placement group was removed).
 caf::actor spawn_host(caf::actor_system& sys, std::shared_ptr<actor_core> core,
-                      resource_ledger& ledger);
+                      resource_ledger& ledger,
+                      resource_ledger::revoke_fn revoked);
 
 /// Whether `c`, pending while its actor died `deaths` times, may go to the
 /// rebuilt instance (max_task_retries: each death it lived through counts

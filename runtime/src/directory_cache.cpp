@@ -1,9 +1,12 @@
 #include "directory_cache.hpp"
 
+#include <algorithm>
+
 #include <caf/all.hpp>
 
 #include "lumen/errors.hpp"
 
+#include "bundle_keeper.hpp"
 #include "protocol.hpp"
 #include "resource_ledger.hpp"
 
@@ -96,7 +99,11 @@ std::string directory_cache::pick(const placement& where,
           throw actor_died("node " + n.id +
                            " is dead; pick a live one from "
                            "lumen::nodes()");
-        require_feasible(resources, n.resources, "node " + n.id);
+        // A bundle's resources appear in the node's total only once its
+        // next report is in: the node checks them itself.
+        if (std::none_of(resources.begin(), resources.end(),
+                         [](auto& r) { return is_bundle_resource(r.first); }))
+          require_feasible(resources, n.resources, "node " + n.id);
         return n.id;
       }
     throw usage_error("there is no node '" + where.node_id +

@@ -92,7 +92,9 @@ bool driver_runtime::here(const placement& where) const {
 }
 
 void driver_runtime::submit_task(std::shared_ptr<task_spec> t) {
-  if (here(t->where))
+  if (t->where.kind == placement::in_group)
+    submit_to_bundle(std::move(t));
+  else if (here(t->where))
     run_local(std::move(t));
   else
     client_->submit_task(std::move(t));
@@ -102,6 +104,8 @@ std::shared_ptr<actor_ref>
 driver_runtime::spawn_actor(const actor_class_entry& cls,
                             std::unique_ptr<actor_factory> f,
                             const actor_options& opts) {
+  if (opts.where.kind == placement::in_group)
+    return spawn_actor(cls, std::move(f), in_bundle_options(opts));
   // A detached actor must outlive this script: a node hosts it.
   if (opts.detached && opts.where.kind == placement::local && !is_node) {
     auto on_a_node = opts;

@@ -97,10 +97,13 @@ void head_directory::count_actors(const caf::actor_addr& manager, int count) {
     n->actors = count;
 }
 
-void head_directory::set_used(const caf::actor_addr& manager,
+void head_directory::set_load(const caf::actor_addr& manager,
+                              std::map<std::string, double> total,
                               std::map<std::string, double> used) {
-  if (auto* n = by_manager(manager))
+  if (auto* n = by_manager(manager)) {
+    n->resources = std::move(total);
     n->used = std::move(used);
+  }
 }
 
 bool head_directory::bind(const std::string& name, named_entry entry) {

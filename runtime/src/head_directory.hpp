@@ -65,8 +65,9 @@ public:
   /// The actor count node `manager` reported.
   void count_actors(const caf::actor_addr& manager, int count);
 
-  /// What node `manager` reported its work holds of its resources.
-  void set_used(const caf::actor_addr& manager,
+  /// What node `manager` reported it offers, and what its work holds.
+  void set_load(const caf::actor_addr& manager,
+                std::map<std::string, double> total,
                 std::map<std::string, double> used);
 
   /// Gives `name` to `entry`; false if a live actor has it. A name whose

@@ -1,6 +1,6 @@
 // The requester: the event-based actor that issues every request this
-// process makes (typed CAF calls, remote tasks and actor calls) and hears
-// when a watched peer goes down.
+// process makes (typed CAF calls, remote tasks and actor calls, placement
+// groups' reserves) and hears when a watched peer goes down.
 #include "local_runtime.hpp"
 
 #include <caf/all.hpp>

@@ -12,6 +12,7 @@
 #include "lumen/caf_interop.hpp"
 #include "lumen/errors.hpp"
 
+#include "bundle_keeper.hpp"
 #include "log.hpp"
 #include "object_exchange.hpp"
 #include "trace_log.hpp"
@@ -82,6 +83,7 @@ local_runtime::local_runtime(const init_options& opts, bool networked)
   }
   sys_ = std::make_unique<caf::actor_system>(cfg_);
   start_requester();
+  bundle_keeper_ = spawn_bundle_keeper(*sys_, resources_);
   hosts_running = true;
   set_this_node("local");
 }
@@ -119,6 +121,7 @@ void local_runtime::stop_actors() {
   for (auto& a : adopted_)
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   adopted_.clear();
+  caf::anon_send_exit(bundle_keeper_, caf::exit_reason::user_shutdown);
   caf::actor requester;
   {
     // Reader threads of the data plane may still ask for the requester.
@@ -128,12 +131,15 @@ void local_runtime::stop_actors() {
   caf::anon_send_exit(requester, caf::exit_reason::user_shutdown);
   sys_->await_all_actors_done();
   hosts_running = false;
+  bundle_keeper_ = nullptr;
   // Handles users still hold must not reach into the destroyed system.
   for (auto& c : cores)
     c->handle = nullptr;
 }
 
 void local_runtime::submit_task(std::shared_ptr<task_spec> t) {
+  if (t->where.kind == placement::in_group)
+    return submit_to_bundle(std::move(t));
   if (t->where.kind == placement::node && t->where.node_id != this_node())
     throw not_in_a_cluster(t->where.node_id);
   run_local(std::move(t));
@@ -156,10 +162,16 @@ void local_runtime::run_local(std::shared_ptr<task_spec> t) {
   // leased: a task waiting for its inputs holds nothing.
   when_all_ready(deps, [this, t = std::move(t)]() mutable {
     auto request = t->resources;
+    std::weak_ptr<task_spec> w = t;
     resources_.acquire(
-      request, [this, t = std::move(t)](resource_ledger::grant g) mutable {
+      request,
+      [this, t = std::move(t)](resource_ledger::grant g) mutable {
         t->held = std::move(g);
         pool_.submit(std::move(t));
+      },
+      [w](const std::string&) {
+        if (auto t = w.lock())
+          t->cancel(false);
       });
   });
 }
@@ -168,6 +180,8 @@ std::shared_ptr<actor_ref>
 local_runtime::spawn_actor(const actor_class_entry& cls,
                            std::unique_ptr<actor_factory> f,
                            const actor_options& opts) {
+  if (opts.where.kind == placement::in_group)
+    return spawn_actor(cls, std::move(f), in_bundle_options(opts));
   if (opts.where.kind == placement::node && opts.where.node_id != this_node())
     throw not_in_a_cluster(opts.where.node_id);
   return spawn_local_actor(cls, std::move(f), opts);
@@ -196,7 +210,12 @@ local_runtime::spawn_local_actor(const actor_class_entry& cls,
   {
     std::lock_guard<std::mutex> guard{mtx_};
     require_free_name_locked(opts.name);
-    core->handle = spawn_host(*sys_, core, resources_);
+    core->handle = spawn_host(
+      *sys_, core, resources_,
+      [this, w = std::weak_ptr<actor_core>{core}](const std::string& why) {
+        if (auto c = w.lock())
+          end_core(*c, why);
+      });
   }
   return register_actor(std::move(core));
 }
@@ -247,10 +266,14 @@ void local_runtime::kill_actor(const actor_ref& a) {
 }
 
 void local_runtime::kill_core(actor_core& core) {
+  end_core(core, "it was killed by lumen::kill");
+}
+
+void local_runtime::end_core(actor_core& core, const std::string& reason) {
   if (core.dead)
     return;
   // The reason goes first: whoever sees `dead` must find it.
-  core.set_death_reason("it was killed by lumen::kill");
+  core.set_death_reason(reason);
   if (core.dead.exchange(true))
     return;
   forget_name(core);

@@ -47,6 +47,9 @@ public:
   std::shared_ptr<actor_ref> find_actor(const std::string& name) override;
   void kill_actor(const actor_ref& a) override;
   void kill_core(actor_core& core) override;
+  void create_placement_group(
+    const std::shared_ptr<placement_group_state>& g) override;
+  void remove_placement_group(placement_group_state& g) override;
   void force_end(const std::string& why) override;
 
   /// The cluster's nodes: this process alone.
@@ -75,6 +78,9 @@ public:
   void run_local(std::shared_ptr<task_spec> t) override;
   resource_ledger& resources() override {
     return resources_;
+  }
+  caf::actor bundle_keeper() override {
+    return bundle_keeper_;
   }
   std::shared_ptr<actor_ref>
   spawn_local_actor(const actor_class_entry& cls,
@@ -154,6 +160,18 @@ protected:
 
   std::shared_ptr<actor_ref> register_actor(std::shared_ptr<actor_core> core);
 
+  /// Ends the actor of `core` without restart, for `reason`.
+  void end_core(actor_core& core, const std::string& reason);
+
+  /// A task placed in a placement group: checked now, then, once the group
+  /// is ready, submitted again placed on its bundle's node.
+  void submit_to_bundle(std::shared_ptr<task_spec> t);
+
+  /// An actor's options placed in a placement group, as they are once the
+  /// group is ready (this waits for it): on its bundle's node, asking for
+  /// the bundle's resources.
+  actor_options in_bundle_options(const actor_options& opts);
+
   /// Throws `usage_error` (`errc::name_taken`) if an actor here goes by
   /// `name`.
   void require_free_name(const std::string& name);
@@ -167,11 +185,16 @@ private:
   /// Spawns the requester (local_requester.cpp).
   void start_requester();
 
+  /// Whom to ask for a bundle on `node`: this process's keeper, or that
+  /// node's manager.
+  caf::actor group_target(const std::string& node);
+
   caf::actor_system_config cfg_;
   std::unique_ptr<caf::actor_system> sys_;
   std::mutex requester_mtx_;
   caf::actor requester_; // under requester_mtx_ once other threads run
   resource_ledger resources_;
+  caf::actor bundle_keeper_; // this process's share of placement groups
   task_pool pool_;
   std::mutex mtx_;
   std::unordered_map<std::string, std::shared_ptr<actor_ref>> names_;

@@ -67,9 +67,9 @@ struct manager_state {
   std::unordered_map<caf::actor_addr, std::shared_ptr<actor_ref>> hosted;
   // The head (nodes only), told about names and actor counts.
   caf::actor head;
-  // What this node last told the head its work holds of its resources;
-  // nothing before it told this head anything.
-  std::optional<std::map<std::string, double>> reported_used;
+  // What this node last told the head it offers and its work holds of
+  // it; nothing before it told this head anything.
+  std::optional<std::pair<resource_request, resource_request>> reported;
 };
 
 using manager_actor = caf::stateful_actor<manager_state>;
@@ -96,15 +96,17 @@ void report_actors(manager_actor* self) {
                static_cast<int32_t>(st.hosted.size()));
 }
 
-/// Tells the head what work holds of this node's resources, if that
-/// changed (nodes only); runs every `used_report_every`, so that a driver's
-/// directory, a second old at most, places work where it fits.
+/// Tells the head what this node offers (placement groups' bundles come
+/// and go) and what work holds of it, if that changed (nodes only); runs
+/// every `used_report_every`, so that a driver's directory, a second old at
+/// most, places work where it fits.
 void report_used(manager_actor* self) {
   auto& st = self->state;
-  auto used = st.rt->resources().used();
-  if (st.head && used != st.reported_used) {
-    self->send(st.head, used_atom::value, encode(used));
-    st.reported_used = std::move(used);
+  auto& ledger = st.rt->resources();
+  auto now = std::make_pair(ledger.total(), ledger.used());
+  if (st.head && now != st.reported) {
+    self->send(st.head, used_atom::value, encode(now.first, now.second));
+    st.reported = std::move(now);
   }
   self->delayed_send(self, used_report_every, used_atom::value);
 }
@@ -247,7 +249,7 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
             st.id = id;
             st.epoch = epoch;
             st.head = head;
-            st.reported_used.reset(); // this head knows nothing yet
+            st.reported.reset(); // this head knows nothing yet
             self->monitor(head);
             if (rejoined && !same)
               after_rejoin(self, given_up);
@@ -293,11 +295,8 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
         check_resources(opts.resources, "a spawn request");
         ref = st.rt->spawn_local_actor(
           *cls, std::make_unique<named_factory>(*ctor, std::move(args)), opts);
-      } catch (const error& e) {
-        rp.deliver(make_control_error(e.code(), e.what()));
-        return rp;
-      } catch (const std::exception& e) {
-        rp.deliver(make_control_error(errc::usage, e.what()));
+      } catch (...) {
+        rp.deliver(control_refusal(std::current_exception()));
         return rp;
       }
       auto handle = ref->core->handle;
@@ -406,15 +405,26 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
         return;
       self->state.directory.count_actors(sender->address(), count);
     },
+    [=](reserve_atom r, const std::string& gid, int32_t index,
+        const bytes& request) {
+      return self->delegate(self->state.rt->bundle_keeper(), r, gid, index,
+                            request);
+    },
+    [=](release_atom r, const std::string& gid) {
+      return self->delegate(self->state.rt->bundle_keeper(), r, gid);
+    },
     [=](used_atom) { report_used(self); },
     [=](used_atom, const bytes& used) {
       auto sender = self->current_sender();
       if (!sender)
         return;
       try {
-        auto amounts = std::get<0>(decode<resource_request>(used));
+        auto [total, amounts] =
+          decode<resource_request, resource_request>(used);
+        check_resources(total, "a node's report");
         check_resources(amounts, "a node's report");
-        self->state.directory.set_used(sender->address(), std::move(amounts));
+        self->state.directory.set_load(sender->address(), std::move(total),
+                                       std::move(amounts));
       } catch (const std::exception& e) {
         log_line(std::string{"ignored a bad report of used resources: "} +
                  e.what());

@@ -36,6 +36,10 @@ public:
   /// This process's resources (init_options::resources).
   virtual resource_ledger& resources() = 0;
 
+  /// The actor holding this process's bundles of placement groups
+  /// (bundle_keeper.hpp).
+  virtual caf::actor bundle_keeper() = 0;
+
   /// Hosts an actor in this process, whatever its placement says; throws
   /// `usage_error` if its name is taken here, or (errc::infeasible) if
   /// this process has less of a resource than the actor asks for.

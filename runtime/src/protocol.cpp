@@ -41,6 +41,16 @@ caf::error make_control_error(errc code, std::string text) {
                     caf::make_message(std::move(text))};
 }
 
+caf::error control_refusal(const std::exception_ptr& err) {
+  try {
+    std::rethrow_exception(err);
+  } catch (const error& e) {
+    return make_control_error(e.code(), e.what());
+  } catch (const std::exception& e) {
+    return make_control_error(errc::usage, e.what());
+  }
+}
+
 void throw_control_error(caf::actor_system& sys, const caf::error& err,
                          const std::string& context, errc fallback) {
   if (err.category() != lumen_category ||

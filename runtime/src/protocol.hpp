@@ -13,12 +13,18 @@
 //      max_task_retries, max_concurrency, detached,
 //      encoded resource_request)         -> (actor)
 //     (spawn typed, name, args, interface) -> (actor)    LUMEN_TYPED_ACTOR
+//     (reserve, group id, bundle index, encoded resource_request)
+//                                   -> (ok) once the bundle is held there
+//     (release, group id)          -> (true) once the group's bundles
+//                                   there are given back and their work
+//                                   told to end
 //   to the head only:
 //     (name, name, class, node id, actor) -> (true, or false if taken)
 //     (lookup, name)          -> (found, class, node id, actor)
 //     (alive, node id)        -> (whether the head counts it alive)
 //     (actors, count)         a node reports how many actors it hosts
-//     (used, encoded resource_request) what its work holds of its resources
+//     (used, encoded (total, used) resource_requests) what a node offers
+//                             and what its work holds of that
 //     (endpoint, name, address, owner) -> (true, or false if taken)
 //     (find endpoint, name)   -> (found, address)
 //     (drop endpoint, name, owner)   frees a channel name
@@ -53,10 +59,17 @@ using drop_endpoint_atom = caf::atom_constant<caf::atom("lmepdrop")>;
 using kv_put_atom = caf::atom_constant<caf::atom("lmkvput")>;
 using kv_get_atom = caf::atom_constant<caf::atom("lmkvget")>;
 using kv_erase_atom = caf::atom_constant<caf::atom("lmkvdel")>;
+using reserve_atom = caf::atom_constant<caf::atom("lmpgres")>;
+using release_atom = caf::atom_constant<caf::atom("lmpgrel")>;
 
 /// A control-plane refusal: a Lumen error code and a sentence saying what
 /// happened and what to do, for the peer to branch on and show.
 caf::error make_control_error(errc code, std::string text);
+
+/// The refusal for a request that threw `err` while it was handled: a
+/// Lumen error keeps its code, anything else is misuse (a malformed
+/// payload).
+caf::error control_refusal(const std::exception_ptr& err);
 
 /// Throws the Lumen error for a failed control-plane request: the code and
 /// text of a Lumen refusal (a `usage_error` for misuse), else `fallback`

@@ -7,6 +7,7 @@
 
 #include "lumen/cluster.hpp"
 
+#include "bundle_keeper.hpp"
 #include "commands.hpp"
 #include "local_runtime.hpp"
 #include "node_setup.hpp"
@@ -46,9 +47,12 @@ int run_status(const status_options& o) {
             << std::setw(8) << "ACTORS"
             << "RESOURCES (USED/TOTAL)\n";
   for (auto& n : all) {
-    // used/total per resource, e.g. cpu=1/4,gpu=0/1
+    // used/total per resource, e.g. cpu=1/4,gpu=0/1; a placement group's
+    // reserve shows as used, the names its bundles offer are left out.
     std::string res;
     for (auto& [k, v] : n.resources) {
+      if (is_bundle_resource(k))
+        continue;
       auto used = n.used.find(k);
       std::ostringstream x;
       x << k << "=" << (used == n.used.end() ? 0.0 : used->second) << "/" << v;

@@ -60,16 +60,10 @@ private:
 class Overlap {
 public:
   int run(int ms) {
-    int now = ++running_;
-    for (int seen = most_.load();
-         now > seen && !most_.compare_exchange_weak(seen, now);)
-      ;
-    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-    --running_;
-    return now;
+    return meter_.pass(ms);
   }
   int most() const {
-    return most_;
+    return meter_.most;
   }
   std::string whoami() const {
     return lumen::current_actor_id();
@@ -80,8 +74,7 @@ public:
   }
 
 private:
-  std::atomic<int> running_{0};
-  std::atomic<int> most_{0};
+  overlap_meter meter_;
 };
 
 int most_at_once(const lumen::ActorHandle<Overlap>& a, int calls) {

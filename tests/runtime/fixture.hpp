@@ -4,9 +4,12 @@
 // holds a task or method until the test opens it, so that tests can create
 // "not ready yet" states without sleeping.
 
+#include <atomic>
 #include <chrono>
 #include <future>
+#include <map>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include <lumen/lumen.hpp>
@@ -19,6 +22,58 @@ struct runtime_fixture {
     lumen::shutdown();
   }
 };
+
+/// A runtime with four task threads that offers `resources` too.
+struct offering {
+  explicit offering(std::map<std::string, double> resources) {
+    lumen::init_options opts;
+    opts.num_cpus = 4;
+    opts.resources = std::move(resources);
+    lumen::init(opts);
+  }
+  ~offering() {
+    lumen::shutdown();
+  }
+};
+
+/// How many runs are inside at once, and the most that ever were.
+struct overlap_meter {
+  std::atomic<int> now{0};
+  std::atomic<int> most{0};
+
+  void reset() {
+    now = 0;
+    most = 0;
+  }
+  /// Enters, stays `ms`, leaves; how many were inside with it.
+  int pass(int ms) {
+    int in = ++now;
+    for (int seen = most.load();
+         in > seen && !most.compare_exchange_weak(seen, in);)
+      ;
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    --now;
+    return in;
+  }
+};
+
+/// What work in this process holds of resource `name` now.
+inline double used_here(const std::string& name) {
+  auto here = lumen::nodes().at(0);
+  auto i = here.used.find(name);
+  return i == here.used.end() ? 0.0 : i->second;
+}
+
+/// The usage_error `f` throws; fails the test if it throws none.
+template <class F>
+lumen::usage_error refusal(F f) {
+  try {
+    f();
+  } catch (const lumen::usage_error& e) {
+    return e;
+  }
+  throw std::logic_error("no usage_error was thrown");
+}
 
 /// A one-shot barrier: waiters block until open() is called.
 class gate {

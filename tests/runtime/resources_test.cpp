@@ -20,29 +20,16 @@ namespace {
 
 // Four task threads, one GPU and two licences: the threads never limit
 // what the resources allow.
-struct offered {
-  offered() {
-    lumen::init_options opts;
-    opts.num_cpus = 4;
-    opts.resources = {{"gpu", 1}, {"licence", 2}};
-    lumen::init(opts);
-  }
-  ~offered() {
-    lumen::shutdown();
-  }
+struct offered : offering {
+  offered()
+    : offering({{"gpu", 1}, {"licence", 2}}) {}
 };
 
-std::atomic<int> running{0};
-std::atomic<int> most{0};
+overlap_meter meter;
 
 // Counts how many copies run at once.
 int overlap(int x) {
-  int now = ++running;
-  for (int seen = most.load();
-       now > seen && !most.compare_exchange_weak(seen, now);)
-    ;
-  std::this_thread::sleep_for(milliseconds(30));
-  --running;
+  meter.pass(30);
   return x;
 }
 LUMEN_REMOTE(overlap);
@@ -81,38 +68,19 @@ public:
 LUMEN_ACTOR(Trainer, &Trainer::step);
 
 int most_at_once(const std::map<std::string, double>& ask, int tasks) {
-  running = 0;
-  most = 0;
+  meter.reset();
   std::vector<lumen::ObjectRef<int>> refs;
   for (int i = 0; i < tasks; ++i)
     refs.push_back(lumen::task(overlap).with_resources(ask).remote(i));
   for (auto& r : refs)
     lumen::get(r, deadline);
-  return most;
-}
-
-double used(const std::string& name) {
-  auto here = lumen::nodes().at(0);
-  auto i = here.used.find(name);
-  return i == here.used.end() ? 0.0 : i->second;
+  return meter.most;
 }
 
 // A task lets its resources go as its run ends, just after its result is
 // out: a test that saw the result waits for that.
 bool gpu_freed() {
-  return eventually([] { return used("gpu") == 0.0; });
-}
-
-/// The usage_error `f` throws; fails the test if it throws none.
-template <class F>
-lumen::usage_error refusal(F f) {
-  try {
-    f();
-  } catch (const lumen::usage_error& e) {
-    return e;
-  }
-  BOOST_FAIL("no usage_error was thrown");
-  throw;
+  return eventually([] { return used_here("gpu") == 0.0; });
 }
 
 } // namespace
@@ -184,13 +152,13 @@ BOOST_AUTO_TEST_CASE(a_task_blocked_in_get_lends_its_cpus) {
   // Without the loan the nested task would wait for a CPU forever.
   auto outer = lumen::task(all_cpus_then_nested).with_num_cpus(4).remote(1);
   BOOST_TEST(lumen::get(outer, deadline) == 2);
-  BOOST_TEST(eventually([] { return used("cpu") == 0.0; }));
+  BOOST_TEST(eventually([] { return used_here("cpu") == 0.0; }));
 }
 
 BOOST_AUTO_TEST_CASE(an_actor_holds_its_resources_until_it_dies) {
   auto a = lumen::actor<Trainer>().with_resources({{"gpu", 1}}).remote();
   BOOST_TEST(lumen::get(a.call(&Trainer::step, 1), deadline) == 2);
-  BOOST_TEST(used("gpu") == 1.0);
+  BOOST_TEST(used_here("gpu") == 1.0);
   auto task = lumen::task(overlap).with_resources({{"gpu", 1}}).remote(7);
   BOOST_TEST(
     lumen::wait(std::vector{task}, 1, milliseconds(300)).ready.empty());

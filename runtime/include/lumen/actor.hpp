@@ -14,6 +14,7 @@
 #include "lumen/detail/runtime.hpp"
 #include "lumen/errors.hpp"
 #include "lumen/object_ref.hpp"
+#include "lumen/placement_group.hpp"
 
 namespace lumen {
 
@@ -322,6 +323,18 @@ public:
   /// with_resources({{"cpu", n}}), as Ray's `num_cpus=`.
   actor_creator& with_num_cpus(double n) {
     return with_resources({{"cpu", n}});
+  }
+
+  /// Runs the actor in bundle `bundle_index` of `pg` (-1: any bundle that
+  /// holds its resources), as Ray's PlacementGroupSchedulingStrategy: on
+  /// that bundle's node, taking its resources from the bundle's reserve
+  /// while it lives. remote() waits until the group is ready.
+  /// `remote()` throws `usage_error` if the group was removed, and
+  /// (errc::infeasible) if no bundle meant has the resources asked for.
+  actor_creator& in_placement_group(const placement_group& pg,
+                                    int bundle_index = -1) {
+    opts_.where = detail::in_group(pg, bundle_index);
+    return *this;
   }
 
   /// Starts the actor. Its constructor runs on the actor's own thread; if it

@@ -1,7 +1,9 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lumen {
@@ -33,11 +35,29 @@ std::vector<node_info> nodes();
 /// dead by the head rejoins under a new id.
 std::string this_node_id();
 
-/// Where a task or actor runs: here (the default), on a named node, or
-/// round-robin over the live nodes.
+namespace detail {
+struct placement_group_state;
+} // namespace detail
+
+/// Where a task or actor runs: here (the default), on a named node,
+/// round-robin over the live nodes, or in a bundle of a placement group
+/// (lumen/placement_group.hpp; `bundle` -1 for any that holds the work).
 struct placement {
-  enum kind_t { local, node, spread } kind = local;
+  enum kind_t { local, node, spread, in_group };
+
+  placement() = default;
+  placement(kind_t k, std::string node = {})
+    : kind(k)
+    , node_id(std::move(node)) {}
+  placement(std::shared_ptr<detail::placement_group_state> g, int b)
+    : kind(in_group)
+    , group(std::move(g))
+    , bundle(b) {}
+
+  kind_t kind = local;
   std::string node_id;
+  std::shared_ptr<detail::placement_group_state> group;
+  int bundle = -1;
 };
 
 } // namespace lumen

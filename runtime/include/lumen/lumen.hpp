@@ -14,6 +14,7 @@
 #include "lumen/node_shared.hpp"
 #include "lumen/object_ref.hpp"
 #include "lumen/object_store.hpp"
+#include "lumen/placement_group.hpp"
 #include "lumen/remote.hpp"
 #include "lumen/task.hpp"
 #include "lumen/trace.hpp"

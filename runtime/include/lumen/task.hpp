@@ -10,6 +10,7 @@
 #include "lumen/detail/runtime.hpp"
 #include "lumen/errors.hpp"
 #include "lumen/object_ref.hpp"
+#include "lumen/placement_group.hpp"
 
 namespace lumen {
 
@@ -113,6 +114,18 @@ public:
   /// with_resources({{"cpu", n}}), as Ray's `num_cpus=`.
   task_caller& with_num_cpus(double n) {
     return with_resources({{"cpu", n}});
+  }
+
+  /// Runs the task in bundle `bundle_index` of `pg` (-1: any bundle that
+  /// holds its resources), as Ray's PlacementGroupSchedulingStrategy: on
+  /// that bundle's node, taking its resources from the bundle's reserve
+  /// while it runs. It is sent once the group is ready.
+  /// `remote()` throws `usage_error` if the group was removed, and
+  /// (errc::infeasible) if no bundle meant has the resources asked for.
+  task_caller& in_placement_group(const placement_group& pg,
+                                  int bundle_index = -1) {
+    where_ = detail::in_group(pg, bundle_index);
+    return *this;
   }
 
   /// Submits the call and returns a ref to its result at once. ObjectRef

@@ -194,6 +194,15 @@ public:
 
   /// Ends the actor without restart; its queued and later calls fail.
   virtual void kill_actor(const actor_ref& a) = 0;
+
+  /// Places `g`'s bundles on nodes and has them reserved there, resolving
+  /// g->ready once all are; throws `usage_error` (errc::infeasible) if no
+  /// layout can hold them.
+  virtual void
+  create_placement_group(const std::shared_ptr<placement_group_state>& g) = 0;
+
+  /// See lumen::remove_placement_group.
+  virtual void remove_placement_group(placement_group_state& g) = 0;
 };
 
 /// An ActorHandle on the wire: where its actor runs and who holds it for
