@@ -19,6 +19,7 @@
 #include "head_directory.hpp"
 #include "kv_store.hpp"
 #include "log.hpp"
+#include "manager_state.hpp"
 #include "process_services.hpp"
 #include "protocol.hpp"
 
@@ -51,28 +52,6 @@ private:
   const constructor_entry* ctor_;
   bytes args_;
 };
-
-struct manager_state {
-  process_services* rt = nullptr;
-  data_server* data = nullptr;
-  node_settings settings;
-  std::string id;
-  // The cluster's nodes and names (head only).
-  head_directory directory;
-  // The cluster's key-value store, lumen/kv.hpp (head only).
-  kv_store kv;
-  // This head's epoch (head), or that of the head this node joined.
-  uint64_t epoch = 0;
-  // Actors hosted here for other processes, kept alive until they end.
-  std::unordered_map<caf::actor_addr, std::shared_ptr<actor_ref>> hosted;
-  // The head (nodes only), told about names and actor counts.
-  caf::actor head;
-  // What this node last told the head it offers and its work holds of
-  // it; nothing before it told this head anything.
-  std::optional<std::pair<resource_request, resource_request>> reported;
-};
-
-using manager_actor = caf::stateful_actor<manager_state>;
 
 std::vector<node_info> directory(manager_actor* self) {
   auto& st = self->state;
@@ -154,16 +133,6 @@ void after_rejoin(manager_actor* self, bool given_up) {
   report_actors(self);
 }
 
-/// Registers `name` in the head's directory; false if it is taken.
-bool bind_name(manager_actor* self, const std::string& name,
-               named_entry entry) {
-  auto handle = entry.handle;
-  if (!self->state.directory.bind(name, std::move(entry)))
-    return false;
-  self->monitor(handle); // its death frees the name
-  return true;
-}
-
 caf::behavior node_manager(manager_actor* self, process_services* rt,
                            data_server* data, node_settings settings) {
   auto& st = self->state;
@@ -197,7 +166,7 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
                            ? std::string{}
                            : caf::to_string(msg.reason));
   });
-  return {
+  caf::message_handler own{
     [=](hello_atom, const std::string& role, const std::string& host,
         uint16_t port, uint16_t data_port,
         const std::map<std::string, std::string>& resources,
@@ -359,52 +328,6 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
       self->state.rt->adopt(*h); // ends with this node
       return caf::actor_cast<caf::strong_actor_ptr>(*h);
     },
-    [=](name_atom, const std::string& name, const std::string& cls,
-        const std::string& node,
-        const caf::actor& handle) -> caf::result<bool> {
-      return bind_name(self, name, {cls, node, handle});
-    },
-    [=](lookup_atom, const std::string& name)
-      -> caf::result<bool, std::string, std::string, caf::actor> {
-      auto found = self->state.directory.lookup(name);
-      if (!found)
-        return {false, std::string{}, std::string{}, caf::actor{}};
-      return {true, found->cls, found->node, found->handle};
-    },
-    [=](endpoint_atom, const std::string& name, const std::string& address,
-        const caf::actor& owner) {
-      if (!self->state.directory.bind_endpoint(name,
-                                               {address, owner.address()}))
-        return false;
-      self->monitor(owner); // its death frees the name
-      return true;
-    },
-    [=](find_endpoint_atom,
-        const std::string& name) -> caf::result<bool, std::string> {
-      auto found = self->state.directory.find_endpoint(name);
-      return {found.has_value(), found.value_or(std::string{})};
-    },
-    [=](drop_endpoint_atom, const std::string& name, const caf::actor& owner) {
-      self->state.directory.drop_endpoint(name, owner.address());
-    },
-    [=](kv_put_atom, const std::string& key, std::string& value,
-        bool overwrite) -> caf::result<bool, std::string> {
-      auto result = self->state.kv.put(key, std::move(value), overwrite);
-      return {result.stored, std::move(result.refusal)};
-    },
-    [=](kv_get_atom, const std::string& key) -> caf::result<bool, std::string> {
-      auto found = self->state.kv.get(key);
-      return {found.has_value(), found.value_or(std::string{})};
-    },
-    [=](kv_erase_atom, const std::string& key) {
-      return self->state.kv.erase(key);
-    },
-    [=](actors_atom, int32_t count) {
-      auto sender = self->current_sender();
-      if (!sender)
-        return;
-      self->state.directory.count_actors(sender->address(), count);
-    },
     [=](reserve_atom r, const std::string& gid, int32_t index,
         const bytes& request) {
       return self->delegate(self->state.rt->bundle_keeper(), r, gid, index,
@@ -414,23 +337,8 @@ caf::behavior node_manager(manager_actor* self, process_services* rt,
       return self->delegate(self->state.rt->bundle_keeper(), r, gid);
     },
     [=](used_atom) { report_used(self); },
-    [=](used_atom, const bytes& used) {
-      auto sender = self->current_sender();
-      if (!sender)
-        return;
-      try {
-        auto [total, amounts] =
-          decode<resource_request, resource_request>(used);
-        check_resources(total, "a node's report");
-        check_resources(amounts, "a node's report");
-        self->state.directory.set_load(sender->address(), std::move(total),
-                                       std::move(amounts));
-      } catch (const std::exception& e) {
-        log_line(std::string{"ignored a bad report of used resources: "} +
-                 e.what());
-      }
-    },
   };
+  return own.or_else(head_handlers(self));
 }
 
 } // namespace
