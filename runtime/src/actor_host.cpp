@@ -215,7 +215,7 @@ void drain(host_actor* self) {
       return;
     }
     auto& head = st.queue.front();
-    if (head->cancel_requested()) {
+    if (head->cancel_requested() || head->result()->ready()) {
       st.queue.pop_front(); // its result failed when it was cancelled
       continue;
     }

@@ -48,6 +48,11 @@ void cancellable::forward_cancel(std::function<void(bool force)> f) {
 
 void cancellable::cancel_now(object_state& result, const std::string& what,
                              bool force) {
+  // The failure first: running work that sees the request and returns
+  // must find its result taken already, not publish its value first.
+  // Work about to start checks the result as well as the request.
+  result.set_error(std::make_exception_ptr(
+    task_cancelled(what + " was cancelled by lumen::cancel")));
   std::function<void(bool force)> forward;
   {
     std::lock_guard<std::mutex> guard{mtx_};
@@ -55,8 +60,6 @@ void cancellable::cancel_now(object_state& result, const std::string& what,
       request_.store(force ? 2 : 1, std::memory_order_release);
     forward = forward_;
   }
-  result.set_error(std::make_exception_ptr(
-    task_cancelled(what + " was cancelled by lumen::cancel")));
   if (forward)
     forward(force);
 }

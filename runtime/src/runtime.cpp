@@ -29,7 +29,7 @@ task_spec::~task_spec() {
 
 void task_spec::run() {
   auto resources_held = std::move(held); // let go however the run ends
-  if (cancel_requested())
+  if (cancel_requested() || result_->ready())
     return; // its result failed when it was cancelled
   trace::detail::runtime_span span{"task", trace_flow};
   if (span.on())
