@@ -1,5 +1,6 @@
 #include "bundle_keeper.hpp"
 
+#include <cctype>
 #include <map>
 #include <set>
 #include <utility>

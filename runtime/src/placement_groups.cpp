@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include <caf/all.hpp>
 
@@ -221,10 +222,12 @@ void check_group_work(const placement& where, const resource_request& r) {
                     errc::infeasible);
 }
 
-std::pair<std::string, resource_request>
+std::pair<placement, resource_request>
 place_in_group(const placement& where, const resource_request& r) {
-  check_group_work(where, r);
   auto& g = *where.group;
+  if (g.ready->failed())
+    std::rethrow_exception(g.ready->error());
+  check_group_work(where, r);
   auto index = where.bundle;
   if (index < 0) {
     // Any bundle that holds it, round-robin.
@@ -237,8 +240,13 @@ place_in_group(const placement& where, const resource_request& r) {
       }
     }
   }
-  std::lock_guard<std::mutex> guard{g.mtx};
-  return {g.nodes.at(static_cast<size_t>(index)), in_bundle(g.id, index, r)};
+  std::string node;
+  {
+    std::lock_guard<std::mutex> guard{g.mtx};
+    node = g.nodes.at(static_cast<size_t>(index));
+  }
+  return {node == this_node() ? placement{} : placement{placement::node, node},
+          in_bundle(g.id, index, r)};
 }
 
 namespace {
@@ -339,12 +347,7 @@ void local_runtime::submit_to_bundle(std::shared_ptr<task_spec> t) {
   auto ready = t->where.group->ready;
   ready->on_ready([this, t = std::move(t), ready]() mutable {
     try {
-      if (ready->failed())
-        std::rethrow_exception(ready->error());
-      auto [node, request] = place_in_group(t->where, t->resources);
-      t->where =
-        node == this_node() ? placement{} : placement{placement::node, node};
-      t->resources = std::move(request);
+      std::tie(t->where, t->resources) = place_in_group(t->where, t->resources);
       submit_task(std::move(t));
     } catch (...) {
       t->result()->set_error(std::current_exception());
@@ -354,15 +357,10 @@ void local_runtime::submit_to_bundle(std::shared_ptr<task_spec> t) {
 
 actor_options local_runtime::in_bundle_options(const actor_options& opts) {
   check_group_work(opts.where, opts.resources);
-  auto& ready = *opts.where.group->ready;
-  ready.wait();
-  if (ready.failed())
-    std::rethrow_exception(ready.error());
-  auto [node, request] = place_in_group(opts.where, opts.resources);
+  opts.where.group->ready->wait();
   auto out = opts;
-  out.where =
-    node == this_node() ? placement{} : placement{placement::node, node};
-  out.resources = std::move(request);
+  std::tie(out.where, out.resources) =
+    place_in_group(opts.where, opts.resources);
   return out;
 }
 

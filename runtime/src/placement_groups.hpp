@@ -25,10 +25,11 @@ std::vector<std::string> plan_bundles(const std::vector<node_info>& nodes,
 /// any, every bundle) has less of a resource than `r` asks.
 void check_group_work(const placement& where, const resource_request& r);
 
-/// For work placed in a group once the group is ready: the node of the
-/// bundle it goes to (the one named, or the next that holds `r`), and `r`
-/// as work in that bundle asks for it. Throws as check_group_work.
-std::pair<std::string, resource_request>
+/// For work placed in a group once the group is ready: where it goes (the
+/// node of the bundle named, or of the next that holds `r`; here if that
+/// is this process), and `r` as work in that bundle asks for it. Throws
+/// ready()'s error if the group failed, else as check_group_work.
+std::pair<placement, resource_request>
 place_in_group(const placement& where, const resource_request& r);
 
 } // namespace lumen::detail
