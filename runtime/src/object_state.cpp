@@ -1,6 +1,9 @@
 #include "lumen/detail/object_state.hpp"
 
 #include <algorithm>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
 #include <string>
 
 #include "lumen/detail/arguments.hpp"
@@ -28,6 +31,21 @@ inline void cpu_relax() {
 #endif
 }
 
+// What a state's publisher and its waiters meet at. Shared among the
+// states whose addresses hash alike: waiters wake for any of them and
+// check their own. Never destroyed: threads may still park at exit.
+struct alignas(64) meeting_point {
+  std::mutex mtx;
+  std::condition_variable cv;
+};
+
+meeting_point& meeting_point_of(const object_state* st) {
+  constexpr unsigned bits = 6;
+  static auto* points = new meeting_point[1u << bits];
+  auto h = reinterpret_cast<uintptr_t>(st) * 0x9E3779B97F4A7C15ull;
+  return points[h >> (64 - bits)];
+}
+
 } // namespace
 
 object_state::object_state()
@@ -49,12 +67,13 @@ void object_state::set_error(std::exception_ptr err) {
 void object_state::publish(bool failed) {
   std::vector<std::pair<uint64_t, std::function<void()>>> todo;
   {
-    std::lock_guard<std::mutex> guard{mtx_};
+    auto& point = meeting_point_of(this);
+    std::lock_guard<std::mutex> guard{point.mtx};
     status_.store(failed ? status::failed : status::ready,
                   std::memory_order_release);
     todo.swap(continuations_);
     if (sleepers_.load(std::memory_order_relaxed) > 0)
-      cv_.notify_all();
+      point.cv.notify_all();
   }
   for (auto& entry : todo)
     entry.second();
@@ -63,7 +82,7 @@ void object_state::publish(bool failed) {
 uint64_t object_state::on_ready(std::function<void()> fn) {
   uint64_t token = 0;
   {
-    std::lock_guard<std::mutex> guard{mtx_};
+    std::lock_guard<std::mutex> guard{meeting_point_of(this).mtx};
     if (!ready()) {
       token = next_token_++;
       continuations_.emplace_back(token, std::move(fn));
@@ -80,7 +99,7 @@ void object_state::forget(uint64_t token) {
   if (token == 0)
     return;
   std::function<void()> doomed; // destroyed outside the lock
-  std::lock_guard<std::mutex> guard{mtx_};
+  std::lock_guard<std::mutex> guard{meeting_point_of(this).mtx};
   for (auto i = continuations_.begin(); i != continuations_.end(); ++i)
     if (i->first == token) {
       doomed = std::move(i->second);
@@ -112,14 +131,15 @@ bool object_state::park_until(const clock::time_point* deadline) {
       break;
   }
   blocking_scope lend_a_worker;
-  std::unique_lock<std::mutex> guard{mtx_};
+  auto& point = meeting_point_of(this);
+  std::unique_lock<std::mutex> guard{point.mtx};
   sleepers_.fetch_add(1, std::memory_order_relaxed);
   auto is_ready = [this] { return ready(); };
   bool result = true;
   if (deadline == nullptr)
-    cv_.wait(guard, is_ready);
+    point.cv.wait(guard, is_ready);
   else
-    result = cv_.wait_until(guard, *deadline, is_ready);
+    result = point.cv.wait_until(guard, *deadline, is_ready);
   sleepers_.fetch_sub(1, std::memory_order_relaxed);
   return result;
 }

@@ -16,7 +16,7 @@ namespace lumen::detail {
 task_spec::task_spec(std::shared_ptr<object_state> result,
                      const function_entry& fn, int max_retries,
                      bool retry_exceptions)
-  : result_(std::move(result))
+  : cancellable(kind::task, std::move(result))
   , fn_(&fn)
   , max_retries_(max_retries)
   , retry_exceptions_(retry_exceptions) {}
@@ -25,6 +25,10 @@ task_spec::~task_spec() {
   if (!result_->ready())
     result_->set_error(std::make_exception_ptr(error(
       "task " + fn_->name + " never ran: lumen::shutdown() was called first")));
+}
+
+const std::string& task_spec::work_name() const noexcept {
+  return fn_->name;
 }
 
 void task_spec::run() {
@@ -53,38 +57,20 @@ void task_spec::run() {
   }
 }
 
-void task_spec::cancel(bool force) {
-  if (result_->ready())
-    return;
-  if (force && started())
-    throw usage_error("lumen::cancel(force): task " + fn_->name +
-                      " runs in this process, which force would end; cancel "
-                      "it without force: its ref fails at once and the task "
-                      "sees lumen::cancelled()");
-  cancel_now(*result_, "task " + fn_->name, force);
-}
-
 actor_call::actor_call(std::shared_ptr<object_state> result,
                        const method_entry& m)
-  : result_(std::move(result))
+  : cancellable(kind::call, std::move(result))
   , method_(&m) {}
+
+const std::string& actor_call::work_name() const noexcept {
+  return method_->name;
+}
 
 actor_call::~actor_call() {
   if (!result_->ready())
     result_->set_error(core ? core->dropped_call_error(*method_)
                             : std::make_exception_ptr(
                                 actor_died(method_->name + " was never sent")));
-}
-
-void actor_call::cancel(bool force) {
-  if (result_->ready())
-    return;
-  if (force)
-    throw usage_error("lumen::cancel(force): " + method_->name +
-                      " is an actor method call, and force would end its "
-                      "actor; cancel it without force, or end the actor "
-                      "with lumen::kill");
-  cancel_now(*result_, "call " + method_->name, false);
 }
 
 actor_factory::~actor_factory() = default;

@@ -114,7 +114,6 @@ private:
     auto st = std::make_shared<detail::value_state<result_t>>();
     auto c = std::make_shared<detail::actor_call_impl<C, result_t, M, args_t>>(
       st, *entry, method, args_t{std::forward<As>(xs)...});
-    st->maker = c;
     detail::current_runtime().submit_call(ref, std::move(c));
     return ObjectRef<result_t>{std::move(st)};
   }

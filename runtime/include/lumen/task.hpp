@@ -145,7 +145,6 @@ public:
       args_t{std::forward<As>(xs)...});
     t->where = where_;
     t->resources = resources_;
-    st->maker = t;
     detail::current_runtime().submit_task(std::move(t));
     return ObjectRef<result_type>{std::move(st)};
   }

@@ -39,10 +39,6 @@ public:
   /// task does not start.
   void run();
 
-  /// See cancellable; `force` on a task running in this process throws
-  /// `usage_error` (it would end the caller's own process).
-  void cancel(bool force) override;
-
   /// For a run on another node: the resolved arguments, encoded as the
   /// function's parameter types.
   virtual bytes encode_args() = 0;
@@ -53,15 +49,9 @@ public:
   const function_entry& function() const noexcept {
     return *fn_;
   }
+  const std::string& work_name() const noexcept override;
   int max_retries() const noexcept {
     return max_retries_;
-  }
-  /// True once run() started the function in this process.
-  bool started() const noexcept {
-    return started_.load(std::memory_order_acquire);
-  }
-  const std::shared_ptr<object_state>& result() const noexcept {
-    return result_;
   }
 
   std::vector<std::shared_ptr<object_state>> deps;
@@ -78,11 +68,9 @@ protected:
   /// One attempt: publishes the value, or throws the function's exception.
   virtual void attempt() = 0;
 
-  std::shared_ptr<object_state> result_;
   const function_entry* fn_;
   int max_retries_;
   bool retry_exceptions_;
-  std::atomic<bool> started_{false};
 };
 
 class actor_core;
@@ -109,16 +97,10 @@ public:
   /// Publishes the encoded result of a call run on another node.
   virtual void accept_result(const bytes& out) = 0;
 
-  /// See cancellable; `force` throws `usage_error`: a method cannot be
-  /// stopped without ending its actor (lumen::kill does that).
-  void cancel(bool force) override;
-
   const method_entry& method() const noexcept {
     return *method_;
   }
-  const std::shared_ptr<object_state>& result() const noexcept {
-    return result_;
-  }
+  const std::string& work_name() const noexcept override;
 
   std::vector<std::shared_ptr<object_state>> deps;
 
@@ -135,7 +117,6 @@ public:
   uint64_t trace_flow = 0;
 
 protected:
-  std::shared_ptr<object_state> result_;
   const method_entry* method_;
 };
 
