@@ -270,7 +270,19 @@ caf::behavior host(host_actor* self, std::shared_ptr<actor_core> core,
       },
       revoked);
   }
+  // CAF tries the handlers in order: calls, by far the most messages,
+  // come first.
   return {
+    [=](call_msg& m) {
+      auto& st = self->state;
+      // A call stamped before a restart was queued for the old instance:
+      // dropping it fails it with actor_died, unless it may be retried.
+      if (m.call->generation != st.core->generation.load() &&
+          !retry_on_current_instance(*m.call))
+        return;
+      st.queue.push_back(std::move(m.call));
+      drain(self);
+    },
     [=](finished_msg& m) {
       auto& st = self->state;
       --st.running;
@@ -284,16 +296,6 @@ caf::behavior host(host_actor* self, std::shared_ptr<actor_core> core,
       st.waiting = false;
       if (start_instance(self))
         drain(self);
-    },
-    [=](call_msg& m) {
-      auto& st = self->state;
-      // A call stamped before a restart was queued for the old instance:
-      // dropping it fails it with actor_died, unless it may be retried.
-      if (m.call->generation != st.core->generation.load() &&
-          !retry_on_current_instance(*m.call))
-        return;
-      st.queue.push_back(std::move(m.call));
-      drain(self);
     },
     [=](resume_atom) {
       self->state.waiting = false;

@@ -51,13 +51,13 @@ struct placement {
     , node_id(std::move(node)) {}
   placement(std::shared_ptr<detail::placement_group_state> g, int b)
     : kind(in_group)
-    , group(std::move(g))
-    , bundle(b) {}
+    , bundle(b)
+    , group(std::move(g)) {}
 
   kind_t kind = local;
+  int bundle = -1; // beside kind: a placement is in every task
   std::string node_id;
   std::shared_ptr<detail::placement_group_state> group;
-  int bundle = -1;
 };
 
 } // namespace lumen
