@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "fixture.hpp"
 
@@ -244,6 +245,46 @@ BOOST_AUTO_TEST_CASE(refs_that_no_task_makes_cannot_be_cancelled) {
                         });
   BOOST_CHECK_THROW(lumen::cancel(lumen::ObjectRef<int>{}), lumen::usage_error);
   p.set_value(1);
+}
+
+// A ref finds its work through a pointer the work clears as it is freed:
+// cancels racing work that finishes and goes must never touch freed work
+// (the sanitizer build checks) and leave each ref with its value or
+// task_cancelled. The tasks wait behind a held thread; the cancels start
+// at the back, the thread is let go at the front, and they meet.
+BOOST_AUTO_TEST_CASE(cancels_racing_finishing_work_leave_a_value_or_a_cancel) {
+  gate g;
+  held = &g;
+  auto busy = lumen::task(hold).remote(0);
+  BOOST_REQUIRE(eventually([] { return started == 1; }));
+  constexpr int n = 20000;
+  std::vector<lumen::ObjectRef<int>> refs;
+  refs.reserve(n);
+  for (int i = 0; i < n; ++i)
+    refs.push_back(lumen::task(plus_one).remote(i));
+  std::atomic<bool> under_way{false};
+  std::thread canceller{[&] {
+    for (int i = n - 1; i >= 0; --i) {
+      lumen::cancel(refs[static_cast<size_t>(i)]);
+      under_way = true;
+    }
+  }};
+  BOOST_REQUIRE(eventually([&] { return under_way.load(); }));
+  g.open();
+  canceller.join();
+  int values = 0;
+  int cancelled = 0;
+  for (int i = 0; i < n; ++i) {
+    try {
+      BOOST_TEST(lumen::get(refs[static_cast<size_t>(i)], deadline) == i + 1);
+      ++values;
+    } catch (const lumen::task_cancelled&) {
+      ++cancelled;
+    }
+  }
+  BOOST_TEST(values + cancelled == n);
+  BOOST_TEST(cancelled > 0); // the last one was cancelled while held
+  BOOST_TEST(lumen::get(busy, deadline) == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
