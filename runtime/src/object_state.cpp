@@ -64,15 +64,31 @@ void object_state::set_error(std::exception_ptr err) {
   publish(true);
 }
 
+// watchers_ counts parked readers in its low half and registered
+// continuations in its high half. The publisher's store of the status and
+// its load of watchers_, and a watcher's count and its check of the
+// status, are seq_cst: either the publisher sees the watcher and takes the
+// lock to hand over, or the watcher sees the status and does not wait.
+// Nobody watching, a publication takes no lock.
+constexpr uint64_t one_parked = 1;
+constexpr uint64_t parked_mask = 0xffffffffu;
+constexpr uint64_t one_continuation = uint64_t{1} << 32;
+
+bool object_state::ready_seq_cst() const noexcept {
+  return status_.load(std::memory_order_seq_cst) != status::pending;
+}
+
 void object_state::publish(bool failed) {
+  status_.store(failed ? status::failed : status::ready,
+                std::memory_order_seq_cst);
+  if (watchers_.load(std::memory_order_seq_cst) == 0)
+    return;
   std::vector<std::pair<uint64_t, std::function<void()>>> todo;
   {
     auto& point = meeting_point_of(this);
     std::lock_guard<std::mutex> guard{point.mtx};
-    status_.store(failed ? status::failed : status::ready,
-                  std::memory_order_release);
     todo.swap(continuations_);
-    if (sleepers_.load(std::memory_order_relaxed) > 0)
+    if ((watchers_.load(std::memory_order_relaxed) & parked_mask) != 0)
       point.cv.notify_all();
   }
   for (auto& entry : todo)
@@ -84,8 +100,11 @@ uint64_t object_state::on_ready(std::function<void()> fn) {
   {
     std::lock_guard<std::mutex> guard{meeting_point_of(this).mtx};
     if (!ready()) {
-      token = next_token_++;
-      continuations_.emplace_back(token, std::move(fn));
+      watchers_.fetch_add(one_continuation, std::memory_order_seq_cst);
+      if (!ready_seq_cst()) {
+        token = next_token_++;
+        continuations_.emplace_back(token, std::move(fn));
+      }
     }
   }
   if (token == 0)
@@ -106,10 +125,6 @@ void object_state::forget(uint64_t token) {
       continuations_.erase(i);
       return;
     }
-}
-
-void object_state::wait() {
-  park_until(nullptr);
 }
 
 bool object_state::wait_until(clock::time_point deadline) {
@@ -133,14 +148,14 @@ bool object_state::park_until(const clock::time_point* deadline) {
   blocking_scope lend_a_worker;
   auto& point = meeting_point_of(this);
   std::unique_lock<std::mutex> guard{point.mtx};
-  sleepers_.fetch_add(1, std::memory_order_relaxed);
-  auto is_ready = [this] { return ready(); };
+  watchers_.fetch_add(one_parked, std::memory_order_seq_cst);
+  auto is_ready = [this] { return ready_seq_cst(); };
   bool result = true;
   if (deadline == nullptr)
     point.cv.wait(guard, is_ready);
   else
     result = point.cv.wait_until(guard, *deadline, is_ready);
-  sleepers_.fetch_sub(1, std::memory_order_relaxed);
+  watchers_.fetch_sub(one_parked, std::memory_order_relaxed);
   return result;
 }
 

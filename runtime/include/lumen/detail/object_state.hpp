@@ -114,8 +114,11 @@ public:
     return error_;
   }
 
-  /// Blocks until ready().
-  void wait();
+  /// Blocks until ready(). Inline: a get of a ready ref is a load.
+  void wait() {
+    if (!ready())
+      park_until(nullptr);
+  }
 
   /// Blocks until ready() or the deadline; returns ready().
   bool wait_until(clock::time_point deadline);
@@ -148,6 +151,7 @@ private:
   enum class status : uint8_t { pending, ready, failed };
 
   bool park_until(const clock::time_point* deadline);
+  bool ready_seq_cst() const noexcept;
 
   friend class cancellable;
   friend void cancel(object_state& st, bool force);
@@ -155,8 +159,8 @@ private:
   uint64_t id_;
   std::atomic<status> status_{status::pending};
   std::atomic<bool> claimed_{false};
-  bool had_maker_ = false; // see maker_
-  std::atomic<int> sleepers_{0};
+  bool had_maker_ = false;            // see maker_
+  std::atomic<uint64_t> watchers_{0}; // see publish()
   // The task or call computing this object, for lumen::cancel; null for
   // put and promises, and once the work is gone. A raw pointer, not a
   // weak_ptr: a weak_ptr would keep the work's memory (make_shared's one
@@ -168,8 +172,8 @@ private:
   std::exception_ptr error_;
   // Parking and continuations are guarded by a mutex and a condition
   // variable shared with the states whose address hashes alike
-  // (object_state.cpp), not by 88 bytes in every state: a smaller state
-  // is a faster task.
+  // (object_state.cpp), not by 88 bytes in every state, and are only
+  // touched when someone waits: most states are published unwatched.
   uint64_t next_token_ = 1;
   std::vector<std::pair<uint64_t, std::function<void()>>> continuations_;
 };
