@@ -113,7 +113,7 @@ private:
       detail::throw_unregistered_method(cls);
     auto st = std::make_shared<detail::value_state<result_t>>();
     auto c = std::make_shared<detail::actor_call_impl<C, result_t, M, args_t>>(
-      st, *entry, method, args_t{std::forward<As>(xs)...});
+      st, *entry, args_t{std::forward<As>(xs)...});
     detail::current_runtime().submit_call(ref, std::move(c));
     return ObjectRef<result_t>{std::move(st)};
   }

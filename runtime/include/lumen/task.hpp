@@ -21,8 +21,7 @@ class task_impl final : public task_spec {
 public:
   task_impl(std::shared_ptr<value_state<R>> result, const function_entry& e,
             int max_retries, bool retry_exceptions, F* fn, Args args)
-    : task_spec(result, e, max_retries, retry_exceptions)
-    , st_(std::move(result))
+    : task_spec(std::move(result), e, max_retries, retry_exceptions)
     , fn_(fn)
     , args_(std::move(args)) {
     deps = args_.dependencies();
@@ -33,21 +32,25 @@ public:
   }
 
   void accept_result(const bytes& out) override {
-    publish_encoded(*st_, out);
+    publish_encoded(out_state(), out);
   }
 
 protected:
   void attempt() override {
     if constexpr (std::is_void<R>::value) {
       args_.apply(*fn_);
-      st_->set_value();
+      out_state().set_value();
     } else {
-      st_->set_value(args_.apply(*fn_));
+      out_state().set_value(args_.apply(*fn_));
     }
   }
 
 private:
-  std::shared_ptr<value_state<R>> st_;
+  // The result this work was made with (task_spec keeps it as its base).
+  value_state<R>& out_state() const noexcept {
+    return static_cast<value_state<R>&>(*result_);
+  }
+
   F* fn_;
   Args args_;
 };

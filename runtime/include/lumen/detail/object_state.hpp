@@ -68,6 +68,14 @@ protected:
   cancellable(kind k, std::shared_ptr<object_state> result);
 
   std::shared_ptr<object_state> result_;
+
+private:
+  std::unique_ptr<std::function<void(bool force)>> forward_;
+
+protected:
+  // The one-byte members last, so that a derived class's first small
+  // member fills the padding after them: a task or call is one make_shared
+  // block, and every size class it moves up costs the allocator.
   std::atomic<bool> started_{false};
 
 private:
@@ -76,7 +84,6 @@ private:
   // Guards forward_, which only work sent elsewhere has: a spin lock, so
   // that local work pays a flag for it, not a mutex.
   std::atomic_flag forward_lock_ = ATOMIC_FLAG_INIT;
-  std::unique_ptr<std::function<void(bool force)>> forward_;
 };
 
 /// The slot behind an ObjectRef: pending until a value or an error is

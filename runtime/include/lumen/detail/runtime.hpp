@@ -102,6 +102,10 @@ public:
   }
   const std::string& work_name() const noexcept override;
 
+  /// How often it was handed to a rebuilt instance (max_task_retries).
+  /// First, to sit in cancellable's padding.
+  int retries = 0;
+
   std::vector<std::shared_ptr<object_state>> deps;
 
   /// Set by the runtime on submission.
@@ -110,8 +114,6 @@ public:
   /// Its place among its caller's calls to a remote actor, which a call
   /// retried after the actor's node died keeps.
   uint64_t seq = 0;
-  /// How often it was handed to a rebuilt instance (max_task_retries).
-  int retries = 0;
 
   /// The arrow from its submission to its run in a trace; 0 if untraced.
   uint64_t trace_flow = 0;
