@@ -11,6 +11,7 @@
 #include "lumen/errors.hpp"
 #include "lumen/object_store.hpp"
 
+#include "spin.hpp"
 #include "task_pool.hpp"
 
 namespace lumen::detail {
@@ -18,18 +19,6 @@ namespace lumen::detail {
 namespace {
 
 std::atomic<uint64_t> next_object_id{1};
-
-// Long enough to cover an actor answering a synchronous call on another core,
-// short enough that a waiter for slow work soon gives its core back.
-constexpr auto spin_budget = std::chrono::microseconds(50);
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 // What a state's publisher and its waiters meet at. Shared among the
 // states whose addresses hash alike: waiters wake for any of them and
@@ -138,13 +127,8 @@ bool object_state::park_until(const clock::time_point* deadline) {
   auto spin_end = clock::now() + spin_budget;
   if (deadline != nullptr)
     spin_end = std::min(spin_end, *deadline);
-  for (unsigned i = 1;; ++i) {
-    if (ready())
-      return true;
-    cpu_relax();
-    if (i % 64 == 0 && clock::now() >= spin_end)
-      break;
-  }
+  if (spin_until([this] { return ready(); }, spin_end))
+    return true;
   blocking_scope lend_a_worker;
   auto& point = meeting_point_of(this);
   std::unique_lock<std::mutex> guard{point.mtx};

@@ -6,6 +6,8 @@
 
 #include "lumen/trace.hpp"
 
+#include "spin.hpp"
+
 namespace lumen::detail {
 
 namespace {
@@ -43,6 +45,7 @@ void task_pool::submit(std::shared_ptr<task_spec> t) {
     return;
   }
   queue_.push_back(std::move(t));
+  submissions_.fetch_add(1, std::memory_order_release);
   if (sleeping_ > 0)
     cv_.notify_one();
 }
@@ -50,6 +53,7 @@ void task_pool::submit(std::shared_ptr<task_spec> t) {
 void task_pool::run_worker() {
   current_pool = this;
   std::unique_lock<std::mutex> guard{mtx_};
+  bool idle_spun = false; // since its last task
   for (;;) {
     if (stopping_)
       break;
@@ -58,6 +62,24 @@ void task_pool::run_worker() {
         workers_.done();
         break; // a stand-in whose blocked worker is back
       }
+      if (!idle_spun) {
+        // A caller that waits for each task submits the next within
+        // microseconds: polling for it spares both sides a futex sleep
+        // and wake-up (a synchronous task's round trip: ~2 µs instead of
+        // ~12). The poller yields, so that a caller submitting a batch
+        // keeps its core (pausing instead cost async tasks 15-30%).
+        idle_spun = true;
+        auto seen = submissions_.load(std::memory_order_acquire);
+        guard.unlock();
+        spin_until(
+          [&] {
+            return submissions_.load(std::memory_order_acquire) != seen ||
+                   stop_requested_.load(std::memory_order_acquire);
+          },
+          std::chrono::steady_clock::now() + spin_budget, poll_pause::yield);
+        guard.lock();
+        continue;
+      }
       ++sleeping_;
       cv_.wait(guard);
       --sleeping_;
@@ -65,6 +87,7 @@ void task_pool::run_worker() {
     }
     auto t = std::move(queue_.front());
     queue_.pop_front();
+    idle_spun = false;
     guard.unlock();
     current_task = t.get();
     t->run();
@@ -97,6 +120,7 @@ void task_pool::stop() {
   {
     std::lock_guard<std::mutex> guard{mtx_};
     stopping_ = true;
+    stop_requested_.store(true, std::memory_order_release);
     for (auto& t : queue_)
       graveyard_.push_back(std::move(t));
     queue_.clear();

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -60,6 +61,9 @@ private:
   size_t blocked_ = 0;
   size_t sleeping_ = 0;
   bool stopping_ = false;
+  // What an idle worker polls before it sleeps (run_worker), without mtx_.
+  std::atomic<uint64_t> submissions_{0};
+  std::atomic<bool> stop_requested_{false};
   resource_ledger& ledger_;
   thread_set workers_; // stand-ins that retire are joined by the next start
 };
