@@ -28,18 +28,20 @@ enum class poll_pause {
 };
 
 /// Polls `done` until it returns true (then true) or until `end` (then
-/// false); the clock is read every 64 polls.
+/// false). The clock is read every 64 relaxed polls, but after every
+/// yield: one can hand the core away for a whole time slice.
 template <class Done>
 bool spin_until(Done done, std::chrono::steady_clock::time_point end,
                 poll_pause pause = poll_pause::relax) {
   for (unsigned i = 1;; ++i) {
     if (done())
       return true;
-    if (pause == poll_pause::yield)
+    bool yielded = pause == poll_pause::yield;
+    if (yielded)
       std::this_thread::yield();
     else
       cpu_relax();
-    if (i % 64 == 0 && std::chrono::steady_clock::now() >= end)
+    if ((yielded || i % 64 == 0) && std::chrono::steady_clock::now() >= end)
       return done();
   }
 }

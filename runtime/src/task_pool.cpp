@@ -74,7 +74,7 @@ void task_pool::run_worker() {
         spin_until(
           [&] {
             return submissions_.load(std::memory_order_acquire) != seen ||
-                   stop_requested_.load(std::memory_order_acquire);
+                   stopping_.load(std::memory_order_acquire);
           },
           std::chrono::steady_clock::now() + spin_budget, poll_pause::yield);
         guard.lock();
@@ -120,7 +120,6 @@ void task_pool::stop() {
   {
     std::lock_guard<std::mutex> guard{mtx_};
     stopping_ = true;
-    stop_requested_.store(true, std::memory_order_release);
     for (auto& t : queue_)
       graveyard_.push_back(std::move(t));
     queue_.clear();

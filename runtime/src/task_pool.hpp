@@ -60,10 +60,10 @@ private:
   size_t threads_ = 0;
   size_t blocked_ = 0;
   size_t sleeping_ = 0;
-  bool stopping_ = false;
-  // What an idle worker polls before it sleeps (run_worker), without mtx_.
+  // Written under mtx_; atomic, with submissions_, for what an idle worker
+  // polls before it sleeps (run_worker), without mtx_.
+  std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> submissions_{0};
-  std::atomic<bool> stop_requested_{false};
   resource_ledger& ledger_;
   thread_set workers_; // stand-ins that retire are joined by the next start
 };
