@@ -51,14 +51,14 @@ net_links::~net_links() {
     std::unique_lock<std::mutex> lock{mtx_};
     // What the member's last operation queued (its descriptors, say) goes
     // out before the news that it left.
-    cv_.wait_for(lock, timeout_,
-                 [this] { return sent_ >= posted_ || !broken_.empty(); });
+    done_cv_.wait_for(lock, timeout_,
+                      [this] { return sent_ >= posted_ || !broken_.empty(); });
     if (break_locked("group '" + group_ + "': rank " + std::to_string(rank_) +
                      " left the group (destroy_group, or its thread or "
                      "process ended); make the group again to go on"))
-      cv_.wait_for(lock, abort_grace, [this] { return aborts_out_; });
+      done_cv_.wait_for(lock, abort_grace, [this] { return aborts_out_; });
     stopping_ = true;
-    cv_.notify_all();
+    work_cv_.notify_all();
   }
   writer_.join();
   // The writer ended this end's sending after the aborts. Until the peers
@@ -153,18 +153,18 @@ uint64_t net_links::push(job j) {
       return j.ticket;
     }
     queue_.push_front(std::move(j));
-    cv_.notify_all();
+    work_cv_.notify_all();
     return posted_;
   }
   queue_.push_back(std::move(j));
-  cv_.notify_all();
+  work_cv_.notify_all();
   return posted_;
 }
 
 void net_links::wait_sent(uint64_t ticket) {
   {
     std::unique_lock<std::mutex> lock{mtx_};
-    cv_.wait(lock, [&] {
+    done_cv_.wait(lock, [&] {
       return sent_ >= ticket || !broken_.empty() || lost_peer_ >= 0;
     });
     if (!broken_.empty()) {
@@ -250,14 +250,16 @@ void net_links::finish_locked(const job& j, written how) {
       lost_timed_out_ = how == written::timed_out;
     }
   }
-  cv_.notify_all();
+  done_cv_.notify_all();
+  if (!queue_.empty())
+    work_cv_.notify_all(); // queued while an op-thread write was under way
 }
 
 void net_links::write_loop() {
   std::unique_lock<std::mutex> lock{mtx_};
   for (;;) {
-    cv_.wait(lock,
-             [this] { return stopping_ || (!queue_.empty() && !writing_); });
+    work_cv_.wait(
+      lock, [this] { return stopping_ || (!queue_.empty() && !writing_); });
     if (queue_.empty())
       return;
     auto j = std::move(queue_.front());
@@ -305,7 +307,8 @@ bool net_links::break_locked(const std::string& why) {
     }
   if (queue_.empty())
     aborts_out_ = true;
-  cv_.notify_all();
+  work_cv_.notify_all();
+  done_cv_.notify_all();
   return true;
 }
 
@@ -319,7 +322,7 @@ void net_links::fail(const std::string& why) {
   {
     std::unique_lock<std::mutex> lock{mtx_};
     if (break_locked(why))
-      cv_.wait_for(lock, abort_grace, [this] { return aborts_out_; });
+      done_cv_.wait_for(lock, abort_grace, [this] { return aborts_out_; });
     cause = broken_;
   }
   close_all();

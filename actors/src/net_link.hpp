@@ -266,7 +266,10 @@ private:
   std::chrono::milliseconds timeout_;
 
   std::mutex mtx_;
-  std::condition_variable cv_;
+  // Two, so that a send done on the op thread does not wake the idle
+  // writer for nothing (a context switch per message on a busy machine).
+  std::condition_variable work_cv_; // the writer waits: a queued job, stopping
+  std::condition_variable done_cv_; // the op thread waits: sent, lost, broken
   std::deque<job> queue_;
   uint64_t posted_ = 0;
   uint64_t sent_ = 0;       // tickets done (sent, or dropped once broken)
