@@ -4,12 +4,27 @@
 # gloo, on the sizes and N of allreduce_bench, in the same run as Lumen's
 # allreduce_bench, and prints the ratios. Installs Open MPI if missing; it
 # is for this comparison only, never a dependency of Lumen.
-#   tests/bench/compare_allreduce.sh [BUILD_DIR] [--reps=N]
+# With --rounds=K the whole comparison runs K times, theirs and ours in
+# turn, and each figure is the median of its K medians: on a small shared
+# machine one side's run can fall into a slow minute that the other's
+# missed.
+#   tests/bench/compare_allreduce.sh [BUILD_DIR] [--reps=N] [--rounds=K]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
 reps=7
-[ "${2:-}" != "" ] && reps=${2#--reps=}
+rounds=1
+for arg in "${@:2}"; do
+  case "$arg" in
+    --reps=*) reps=${arg#--reps=} ;;
+    --rounds=*) rounds=${arg#--rounds=} ;;
+    *)
+      echo "compare_allreduce: unknown flag '$arg'; use --reps=N or" \
+           "--rounds=K" >&2
+      exit 2
+      ;;
+  esac
+done
 if ! command -v mpicc > /dev/null; then
   apt-get install -y openmpi-bin libopenmpi-dev > /dev/null
 fi
@@ -18,12 +33,6 @@ trap 'rm -rf "$work"' EXIT
 mpicc -O2 -o "$work/mpi_allreduce" tests/bench/mpi_allreduce.c
 sizes="4096 262144 940584 4194304 67108864"
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
-for n in 2 3 4; do
-  "${mpi[@]}" -np $n --mca btl self,tcp --mca btl_tcp_if_include lo \
-    "$work/mpi_allreduce" mpi_tcp "$reps" $sizes >> "$work/theirs.json"
-  "${mpi[@]}" -np $n "$work/mpi_allreduce" mpi_shm "$reps" $sizes \
-    >> "$work/theirs.json"
-done
 # Debian's python3-torch is for Debian's python3, which another python3
 # earlier on PATH (pyenv, say) does not see.
 torch_python=""
@@ -33,20 +42,48 @@ for py in /usr/bin/python3 python3; do
     break
   fi
 done
-if [ -n "$torch_python" ]; then
-  "$torch_python" tests/bench/gloo_allreduce.py "$reps" $sizes \
-    >> "$work/theirs.json"
-else
+[ -n "$torch_python" ] ||
   echo "compare_allreduce: python3-torch is not installed: no torch/gloo" \
        "figures" >&2
-fi
-"$build/tests/bench/allreduce_bench" --json --reps="$reps" > "$work/ours.json"
+for ((round = 0; round < rounds; ++round)); do
+  for n in 2 3 4; do
+    "${mpi[@]}" -np $n --mca btl self,tcp --mca btl_tcp_if_include lo \
+      "$work/mpi_allreduce" mpi_tcp "$reps" $sizes >> "$work/theirs.json"
+    "${mpi[@]}" -np $n "$work/mpi_allreduce" mpi_shm "$reps" $sizes \
+      >> "$work/theirs.json"
+  done
+  if [ -n "$torch_python" ]; then
+    "$torch_python" tests/bench/gloo_allreduce.py "$reps" $sizes \
+      >> "$work/theirs.json"
+  fi
+  "$build/tests/bench/allreduce_bench" --json --reps="$reps" >> "$work/ours.json"
+done
 python3 - "$work/ours.json" "$work/theirs.json" <<'PY'
 import json, sys
-ours = [json.loads(l) for l in open(sys.argv[1])]
-theirs = [json.loads(l) for l in open(sys.argv[2])]
+def rounds_joined(path):
+    # One figure per name, N and size: the median of the rounds' medians,
+    # the least of their minima and of their best times.
+    by = {}
+    for line in open(path):
+        f = json.loads(line)
+        if "median" in f:
+            by.setdefault((f["name"], f.get("n"), f.get("bytes")), []).append(f)
+    out = []
+    for fs in by.values():
+        f = dict(fs[0])
+        meds = sorted(x["median"] for x in fs)
+        k = len(meds)
+        f["median"] = meds[k // 2] if k % 2 else (meds[k // 2 - 1] + meds[k // 2]) / 2
+        f["min"] = min(x["min"] for x in fs)
+        if "t_min_us" in f:
+            f["t_min_us"] = min(float(x["t_min_us"]) for x in fs)
+        f["rounds"] = k
+        out.append(f)
+    return out
+ours = rounds_joined(sys.argv[1])
+theirs = rounds_joined(sys.argv[2])
 print(json.dumps({"bench": "compare_allreduce",
-                  "note": "busbw GB/s, medians and bests; ratio = ours / theirs (medians)"}))
+                  "note": "busbw GB/s, medians and bests; ratio = ours / theirs (medians)", "rounds": max(f["rounds"] for f in ours)}))
 # Which of ours is set against which of theirs: processes over TCP against
 # MPI over TCP and gloo (processes), ranks in one process against MPI over
 # shared memory.
