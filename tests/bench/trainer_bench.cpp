@@ -153,17 +153,19 @@ std::vector<double> plain_pair(const settings& s, size_t epochs) {
 /// PyTorch's run, or nothing if python3-torch is missing.
 std::optional<run_figures> torch_run(const settings& s, const char* mode,
                                      size_t epochs) {
-  // Debian's python3-torch is for Debian's python3, on OpenBLAS (its
-  // reference BLAS is an order of magnitude slower).
-  if (std::system("/usr/bin/python3 -c 'import torch' 2> /dev/null") != 0) {
-    std::fprintf(stderr, "trainer_bench: python3-torch is not installed "
-                         "(apt-get install python3-torch libopenblas0): no "
-                         "PyTorch figures\n");
+  // Debian's python3-torch is for Debian's python3, on OpenBLAS: on its
+  // reference BLAS an epoch takes an order of magnitude longer, which
+  // would compare Lumen with a PyTorch nobody runs.
+  const std::string openblas = "/usr/lib/x86_64-linux-gnu/openblas-pthread";
+  if (std::system("/usr/bin/python3 -c 'import torch' 2> /dev/null") != 0 ||
+      !std::filesystem::exists(openblas + "/libblas.so.3")) {
+    std::fprintf(stderr, "trainer_bench: python3-torch or OpenBLAS is not "
+                         "installed (apt-get install python3-torch "
+                         "libopenblas0-pthread): no PyTorch figures\n");
     return std::nullopt;
   }
   auto cmd =
-    std::string{"LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread "
-                "OMP_NUM_THREADS=1 /usr/bin/python3 "} +
+    "LD_LIBRARY_PATH=" + openblas + " OMP_NUM_THREADS=1 /usr/bin/python3 " +
     LUMEN_TORCH_SCRIPT + " " + mode + " " + std::to_string(epochs) + " " +
     std::to_string(s.limit) + " " + std::to_string(s.test_limit) + " " +
     std::to_string(s.lr) + " " + std::to_string(s.weight_decay) + " " +
