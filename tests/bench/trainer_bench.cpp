@@ -164,12 +164,12 @@ std::optional<run_figures> torch_run(const settings& s, const char* mode,
                          "libopenblas0-pthread): no PyTorch figures\n");
     return std::nullopt;
   }
-  auto cmd =
-    "LD_LIBRARY_PATH=" + openblas + " OMP_NUM_THREADS=1 /usr/bin/python3 " +
-    LUMEN_TORCH_SCRIPT + " " + mode + " " + std::to_string(epochs) + " " +
-    std::to_string(s.limit) + " " + std::to_string(s.test_limit) + " " +
-    std::to_string(s.lr) + " " + std::to_string(s.weight_decay) + " " +
-    std::to_string(s.batch);
+  auto cmd = "LD_LIBRARY_PATH=" + openblas +
+             " OMP_NUM_THREADS=1 /usr/bin/python3 " + LUMEN_TORCH_SCRIPT + " " +
+             mode + " " + std::to_string(epochs) + " " +
+             std::to_string(s.limit) + " " + std::to_string(s.test_limit) +
+             " " + std::to_string(s.lr) + " " + std::to_string(s.weight_decay) +
+             " " + std::to_string(s.batch);
   std::fprintf(stderr, "  PyTorch %s, %zu epochs\n", mode, epochs);
   std::unique_ptr<FILE, int (*)(FILE*)> pipe{::popen(cmd.c_str(), "r"),
                                              ::pclose};
