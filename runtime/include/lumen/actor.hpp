@@ -13,6 +13,7 @@
 #include "lumen/detail/arguments.hpp"
 #include "lumen/detail/registry.hpp"
 #include "lumen/detail/runtime.hpp"
+#include "lumen/detail/small_pool.hpp"
 #include "lumen/errors.hpp"
 #include "lumen/object_ref.hpp"
 #include "lumen/placement_group.hpp"
@@ -111,9 +112,10 @@ private:
     auto entry = cls.find(detail::key_of(method), typeid(M));
     if (entry == nullptr)
       detail::throw_unregistered_method(cls);
-    auto st = std::make_shared<detail::value_state<result_t>>();
-    auto c = std::make_shared<detail::actor_call_impl<C, result_t, M, args_t>>(
-      st, *entry, args_t{std::forward<As>(xs)...});
+    auto st = detail::make_pooled<detail::value_state<result_t>>();
+    auto c =
+      detail::make_pooled<detail::actor_call_impl<C, result_t, M, args_t>>(
+        st, *entry, args_t{std::forward<As>(xs)...});
     detail::current_runtime().submit_call(ref, std::move(c));
     return ObjectRef<result_t>{std::move(st)};
   }

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "lumen/detail/small_pool.hpp"
 #include "lumen/errors.hpp"
 #include "lumen/object_ref.hpp"
 
@@ -166,7 +167,7 @@ bool cancelled();
 /// In one process the value is shared by every reader, not copied.
 template <class T>
 ObjectRef<std::decay_t<T>> put(T&& value) {
-  auto st = std::make_shared<detail::value_state<std::decay_t<T>>>();
+  auto st = detail::make_pooled<detail::value_state<std::decay_t<T>>>();
   st->set_value(std::forward<T>(value));
   return ObjectRef<std::decay_t<T>>{std::move(st)};
 }

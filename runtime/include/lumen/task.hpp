@@ -8,6 +8,7 @@
 
 #include "lumen/detail/arguments.hpp"
 #include "lumen/detail/runtime.hpp"
+#include "lumen/detail/small_pool.hpp"
 #include "lumen/errors.hpp"
 #include "lumen/object_ref.hpp"
 #include "lumen/placement_group.hpp"
@@ -142,10 +143,11 @@ public:
                   "containers of them, or give the type a CAF inspect() "
                   "overload");
     using args_t = detail::arguments<detail::param_list<Ps...>, As...>;
-    auto st = std::make_shared<detail::value_state<result_type>>();
-    auto t = std::make_shared<detail::task_impl<result_type, R(Ps...), args_t>>(
-      st, *entry_, max_retries_, retry_exceptions_, fn_,
-      args_t{std::forward<As>(xs)...});
+    auto st = detail::make_pooled<detail::value_state<result_type>>();
+    auto t =
+      detail::make_pooled<detail::task_impl<result_type, R(Ps...), args_t>>(
+        st, *entry_, max_retries_, retry_exceptions_, fn_,
+        args_t{std::forward<As>(xs)...});
     t->where = where_;
     t->resources = resources_;
     detail::current_runtime().submit_task(std::move(t));
