@@ -47,8 +47,9 @@ void data_client::stop(const std::string& why) {
 namespace {
 
 data_client::on_status with_ok(data_client::on_reply done) {
-  return [done = std::move(done)](reply_status s, const bytes& payload) {
-    done(s == reply_status::ok, payload);
+  return [done = std::move(done)](reply_status s,
+                                  const std::shared_ptr<bytes>& frame) {
+    done(s == reply_status::ok, *frame);
   };
 }
 
@@ -85,7 +86,8 @@ void data_client::cancel(uint64_t request, bool force) {
     frame_kind::cancel,
     {{reinterpret_cast<const char*>(&request), sizeof(request)},
      {reinterpret_cast<const char*>(&forced), sizeof(forced)}},
-    [](reply_status, const bytes&) {}, [](const std::string&) {});
+    [](reply_status, const std::shared_ptr<bytes>&) {},
+    [](const std::string&) {});
 }
 
 std::function<void(bool force)>
@@ -96,13 +98,15 @@ cancel_on(const std::shared_ptr<data_client>& data, uint64_t id) {
   };
 }
 
-bool data_client::typed(uint64_t actor, uint64_t sender, const bytes& message,
-                        on_status done, on_fail fail) {
-  return send(frame_kind::typed,
-              {{reinterpret_cast<const char*>(&actor), sizeof(actor)},
-               {reinterpret_cast<const char*>(&sender), sizeof(sender)},
-               span_of(message)},
-              std::move(done), std::move(fail),
+bool data_client::typed(uint64_t actor, uint64_t sender,
+                        const std::vector<byte_span>& message, on_status done,
+                        on_fail fail) {
+  std::vector<byte_span> parts{
+    {reinterpret_cast<const char*>(&actor), sizeof(actor)},
+    {reinterpret_cast<const char*>(&sender), sizeof(sender)}};
+  parts.insert(parts.end(), message.begin(), message.end());
+  return send(frame_kind::typed, std::move(parts), std::move(done),
+              std::move(fail),
               &trace::detail::typed_request_name);
 }
 
@@ -162,7 +166,7 @@ void data_client::read_loop() {
       p = std::move(i->second);
       pending_.erase(i);
     }
-    p.done(static_cast<reply_status>(h.status), *payload);
+    p.done(static_cast<reply_status>(h.status), payload);
   }
   fail_all("the connection to " + peer_ + " closed");
 }

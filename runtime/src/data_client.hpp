@@ -20,7 +20,10 @@ namespace lumen::detail {
 class data_client : public std::enable_shared_from_this<data_client> {
 public:
   using on_reply = std::function<void(bool ok, const bytes& payload)>;
-  using on_status = std::function<void(reply_status, const bytes& payload)>;
+  /// A reply's status and its frame (which a decoder may keep, to read
+  /// large blocks in place).
+  using on_status = std::function<void(reply_status,
+                                       const std::shared_ptr<bytes>& frame)>;
   using on_fail = std::function<void(const std::string& why)>;
 
   /// Connects and presents the credentials; throws `error` saying what failed.
@@ -46,11 +49,12 @@ public:
   /// own reply says how it ended.
   void cancel(uint64_t request, bool force);
 
-  /// Sends `message`, a CAF-serialized message, to the typed CAF actor
-  /// `actor` of the peer's process on behalf of `sender` (an actor id of
-  /// this process, or 0); as `task` otherwise.
-  bool typed(uint64_t actor, uint64_t sender, const bytes& message,
-             on_status done, on_fail fail);
+  /// Sends `message`, a CAF-serialized message in pieces, to the typed
+  /// CAF actor `actor` of the peer's process on behalf of `sender` (an
+  /// actor id of this process, or 0); as `task` otherwise.
+  bool typed(uint64_t actor, uint64_t sender,
+             const std::vector<byte_span>& message, on_status done,
+             on_fail fail);
 
   /// Sends a trace request (see data_plane.hpp); as `typed` otherwise.
   bool trace(const bytes& request, on_status done, on_fail fail);

@@ -14,9 +14,13 @@
 //           (an encoded resource_request; length 0 for none), args
 //           -> reply (ok: result, else error)
 //   call    u64 actor id, u32 method length, method, args -> reply
-//   typed   u64 CAF actor id, u64 sender, a CAF-serialized message -> reply
-//           (a CAF-serialized response; status `unroutable` if the message
-//           holds actor handles, which only CAF's middleman can load)
+//   typed   u64 CAF actor id, u64 sender, u8 n, n bytes of padding, a
+//           CAF-serialized message -> reply (u8 n, padding, a
+//           CAF-serialized response; status `unroutable` if the message
+//           holds actor handles, which only CAF's middleman can load).
+//           The padding puts the message's first large byte block at a
+//           multiple of 16 in the payload, where the receiver can read
+//           it in place (lumen::view_received_bytes).
 //   trace   u8 op 1 (record, and tell the clock) -> u64 clock µs, u32 pid
 //           u8 op 2, i64 clock offset, u32 pid -> this process's part
 //           of the trace, on the asker's clock (trace_session.hpp)

@@ -183,7 +183,7 @@ void data_server::serve(std::shared_ptr<data_connection> c) {
       else if (h.kind == static_cast<uint8_t>(frame_kind::cancel))
         cancel(c, h.id, *payload, work);
       else if (h.kind == static_cast<uint8_t>(frame_kind::typed))
-        typed.serve(h.id, *payload);
+        typed.serve(h.id, std::move(payload));
       else if (h.kind == static_cast<uint8_t>(frame_kind::trace))
         tracing.serve(c, h.id, *payload);
       else if (h.kind == static_cast<uint8_t>(frame_kind::object))

@@ -68,11 +68,11 @@ void object_exchange::fetch(
   };
   bool sent = c->object(
     request,
-    [shared_done](reply_status s, const bytes& out) {
+    [shared_done](reply_status s, const std::shared_ptr<bytes>& out) {
       if (s == reply_status::ok)
-        (*shared_done)(nullptr, out);
+        (*shared_done)(nullptr, *out);
       else
-        (*shared_done)(decode_error(out), out);
+        (*shared_done)(decode_error(*out), *out);
     },
     fail);
   if (!sent)
@@ -148,7 +148,8 @@ void object_exchange::flush(std::unordered_map<std::string, bytes> batches) {
     try {
       // A holder that is gone has nothing left to free.
       connection(holder)->object(
-        batch, [](reply_status, const bytes&) {}, [](const std::string&) {});
+        batch, [](reply_status, const std::shared_ptr<bytes>&) {},
+        [](const std::string&) {});
     } catch (const std::exception&) {
     }
   }

@@ -182,7 +182,8 @@ void remote_actors::kill(actor_core& core) {
   try {
     route(node, address)
       ->kill(
-        id, [](reply_status, const bytes&) {}, [](const std::string&) {});
+        id, [](reply_status, const std::shared_ptr<bytes>&) {},
+        [](const std::string&) {});
   } catch (const std::exception&) {
     // Its host is gone, and the actor with it.
   }

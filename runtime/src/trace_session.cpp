@@ -73,8 +73,8 @@ std::optional<bytes> ask(data_client& link, const bytes& request,
   auto future = promise->get_future();
   bool sent = link.trace(
     request,
-    [promise](reply_status s, const bytes& payload) {
-      promise->set_value({s == reply_status::ok, payload, {}});
+    [promise](reply_status s, const std::shared_ptr<bytes>& payload) {
+      promise->set_value({s == reply_status::ok, *payload, {}});
     },
     [promise](const std::string& w) {
       promise->set_value({false, {}, w});

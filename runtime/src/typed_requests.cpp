@@ -1,11 +1,13 @@
 #include "typed_requests.hpp"
 
+#include <cstdint>
 #include <cstring>
 #include <new>
 
 #include <caf/actor_companion.hpp>
 #include <caf/all.hpp>
 
+#include "lumen/caf_interop.hpp"
 #include "lumen/detail/runtime.hpp"
 
 #include "trace_log.hpp"
@@ -18,34 +20,160 @@ namespace {
 // peer is not allowed to make them without end.
 constexpr size_t max_senders = 4096;
 
-bool encode(caf::actor_system& sys, caf::message msg, bytes& out) {
-  out.clear();
-  caf::binary_serializer sink{sys, out};
-  return !sink(msg);
-}
+/// CAF's binary encoding, except that a raw block from `in_place_from`
+/// bytes on (a tensor's numbers) is not copied: the frame goes out as the
+/// encoded pieces and the blocks in their places, in one gathered write.
+class gather_serializer final : public caf::serializer {
+public:
+  static constexpr size_t in_place_from = size_t{64} << 10;
 
-// Messages go out from a buffer each thread keeps: a fresh one for each
-// (grown step by step, its pages faulted in anew) costs more than the
-// copy into it. Past this size the buffer is let go after use.
+  gather_serializer(caf::actor_system& sys, bytes& buf)
+    : caf::serializer(sys)
+    , buf_(buf)
+    , inner_(sys, buf) {}
+
+  caf::error begin_object(uint16_t& nr, std::string& name) override {
+    return inner_.begin_object(nr, name);
+  }
+  caf::error end_object() override {
+    return inner_.end_object();
+  }
+  caf::error begin_sequence(size_t& n) override {
+    return inner_.begin_sequence(n);
+  }
+  caf::error end_sequence() override {
+    return inner_.end_sequence();
+  }
+  caf::error apply_raw(size_t n, void* data) override {
+    if (n < in_place_from)
+      return inner_.apply_raw(n, data);
+    blocks_.push_back({buf_.size(), {static_cast<const char*>(data), n}});
+    return caf::none;
+  }
+
+  /// The frame's payload after its first `before` bytes, in order: the
+  /// padding, then the message. Valid while the serializer, its buffer
+  /// and the encoded message are.
+  std::vector<byte_span> parts(size_t before) {
+    // A reader views a block in place only where it is aligned for its
+    // numbers; a payload is read into a 16-aligned buffer, so the first
+    // block is put at a multiple of 16 in the payload.
+    size_t pad = 0;
+    if (!blocks_.empty())
+      pad = (16 - (before + 1 + blocks_.front().first) % 16) % 16;
+    pad_[0] = static_cast<char>(pad);
+    std::vector<byte_span> out{{pad_, 1 + pad}};
+    size_t from = 0;
+    for (auto& [at, block] : blocks_) {
+      out.push_back({buf_.data() + from, at - from});
+      out.push_back(block);
+      from = at;
+    }
+    out.push_back({buf_.data() + from, buf_.size() - from});
+    return out;
+  }
+
+protected:
+  caf::error apply_impl(int8_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(uint8_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(int16_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(uint16_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(int32_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(uint32_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(int64_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(uint64_t& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(float& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(double& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(long double& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(std::string& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(std::u16string& x) override {
+    return inner_.apply(x);
+  }
+  caf::error apply_impl(std::u32string& x) override {
+    return inner_.apply(x);
+  }
+
+private:
+  bytes& buf_;
+  caf::binary_serializer inner_;
+  // Where each block goes (an offset into buf_), and the block.
+  std::vector<std::pair<size_t, byte_span>> blocks_;
+  char pad_[16] = {}; // the padding's length, then zeros
+};
+
+// The encoded pieces go out from a buffer each thread keeps; with the
+// large blocks left in place it stays small, but one holding many small
+// values can grow: past this size it is let go after use.
 constexpr size_t kept_buffer = size_t{8} << 20;
 
-/// Runs `send` with `msg` encoded in this thread's buffer; false if it
-/// does not encode.
+/// Runs `send` with the parts of `msg`'s encoding (gather_serializer),
+/// which go after `before` bytes of the payload; false if it does not
+/// encode.
 template <class F>
-bool send_encoded(caf::actor_system& sys, const caf::message& msg, F send) {
+bool send_encoded(caf::actor_system& sys, caf::message msg, size_t before,
+                  F send) {
   thread_local bytes buffer;
-  if (!encode(sys, msg, buffer))
+  buffer.clear();
+  gather_serializer sink{sys, buffer};
+  if (sink(msg))
     return false;
-  send(buffer);
+  send(sink.parts(before));
   if (buffer.capacity() > kept_buffer)
     bytes{}.swap(buffer);
   return true;
 }
 
-caf::error decode(caf::actor_system& sys, const char* data, size_t size,
-                  caf::message& out) {
+/// The message being decoded on this thread, and the frame its bytes are
+/// in (view_received_bytes).
+struct frame_being_loaded {
+  caf::binary_deserializer* source = nullptr;
+  const std::shared_ptr<bytes>* frame = nullptr;
+};
+
+thread_local frame_being_loaded loading;
+
+/// Decodes the padding and message at `offset` of `frame`.
+caf::error decode(caf::actor_system& sys, const std::shared_ptr<bytes>& frame,
+                  size_t offset, caf::message& out) {
+  if (offset < frame->size())
+    offset += 1 + static_cast<uint8_t>((*frame)[offset]);
+  if (offset > frame->size())
+    return caf::make_error(caf::sec::runtime_error,
+                           "a typed message frame shorter than its padding");
   try {
-    caf::binary_deserializer source{sys, data, size};
+    caf::binary_deserializer source{sys, frame->data() + offset,
+                                    frame->size() - offset};
+    // A decode never nests: an inspect runs no other message's.
+    loading = {&source, &frame};
+    struct done {
+      ~done() {
+        loading = {};
+      }
+    } reset;
     if (auto err = source(out))
       return err;
     if (source.remaining() != 0)
@@ -67,16 +195,16 @@ void respond(caf::actor_system& sys, data_connection& c, uint64_t id,
              caf::message msg) {
   auto status =
     msg.match_elements<caf::error>() ? reply_status::failed : reply_status::ok;
-  auto reply = [&](const bytes& out) {
-    c.send(frame_kind::reply, status, id, {span_of(out)});
+  auto reply = [&](std::vector<byte_span> parts) {
+    c.send(frame_kind::reply, status, id, std::move(parts));
   };
-  if (!send_encoded(sys, msg, reply)) {
+  if (!send_encoded(sys, msg, 0, reply)) {
     status = reply_status::failed;
     send_encoded(sys,
                  error_message(caf::sec::runtime_error,
                                "the typed actor's response has a type this "
                                "process did not announce (LUMEN_MESSAGE_TYPE)"),
-                 reply);
+                 0, reply);
   }
 }
 
@@ -118,12 +246,13 @@ caf::strong_actor_ptr typed_stand_ins::stand_in(uint64_t sender) {
   return p;
 }
 
-void typed_stand_ins::serve(uint64_t id, const bytes& payload) {
+void typed_stand_ins::serve(uint64_t id, std::shared_ptr<bytes> frame) {
   // The handler runs on the actor's own time: the trace's arrow ends at
   // the message's delivery.
   trace::detail::runtime_span span{"typed", id};
   if (span.on())
     span.name.stable = &trace::detail::typed_request_name;
+  const bytes& payload = *frame;
   uint64_t target = 0, sender = 0;
   constexpr size_t head = sizeof(target) + sizeof(sender);
   if (payload.size() < head)
@@ -133,8 +262,7 @@ void typed_stand_ins::serve(uint64_t id, const bytes& payload) {
   std::memcpy(&target, payload.data(), sizeof(target));
   std::memcpy(&sender, payload.data() + sizeof(target), sizeof(sender));
   caf::message msg;
-  if (auto err =
-        decode(sys_, payload.data() + head, payload.size() - head, msg)) {
+  if (auto err = decode(sys_, frame, head, msg)) {
     if (err == caf::sec::no_proxy_registry) {
       conn_->send(frame_kind::reply, reply_status::unroutable, id, {});
       return;
@@ -166,16 +294,17 @@ bool send_typed(data_client& route, caf::actor_system& sys,
                 const caf::message& msg, typed_done done) {
   auto shared_done = std::make_shared<typed_done>(std::move(done));
   bool sent = false;
-  bool encoded = send_encoded(sys, msg, [&](const bytes& out) {
+  constexpr size_t before = 2 * sizeof(uint64_t); // actor and sender
+  bool encoded = send_encoded(sys, msg, before, [&](std::vector<byte_span> out) {
     sent = route.typed(
       target->id(), sender, out,
-      [&sys, shared_done](reply_status s, const bytes& payload) {
+      [&sys, shared_done](reply_status s, const std::shared_ptr<bytes>& frame) {
         caf::message reply;
         if (s == reply_status::unroutable) {
           (*shared_done)(false, reply);
           return;
         }
-        if (auto err = decode(sys, payload.data(), payload.size(), reply))
+        if (auto err = decode(sys, frame, 0, reply))
           reply = error_message(
             caf::sec::runtime_error,
             "the typed actor's response does not load here: " +
@@ -197,3 +326,22 @@ bool send_typed(data_client& route, caf::actor_system& sys,
 }
 
 } // namespace lumen::detail
+
+namespace lumen {
+
+const char* view_received_bytes(caf::deserializer& source, size_t size,
+                                size_t alignment,
+                                std::shared_ptr<const void>& owner) {
+  using detail::loading;
+  if (loading.source != &source)
+    return nullptr;
+  auto rest = loading.source->remainder();
+  auto at = reinterpret_cast<const char*>(rest.data());
+  if (rest.size() < size || reinterpret_cast<uintptr_t>(at) % alignment != 0)
+    return nullptr;
+  loading.source->skip(size);
+  owner = *loading.frame;
+  return at;
+}
+
+} // namespace lumen

@@ -34,7 +34,7 @@ public:
   typed_stand_ins& operator=(const typed_stand_ins&) = delete;
 
   /// Serves request `id`, a `typed` frame's payload.
-  void serve(uint64_t id, const bytes& payload);
+  void serve(uint64_t id, std::shared_ptr<bytes> payload);
 
 private:
   /// The stand-in of `sender`, made on first use; null past the limit.

@@ -286,7 +286,36 @@ int Marker::calls() const {
 LUMEN_ACTOR(Marker, &Marker::until_cancelled, &Marker::mark, &Marker::calls);
 LUMEN_ACTOR_CTOR(Marker());
 
+caf::error inspect(caf::serializer& f, byte_block& x) {
+  size_t n = x.size();
+  if (auto err = f.begin_sequence(n))
+    return err;
+  if (auto err = f.apply_raw(n, const_cast<char*>(x.data())))
+    return err;
+  return f.end_sequence();
+}
+
+caf::error inspect(caf::deserializer& f, byte_block& x) {
+  size_t n = 0;
+  if (auto err = f.begin_sequence(n))
+    return err;
+  x.viewed = lumen::view_received_bytes(f, n, alignof(double), x.frame);
+  x.viewed_size = n;
+  if (x.viewed == nullptr) {
+    x.own.resize(n);
+    if (auto err = f.apply_raw(n, x.own.data()))
+      return err;
+  }
+  return f.end_sequence();
+}
+
 namespace {
+
+block_echo::behavior_type block_echo_impl() {
+  return {[](echo_atom, const byte_block& a, const byte_block& b) {
+    return std::make_tuple(a, b, a.viewed != nullptr, b.viewed != nullptr);
+  }};
+}
 
 calculator::behavior_type calculator_impl() {
   return {[](add_atom, int32_t x, int32_t y) { return x + y; }};
@@ -327,6 +356,8 @@ silent_impl(silent_actor::stateful_pointer<silent_state> self) {
 } // namespace
 
 LUMEN_TYPED_ACTOR("calculator", calculator_impl);
+LUMEN_TYPED_ACTOR("block_echo", block_echo_impl);
+LUMEN_MESSAGE_TYPE(byte_block, "lumen_test::byte_block");
 LUMEN_TYPED_ACTOR("silent", silent_impl);
 LUMEN_TYPED_ACTOR("tally", tally_impl);
 LUMEN_TYPED_ACTOR("relay", relay_impl);

@@ -2,10 +2,13 @@
 
 // The remote functions and actors of the cluster tests (cluster_job.cpp).
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <caf/atom.hpp>
+#include <caf/deserializer.hpp>
+#include <caf/serializer.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
@@ -54,6 +57,30 @@ using tally =
 // and the relay_actor's own request goes from its node to the calculator's.
 using relay_actor = caf::typed_actor<
   caf::replies_to<add_atom, calculator, int32_t, int32_t>::with<int32_t>>;
+
+// A byte block that a process receiving it from another reads in place
+// where it can (lumen::view_received_bytes), remembering whether it did.
+struct byte_block {
+  std::vector<char> own;             // the bytes, unless viewed
+  const char* viewed = nullptr;      // or where they are in a frame,
+  size_t viewed_size = 0;            // how many,
+  std::shared_ptr<const void> frame; // and what keeps them alive
+  const char* data() const {
+    return viewed != nullptr ? viewed : own.data();
+  }
+  size_t size() const {
+    return viewed != nullptr ? viewed_size : own.size();
+  }
+};
+
+caf::error inspect(caf::serializer& f, byte_block& x);
+caf::error inspect(caf::deserializer& f, byte_block& x);
+
+using echo_atom = caf::atom_constant<caf::atom("echo")>;
+
+// Sends two blocks back as it got them, and whether it got each in place.
+using block_echo = caf::typed_actor<caf::replies_to<
+  echo_atom, byte_block, byte_block>::with<byte_block, byte_block, bool, bool>>;
 
 // Never answers: its requests stay open until it or its node is gone.
 using silent_actor = caf::typed_actor<caf::replies_to<ask_atom>::with<int32_t>>;
