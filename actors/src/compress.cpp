@@ -20,14 +20,14 @@ size_t blocks_of(size_t n) {
 }
 
 void check_finite(const float* v, size_t n, codec c) {
-  for (size_t i = 0; i < n; ++i) {
-    if (!std::isfinite(v[i]))
-      throw usage_error(std::string{"cannot compress value "} +
-                        std::to_string(i) + " (" + std::to_string(v[i]) +
-                        ") to " + to_string(c) +
-                        ": a gradient must be finite; look for a diverging "
-                        "loss or clip the gradients");
-    if (c == codec::fp16 && std::abs(v[i]) > fp16_max)
+  if (auto i = first_non_finite(v, n); i < n)
+    throw usage_error(std::string{"cannot compress value "} +
+                      std::to_string(i) + " (" + std::to_string(v[i]) +
+                      ") to " + to_string(c) +
+                      ": a gradient must be finite; look for a diverging "
+                      "loss or clip the gradients");
+  for (size_t i = 0; i < n && c == codec::fp16; ++i) {
+    if (std::abs(v[i]) > fp16_max)
       throw usage_error("cannot compress value " + std::to_string(i) + " (" +
                         std::to_string(v[i]) +
                         ") to fp16, whose largest is 65504; clip the "

@@ -8,6 +8,7 @@
 #include <lumen/trace.hpp>
 
 #include "lumen/ml/safetensors.hpp"
+#include "lumen/ml/tensor.hpp"
 
 namespace lumen::ml {
 
@@ -73,12 +74,11 @@ push_outcome ps_core::push(uint64_t version, const float* g, size_t n) {
                   "a gradient of " + std::to_string(n) + " values for " +
                     std::to_string(weights_.size()) +
                     " parameters; compute it with the server's model");
-  for (size_t i = 0; i < n; ++i)
-    if (!std::isfinite(g[i]))
-      return reject(ps_refusal::not_finite,
-                    "value " + std::to_string(i) + " of the gradient is " +
-                      std::to_string(g[i]) +
-                      "; lower the learning rate or clip the gradients");
+  if (auto i = first_non_finite(g, n); i < n)
+    return reject(ps_refusal::not_finite,
+                  "value " + std::to_string(i) + " of the gradient is " +
+                    std::to_string(g[i]) +
+                    "; lower the learning rate or clip the gradients");
   if (version > version_)
     return reject(ps_refusal::future,
                   "a gradient of version " + std::to_string(version) +

@@ -1,7 +1,7 @@
 #include "lumen/ml/sharded_server.hpp"
 
 #include <algorithm>
-#include <cstring>
+#include <future>
 
 #include <lumen/caf_interop.hpp>
 #include <lumen/lumen.hpp>
@@ -9,6 +9,9 @@
 namespace lumen::ml {
 
 namespace {
+
+/// Parts of a push from this size on are sent from threads of their own.
+constexpr size_t parallel_part_bytes = size_t{1} << 20;
 
 /// The shards' answers as one: the lowest version, the weights in order.
 std::tuple<uint64_t, tensor>
@@ -38,14 +41,7 @@ tensor join_shards(const std::vector<tensor>& parts, size_t numel) {
                 " parameters; the shards are not of this server");
   if (parts.size() == 1)
     return parts[0];
-  tensor all({static_cast<int64_t>(numel)});
-  size_t at = 0;
-  for (auto& p : parts) {
-    if (p.numel() > 0)
-      std::memcpy(all.data<float>() + at, p.data<float>(), p.nbytes());
-    at += p.numel();
-  }
-  return all;
+  return tensor::cat(parts);
 }
 
 sharded_server::sharded_server(const ps_config& cfg,
@@ -78,14 +74,26 @@ std::tuple<uint64_t, tensor> sharded_server::push(uint64_t version,
   if (grads.type() != dtype::float32 || grads.numel() != numel_)
     throw usage_error("sharded_server::push: a gradient " + grads.describe() +
                       " for " + std::to_string(numel_) + " float32 parameters");
-  std::vector<lumen::ObjectRef<std::tuple<uint64_t, tensor>>> refs;
+  std::vector<lumen::ObjectRef<std::tuple<uint64_t, tensor>>> refs(
+    servers_.size());
+  std::vector<std::future<void>> sending;
   for (size_t s = 0; s < servers_.size(); ++s) {
     auto r = shard_range(numel_, servers_.size(), s);
-    tensor part({static_cast<int64_t>(r.size())});
-    std::memcpy(part.data<float>(), grads.data<float>() + r.begin,
-                r.size() * sizeof(float));
-    refs.push_back(lumen::call(servers_[s], push_atom::value, version, part));
+    auto send = [&, s, r] {
+      // A view: the part is written to the wire from the caller's tensor.
+      refs[s] = lumen::call(servers_[s], push_atom::value, version,
+                            grads.rows(r.begin, r.end));
+    };
+    // A call to another process writes its message before it returns:
+    // large parts sent one after another would stream one at a time.
+    bool last = s + 1 == servers_.size();
+    if (!last && r.size() * sizeof(float) >= parallel_part_bytes)
+      sending.push_back(std::async(std::launch::async, send));
+    else
+      send();
   }
+  for (auto& f : sending)
+    f.get();
   return join(lumen::get(refs), numel_);
 }
 

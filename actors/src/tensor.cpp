@@ -1,6 +1,9 @@
 #include "lumen/ml/tensor.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace lumen::ml {
 
@@ -87,6 +90,46 @@ tensor::tensor(std::vector<int64_t> shape, dtype type)
   , numel_(count_elements(shape_, type))
   , storage_(std::make_shared<std::vector<char>>(numel_ * size_of(type))) {}
 
+tensor tensor::copy_of(std::vector<int64_t> shape, dtype type,
+                       const char* data) {
+  tensor t;
+  t.type_ = type;
+  t.shape_ = std::move(shape);
+  t.numel_ = count_elements(t.shape_, type);
+  t.storage_ = std::make_shared<std::vector<char>>(data, data + t.nbytes());
+  return t;
+}
+
+tensor tensor::cat(const std::vector<tensor>& parts) {
+  if (parts.empty())
+    throw usage_error("cat of no tensors; give it one at least");
+  auto& first = parts.front();
+  if (first.shape_.empty())
+    throw usage_error("cat joins along the first dimension; a " +
+                      first.describe() + " tensor has none");
+  auto shape = first.shape_;
+  shape[0] = 0;
+  for (auto& p : parts) {
+    if (p.type_ != first.type_ || p.shape_.size() != shape.size() ||
+        !std::equal(shape.begin() + 1, shape.end(), p.shape_.begin() + 1))
+      throw usage_error("cat of a " + p.describe() + " tensor after a " +
+                        first.describe() +
+                        " one: parts may differ in their first dimension "
+                        "only");
+    shape[0] += p.shape_[0];
+  }
+  tensor t;
+  t.type_ = first.type_;
+  t.shape_ = std::move(shape);
+  t.numel_ = count_elements(t.shape_, t.type_);
+  t.storage_->clear();
+  t.storage_->reserve(t.nbytes());
+  for (auto& p : parts)
+    t.storage_->insert(t.storage_->end(), p.raw_begin(),
+                       p.raw_begin() + p.nbytes());
+  return t;
+}
+
 tensor tensor::clone() const {
   tensor t = *this;
   t.own();
@@ -167,11 +210,30 @@ std::string tensor::check_loaded() {
   size_t want = 0;
   if (auto why = bytes_for_shape(want); !why.empty())
     return why;
-  if (want != storage_->size())
+  if (view_ == nullptr && want != storage_->size())
     return "a " + describe() + " tensor needs " + std::to_string(want) +
            " bytes, got " + std::to_string(storage_->size());
   numel_ = want / size_of(type_);
   return {};
+}
+
+size_t first_non_finite(const float* v, size_t n) noexcept {
+  constexpr size_t block = 1024;
+  constexpr uint32_t exponent = 0x7f800000; // all ones: NaN or infinity
+  for (size_t at = 0; at < n; at += block) {
+    size_t end = std::min(n, at + block);
+    uint32_t bad = 0;
+    for (size_t i = at; i < end; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, v + i, sizeof(bits));
+      bad |= static_cast<uint32_t>((bits & exponent) == exponent);
+    }
+    if (bad != 0)
+      for (size_t i = at; i < end; ++i)
+        if (!std::isfinite(v[i]))
+          return i;
+  }
+  return n;
 }
 
 } // namespace lumen::ml

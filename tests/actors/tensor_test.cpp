@@ -1,6 +1,9 @@
 #define BOOST_TEST_MODULE tensor
 #include <boost/test/unit_test.hpp>
 
+#include <limits>
+#include <vector>
+
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 
@@ -142,6 +145,41 @@ BOOST_AUTO_TEST_CASE(crosses_caf_as_raw_bytes_and_refuses_lying_lengths) {
   BOOST_TEST(caf::to_string(err).find("the peer announced 2147483648") !=
                std::string::npos,
              caf::to_string(err));
+}
+
+BOOST_AUTO_TEST_CASE(first_non_finite_finds_the_first_nan_or_infinity) {
+  std::vector<float> v(5000, 1.5f);
+  BOOST_TEST(lumen::ml::first_non_finite(v.data(), v.size()) == v.size());
+  BOOST_TEST(lumen::ml::first_non_finite(v.data(), 0) == 0u);
+  v[4097] = std::numeric_limits<float>::infinity();
+  v[4999] = std::numeric_limits<float>::quiet_NaN();
+  BOOST_TEST(lumen::ml::first_non_finite(v.data(), v.size()) == 4097u);
+  v[3] = -std::numeric_limits<float>::infinity();
+  BOOST_TEST(lumen::ml::first_non_finite(v.data(), v.size()) == 3u);
+  // The largest finite value and denormals are finite.
+  std::vector<float> edge{std::numeric_limits<float>::max(),
+                          std::numeric_limits<float>::denorm_min(), -0.0f};
+  BOOST_TEST(lumen::ml::first_non_finite(edge.data(), edge.size()) == edge.size());
+}
+
+BOOST_AUTO_TEST_CASE(cat_joins_along_the_first_dimension) {
+  using lumen::ml::tensor;
+  auto a = tensor::from(std::vector<float>{1, 2, 3, 4});
+  auto b = tensor::from(std::vector<float>{5, 6});
+  auto joined = tensor::cat({a.rows(1, 3), b, a.rows(0, 0)});
+  BOOST_TEST(joined.shape() == std::vector<int64_t>{4});
+  BOOST_TEST(joined.to_vector<float>() == (std::vector<float>{2, 3, 5, 6}));
+  BOOST_TEST(!joined.is_view());
+  tensor m({2, 3});
+  tensor rows3({1, 3});
+  rows3.data<float>()[2] = 7;
+  auto stacked = tensor::cat({m, rows3});
+  BOOST_TEST(stacked.shape() == (std::vector<int64_t>{3, 3}));
+  BOOST_TEST(stacked.data<float>()[8] == 7.0f);
+  BOOST_CHECK_THROW(tensor::cat({}), lumen::usage_error);
+  BOOST_CHECK_THROW(tensor::cat({m, tensor({1, 2})}), lumen::usage_error);
+  BOOST_CHECK_THROW(tensor::cat({a, tensor({2}, lumen::ml::dtype::int32)}),
+                    lumen::usage_error);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -58,11 +58,15 @@ public:
   /// A 1-D tensor holding `values` (copied once, into shared storage).
   template <class T>
   static tensor from(const std::vector<T>& values) {
-    tensor t({static_cast<int64_t>(values.size())}, dtype_of<T>());
-    if (!values.empty())
-      std::memcpy(t.raw(), values.data(), values.size() * sizeof(T));
-    return t;
+    return copy_of({static_cast<int64_t>(values.size())}, dtype_of<T>(),
+                   reinterpret_cast<const char*>(values.data()));
   }
+
+  /// `parts` one after another along the first dimension (PyTorch's
+  /// `cat(parts, 0)`), their numbers copied once; throws `usage_error`
+  /// for no parts, a rank-0 part, or parts whose dtypes or other
+  /// dimensions differ.
+  static tensor cat(const std::vector<tensor>& parts);
 
   dtype type() const noexcept {
     return type_;
@@ -182,6 +186,10 @@ private:
   }
 
   static const char* cpp_name(dtype t) noexcept;
+  /// A tensor of `shape` and `type` holding a copy of the bytes at `data`
+  /// (never zero-filled first).
+  static tensor copy_of(std::vector<int64_t> shape, dtype type,
+                        const char* data);
   void require_rank(size_t rank) const;
   /// New, unshared storage for a decoder to fill.
   std::vector<char>& fresh_storage();
@@ -196,5 +204,10 @@ private:
   const char* view_ = nullptr;                 // a view's numbers
   std::shared_ptr<const void> owner_;          // keeps them alive
 };
+
+/// The index of the first NaN or infinite value of `v[0, n)`, or `n` if
+/// all are finite. Checks blocks without branching, so that a gradient of
+/// millions of values costs a pass at memory speed.
+size_t first_non_finite(const float* v, size_t n) noexcept;
 
 } // namespace lumen::ml

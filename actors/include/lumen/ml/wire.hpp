@@ -13,6 +13,7 @@
 
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <caf/deserializer.hpp>
@@ -21,6 +22,8 @@
 #include <caf/meta/type_name.hpp>
 #include <caf/sec.hpp>
 #include <caf/serializer.hpp>
+
+#include <lumen/caf_interop.hpp>
 
 #include "lumen/ml/compress.hpp"
 #include "lumen/ml/data.hpp"
@@ -37,16 +40,25 @@ inline caf::error refuse(const std::string& why) {
   return caf::make_error(caf::sec::invalid_argument, why);
 }
 
-/// Reads a byte block that must be `want` bytes long.
-template <class Bytes>
-caf::error load_exact_bytes(caf::deserializer& f, Bytes& v, size_t want,
-                            const std::string& what) {
+/// Begins a byte block that must be `want` bytes long.
+inline caf::error begin_exact_bytes(caf::deserializer& f, size_t want,
+                                    const std::string& what) {
   size_t n = 0;
   if (auto err = f.begin_sequence(n))
     return err;
   if (n != want)
     return refuse(what + " needs " + std::to_string(want) +
                   " bytes, the peer announced " + std::to_string(n));
+  return caf::none;
+}
+
+/// Reads a byte block that must be `want` bytes long.
+template <class Bytes>
+caf::error load_exact_bytes(caf::deserializer& f, Bytes& v, size_t want,
+                            const std::string& what) {
+  if (auto err = begin_exact_bytes(f, want, what))
+    return err;
+  auto n = want;
   v.resize(n);
   if (n > 0)
     if (auto err = f.apply_raw(n, v.data()))
@@ -84,12 +96,31 @@ struct tensor_wire {
     }
   };
 
+  /// Blocks from this size on are read in place when they came in a
+  /// frame from another process (lumen::view_received_bytes): a gradient
+  /// or a model's weights is then not copied on its way in.
+  static constexpr size_t in_place_from = size_t{64} << 10;
+
   static caf::error load(caf::deserializer& f, tensor& t) {
     size_t want = 0;
     if (auto err = detail::refuse(t.bytes_for_shape(want)))
       return err;
-    return detail::load_exact_bytes(f, *t.storage_, want,
-                                    "a " + t.describe() + " tensor");
+    auto what = "a " + t.describe() + " tensor";
+    if (want < in_place_from)
+      return detail::load_exact_bytes(f, *t.storage_, want, what);
+    if (auto err = detail::begin_exact_bytes(f, want, what))
+      return err;
+    std::shared_ptr<const void> owner;
+    if (auto at = view_received_bytes(f, want, size_of(t.type_), owner)) {
+      t.storage_.reset();
+      t.view_ = at;
+      t.owner_ = std::move(owner);
+    } else {
+      t.storage_->resize(want);
+      if (auto err = f.apply_raw(want, t.storage_->data()))
+        return err;
+    }
+    return f.end_sequence();
   }
 
   template <class Inspector>
@@ -105,7 +136,8 @@ struct tensor_wire {
       auto& fresh = x.fresh_storage(); // never into storage others share
       return f(name, x.type_, x.shape_, fresh, loaded);
     } else if constexpr (std::is_base_of<caf::serializer, Inspector>::value) {
-      saved_bytes bytes{x.raw(), x.nbytes()};
+      // const: raw() of a mutable view would copy it first.
+      saved_bytes bytes{std::as_const(x).raw(), x.nbytes()};
       return f(name, x.type_, x.shape_, bytes);
     } else {
       // Lumen's codec and CAF's printers, which take a vector of bytes.
