@@ -28,6 +28,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -427,8 +429,10 @@ double data_pss_ratio(const std::vector<lumen::bench::node_process>& nodes,
 /// The server in other processes: a head and four nodes, this program.
 /// The server in other processes, beside raw TCP on loopback (`tcp`): a
 /// 4-byte ping-pong, and an echo of the MLP's gradient.
-void across_processes(int reps, bool smoke, lumen::bench::tcp_echo& tcp,
-                      table& t) {
+void across_processes(
+  int reps, bool smoke, lumen::bench::tcp_echo& tcp,
+  const std::vector<std::unique_ptr<lumen::bench::tcp_echo>>& echoes,
+  table& t) {
   char tmpl[] = "/tmp/lumen-ps-bench-XXXXXX";
   std::string token_file = std::string{::mkdtemp(tmpl)} + "/token";
   std::vector<lumen::bench::node_process> procs;
@@ -529,27 +533,52 @@ void across_processes(int reps, bool smoke, lumen::bench::tcp_echo& tcp,
   size_t params = smoke ? 10000 : 10000000;
   std::vector<float> start(params, 0.0f);
   ml::tensor big({static_cast<int64_t>(params)});
-  size_t one = 0; // the 1-shard figure's place in t.figs
+  // Beside them, the same bytes split over as many raw TCP echo servers,
+  // a thread each: what this machine's loopback gives such a split.
+  std::vector<char> whole(params * sizeof(float), 'x');
+  size_t one = 0, tcp_one = 0; // the 1-shard figures' places in t.figs
   for (size_t shards : {1u, 2u, 4u}) {
     std::vector<std::string> nodes;
     for (size_t k = 0; k < shards; ++k)
       nodes.push_back("node-" + std::to_string(k + 1));
     ml::sharded_server sharded{cfg, start, nodes};
+    std::vector<std::vector<char>> out(shards), in(shards);
+    for (size_t k = 0; k < shards; ++k) {
+      auto r = ml::shard_range(whole.size(), shards, k);
+      out[k].assign(whole.begin() + long(r.begin), whole.begin() + long(r.end));
+    }
     long pushes = smoke ? 2 : 10;
     uint64_t version = 0;
-    auto rates = lumen::bench::rate(reps, pushes, [&] {
-      for (long i = 0; i < pushes; ++i)
-        version = std::get<0>(sharded.push(version, big));
-    });
-    t.figs.emplace_back("shard_pushes_per_s", "ops/s", rates, pushes,
-                        long(params * sizeof(float)));
-    auto& f = t.figs.back();
-    f.label = "shard_pushes_per_s_n" + std::to_string(shards);
-    f.extra = {{"shards", std::to_string(shards)}};
-    if (shards == 1)
-      one = t.figs.size() - 1;
-    else
-      lumen::bench::compare(f, t.figs[one]);
+    auto [rates, raw] = paired_rates(
+      reps, pushes,
+      [&] {
+        for (long i = 0; i < pushes; ++i)
+          version = std::get<0>(sharded.push(version, big));
+      },
+      [&] {
+        for (long i = 0; i < pushes; ++i) {
+          std::vector<std::thread> threads;
+          for (size_t k = 0; k < shards; ++k)
+            threads.emplace_back(
+              [&, k] { echoes[k]->round_trip(out[k], in[k]); });
+          for (auto& th : threads)
+            th.join();
+        }
+      });
+    auto n = std::to_string(shards);
+    for (auto [name, samples, first] :
+         {std::tuple{"shard_pushes_per_s", &rates, &one},
+          std::tuple{"tcp_sharded_echo", &raw, &tcp_one}}) {
+      t.figs.emplace_back(name, "ops/s", *samples, pushes,
+                          long(params * sizeof(float)));
+      auto& f = t.figs.back();
+      f.label = std::string{name} + "_n" + n;
+      f.extra = {{"shards", n}};
+      if (shards == 1)
+        *first = t.figs.size() - 1;
+      else
+        lumen::bench::compare(f, t.figs[*first]);
+    }
   }
   lumen::shutdown();
   for (auto& p : procs)
@@ -588,6 +617,9 @@ int main(int argc, char** argv) {
   int reps = reps_given ? opts.reps : 1;
   try {
     lumen::bench::tcp_echo tcp; // forks: before any thread
+    std::vector<std::unique_ptr<lumen::bench::tcp_echo>> echoes;
+    while (echoes.size() < 4 && (only.empty() || only == "processes"))
+      echoes.push_back(std::make_unique<lumen::bench::tcp_echo>());
     lumen::init();
     auto d = load(opts.smoke);
     scale z;
@@ -626,7 +658,7 @@ int main(int argc, char** argv) {
     }
     lumen::shutdown();
     if (wanted("processes"))
-      across_processes(opts.reps, opts.smoke, tcp, t);
+      across_processes(opts.reps, opts.smoke, tcp, echoes, t);
     for (auto& f : t.figs)
       for (auto v : f.samples)
         verify(std::isfinite(v), f.name + " is a number");
