@@ -106,8 +106,7 @@ bool data_client::typed(uint64_t actor, uint64_t sender,
     {reinterpret_cast<const char*>(&sender), sizeof(sender)}};
   parts.insert(parts.end(), message.begin(), message.end());
   return send(frame_kind::typed, std::move(parts), std::move(done),
-              std::move(fail),
-              &trace::detail::typed_request_name);
+              std::move(fail), &trace::detail::typed_request_name);
 }
 
 bool data_client::trace(const bytes& request, on_status done, on_fail fail) {

@@ -22,8 +22,8 @@ public:
   using on_reply = std::function<void(bool ok, const bytes& payload)>;
   /// A reply's status and its frame (which a decoder may keep, to read
   /// large blocks in place).
-  using on_status = std::function<void(reply_status,
-                                       const std::shared_ptr<bytes>& frame)>;
+  using on_status =
+    std::function<void(reply_status, const std::shared_ptr<bytes>& frame)>;
   using on_fail = std::function<void(const std::string& why)>;
 
   /// Connects and presents the credentials; throws `error` saying what failed.

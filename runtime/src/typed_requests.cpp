@@ -295,33 +295,35 @@ bool send_typed(data_client& route, caf::actor_system& sys,
   auto shared_done = std::make_shared<typed_done>(std::move(done));
   bool sent = false;
   constexpr size_t before = 2 * sizeof(uint64_t); // actor and sender
-  bool encoded = send_encoded(sys, msg, before, [&](std::vector<byte_span> out) {
-    sent = route.typed(
-      target->id(), sender, out,
-      [&sys, shared_done](reply_status s, const std::shared_ptr<bytes>& frame) {
-        caf::message reply;
-        if (s == reply_status::unroutable) {
-          (*shared_done)(false, reply);
-          return;
-        }
-        if (auto err = decode(sys, frame, 0, reply))
-          reply = error_message(
-            caf::sec::runtime_error,
-            "the typed actor's response does not load here: " +
-              sys.render(err) +
-              (err == caf::sec::no_proxy_registry
-                 ? " (it holds an actor handle: specialize "
-                   "lumen::carries_actor_handle for its type so that "
-                   "lumen::call sends it through CAF)"
-                 : ""));
-        (*shared_done)(true, reply);
-      },
-      [shared_done](const std::string& why) {
-        caf::message reply =
-          error_message(caf::sec::request_receiver_down, why);
-        (*shared_done)(true, reply);
-      });
-  });
+  bool encoded =
+    send_encoded(sys, msg, before, [&](std::vector<byte_span> out) {
+      sent = route.typed(
+        target->id(), sender, out,
+        [&sys, shared_done](reply_status s,
+                            const std::shared_ptr<bytes>& frame) {
+          caf::message reply;
+          if (s == reply_status::unroutable) {
+            (*shared_done)(false, reply);
+            return;
+          }
+          if (auto err = decode(sys, frame, 0, reply))
+            reply = error_message(
+              caf::sec::runtime_error,
+              "the typed actor's response does not load here: " +
+                sys.render(err) +
+                (err == caf::sec::no_proxy_registry
+                   ? " (it holds an actor handle: specialize "
+                     "lumen::carries_actor_handle for its type so that "
+                     "lumen::call sends it through CAF)"
+                   : ""));
+          (*shared_done)(true, reply);
+        },
+        [shared_done](const std::string& why) {
+          caf::message reply =
+            error_message(caf::sec::request_receiver_down, why);
+          (*shared_done)(true, reply);
+        });
+    });
   return encoded && sent;
 }
 

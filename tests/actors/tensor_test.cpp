@@ -159,7 +159,8 @@ BOOST_AUTO_TEST_CASE(first_non_finite_finds_the_first_nan_or_infinity) {
   // The largest finite value and denormals are finite.
   std::vector<float> edge{std::numeric_limits<float>::max(),
                           std::numeric_limits<float>::denorm_min(), -0.0f};
-  BOOST_TEST(lumen::ml::first_non_finite(edge.data(), edge.size()) == edge.size());
+  BOOST_TEST(lumen::ml::first_non_finite(edge.data(), edge.size()) ==
+             edge.size());
 }
 
 BOOST_AUTO_TEST_CASE(cat_joins_along_the_first_dimension) {

@@ -8,8 +8,8 @@
 
 #include <caf/atom.hpp>
 #include <caf/deserializer.hpp>
-#include <caf/serializer.hpp>
 #include <caf/replies_to.hpp>
+#include <caf/serializer.hpp>
 #include <caf/typed_actor.hpp>
 
 std::string where();
