@@ -124,7 +124,7 @@ bool object_state::park_until(const clock::time_point* deadline) {
   if (ready())
     return true;
   demand();
-  auto spin_end = clock::now() + spin_budget;
+  auto spin_end = clock::now() + get_spin_budget;
   if (deadline != nullptr)
     spin_end = std::min(spin_end, *deadline);
   if (spin_until([this] { return ready(); }, spin_end))
