@@ -90,10 +90,14 @@ push_outcome ps_core::push(uint64_t version, const float* g, size_t n) {
       return reject(ps_refusal::late,
                     "step " + std::to_string(version) +
                       " closed without this gradient (a backup step)");
-    for (size_t i = 0; i < n; ++i)
-      sum_[i] += g[i];
     ++stats_.applied;
     ++pending_;
+    // A step of one gradient takes it as its mean, as it came: none of
+    // the passes that add, average and clear a sum.
+    if (pending_ == 1 && quorum() == 1 && cfg_.clip_norm == 0)
+      return {ps_refusal::none, {}, finish_step(g), 0};
+    for (size_t i = 0; i < n; ++i)
+      sum_[i] += g[i];
     return {ps_refusal::none, {}, pending_ >= quorum() && finish_step(), 0};
   }
   if (staleness > cfg_.max_staleness)
@@ -131,16 +135,20 @@ bool ps_core::close_step() {
   return finish_step();
 }
 
-bool ps_core::finish_step() {
+bool ps_core::finish_step(const float* mean) {
   trace::span span{"ps apply", "ps"};
   span.arg("gradients", static_cast<int64_t>(pending_));
-  // The step's mean gradient, clipped as one.
-  for (auto& x : sum_)
-    x /= static_cast<float>(pending_);
-  if (cfg_.clip_norm > 0)
-    clip_by_global_norm(sum_.data(), sum_.size(), cfg_.clip_norm);
-  opt_.step(weights_.data(), sum_.data(), sum_.size());
-  std::fill(sum_.begin(), sum_.end(), 0.0f);
+  if (mean == nullptr) {
+    // The step's mean gradient, clipped as one.
+    for (auto& x : sum_)
+      x /= static_cast<float>(pending_);
+    if (cfg_.clip_norm > 0)
+      clip_by_global_norm(sum_.data(), sum_.size(), cfg_.clip_norm);
+    mean = sum_.data();
+  }
+  opt_.step(weights_.data(), mean, weights_.size());
+  if (mean == sum_.data())
+    std::fill(sum_.begin(), sum_.end(), 0.0f);
   pending_ = 0;
   ++version_;
   ++stats_.steps;

@@ -162,7 +162,8 @@ public:
   void restore(uint64_t version, std::vector<float> weights);
 
 private:
-  bool finish_step(); // applies the open step's mean gradient
+  // Applies the open step's mean gradient: `mean`, or the sum's.
+  bool finish_step(const float* mean = nullptr);
 
   ps_config cfg_;
   std::vector<float> weights_;
