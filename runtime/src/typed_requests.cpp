@@ -74,48 +74,26 @@ public:
   }
 
 protected:
-  caf::error apply_impl(int8_t& x) override {
-    return inner_.apply(x);
+  // Every other value goes into the buffer as CAF writes it.
+#define LUMEN_FORWARD(T)                                                       \
+  caf::error apply_impl(T& x) override {                                       \
+    return inner_.apply(x);                                                    \
   }
-  caf::error apply_impl(uint8_t& x) override {
-    return inner_.apply(x);
-  }
-  caf::error apply_impl(int16_t& x) override {
-    return inner_.apply(x);
-  }
-  caf::error apply_impl(uint16_t& x) override {
-    return inner_.apply(x);
-  }
-  caf::error apply_impl(int32_t& x) override {
-    return inner_.apply(x);
-  }
-  caf::error apply_impl(uint32_t& x) override {
-    return inner_.apply(x);
-  }
-  caf::error apply_impl(int64_t& x) override {
-    return inner_.apply(x);
-  }
-  caf::error apply_impl(uint64_t& x) override {
-    return inner_.apply(x);
-  }
-  caf::error apply_impl(float& x) override {
-    return inner_.apply(x);
-  }
-  caf::error apply_impl(double& x) override {
-    return inner_.apply(x);
-  }
-  caf::error apply_impl(long double& x) override {
-    return inner_.apply(x);
-  }
-  caf::error apply_impl(std::string& x) override {
-    return inner_.apply(x);
-  }
-  caf::error apply_impl(std::u16string& x) override {
-    return inner_.apply(x);
-  }
-  caf::error apply_impl(std::u32string& x) override {
-    return inner_.apply(x);
-  }
+  LUMEN_FORWARD(int8_t)
+  LUMEN_FORWARD(uint8_t)
+  LUMEN_FORWARD(int16_t)
+  LUMEN_FORWARD(uint16_t)
+  LUMEN_FORWARD(int32_t)
+  LUMEN_FORWARD(uint32_t)
+  LUMEN_FORWARD(int64_t)
+  LUMEN_FORWARD(uint64_t)
+  LUMEN_FORWARD(float)
+  LUMEN_FORWARD(double)
+  LUMEN_FORWARD(long double)
+  LUMEN_FORWARD(std::string)
+  LUMEN_FORWARD(std::u16string)
+  LUMEN_FORWARD(std::u32string)
+#undef LUMEN_FORWARD
 
 private:
   bytes& buf_;
