@@ -1,6 +1,7 @@
 #include "lumen/ml/ps_core.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <stdexcept>
 
@@ -36,8 +37,8 @@ const char* to_string(ps_refusal r) noexcept {
 
 ps_core::ps_core(ps_config cfg, std::vector<float> initial)
   : cfg_(cfg)
-  , weights_(std::move(initial))
-  , opt_(cfg.optimizer, weights_.size()) {
+  , weights_(std::make_shared<std::vector<float>>(std::move(initial)))
+  , opt_(cfg.optimizer, weights_->size()) {
   if (cfg.workers == 0)
     throw usage_error("parameter server: no workers; give it one at least");
   if (cfg.mode == ps_mode::sync && cfg.backup >= cfg.workers)
@@ -57,7 +58,17 @@ ps_core::ps_core(ps_config cfg, std::vector<float> initial)
     throw usage_error("parameter server: broadcast codec " +
                       std::to_string(static_cast<int>(cfg.broadcast)) +
                       " is none of none, fp16 and int8");
-  sum_.assign(weights_.size(), 0.0f);
+  sum_.assign(weights_->size(), 0.0f);
+}
+
+float* ps_core::writable_weights() {
+  // A holder that lets go on another thread meanwhile costs a copy too
+  // many, never a write under a reader: only this object hands out more.
+  if (weights_.use_count() > 1)
+    weights_ = std::make_shared<std::vector<float>>(*weights_);
+  else // the last holder's reads happen before these writes
+    std::atomic_thread_fence(std::memory_order_acquire);
+  return weights_->data();
 }
 
 push_outcome ps_core::reject(ps_refusal r, std::string why) {
@@ -69,10 +80,10 @@ push_outcome ps_core::push(uint64_t version, const float* g, size_t n) {
   trace::span span{"ps push", "ps"};
   span.arg("version", static_cast<int64_t>(version))
     .arg("values", static_cast<int64_t>(n));
-  if (n != weights_.size())
+  if (n != weights_->size())
     return reject(ps_refusal::wrong_size,
                   "a gradient of " + std::to_string(n) + " values for " +
-                    std::to_string(weights_.size()) +
+                    std::to_string(weights_->size()) +
                     " parameters; compute it with the server's model");
   if (auto i = first_non_finite(g, n); i < n)
     return reject(ps_refusal::not_finite,
@@ -114,7 +125,7 @@ push_outcome ps_core::push(uint64_t version, const float* g, size_t n) {
   }
   trace::span apply{"ps apply", "ps"};
   apply.arg("staleness", static_cast<int64_t>(staleness));
-  opt_.step(weights_.data(), use, n,
+  opt_.step(writable_weights(), use, n,
             cfg_.staleness_lr ? staleness_scale(staleness) : 1.0f);
   ++version_;
   ++stats_.applied;
@@ -146,7 +157,7 @@ bool ps_core::finish_step(const float* mean) {
       clip_by_global_norm(sum_.data(), sum_.size(), cfg_.clip_norm);
     mean = sum_.data();
   }
-  opt_.step(weights_.data(), mean, weights_.size());
+  opt_.step(writable_weights(), mean, weights_->size());
   if (mean == sum_.data())
     std::fill(sum_.begin(), sum_.end(), 0.0f);
   pending_ = 0;
@@ -170,17 +181,17 @@ bool ps_core::lose_workers(size_t n) {
 namespace lumen::ml {
 
 void ps_core::restore(uint64_t version, std::vector<float> weights) {
-  if (weights.size() != weights_.size())
+  if (weights.size() != weights_->size())
     throw usage_error("restore: " + std::to_string(weights.size()) +
                       " weights for a server of " +
-                      std::to_string(weights_.size()) +
+                      std::to_string(weights_->size()) +
                       " parameters; restore a checkpoint of this model");
   if (pending_ > 0)
     throw usage_error("restore: a sync step is open with " +
                       std::to_string(pending_) +
                       " gradients; restore between steps (before workers "
                       "push)");
-  weights_ = std::move(weights);
+  weights_ = std::make_shared<std::vector<float>>(std::move(weights));
   version_ = version;
 }
 

@@ -12,7 +12,15 @@
 namespace lumen::ml::ps_detail {
 
 tensor weights_of(const ps_core& core) {
-  return tensor::from(core.weights());
+  // No copy: the server's next update writes a copy of its own while
+  // this answer is still held (an answer to another process is written
+  // out before deliver returns).
+  auto w = core.shared_weights();
+  if (w->empty())
+    return tensor{}; // a view needs numbers to point at
+  auto at = reinterpret_cast<const char*>(w->data());
+  std::vector<int64_t> shape{static_cast<int64_t>(w->size())};
+  return tensor::view(std::move(shape), dtype::float32, at, std::move(w));
 }
 
 uint64_t step_answer::version() const noexcept {

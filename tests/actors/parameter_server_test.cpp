@@ -72,6 +72,22 @@ BOOST_AUTO_TEST_CASE(a_sync_step_answers_all_its_workers_with_one_version) {
   BOOST_TEST(weights.data<float>()[1] == 1.0f);
 }
 
+BOOST_AUTO_TEST_CASE(answers_held_keep_their_numbers_while_the_server_steps) {
+  // An answer shares the server's weights (no copy); the next step must
+  // write a copy of its own while one is held.
+  auto ps = spawn_parameter_server(sgd_config(ps_mode::sync, 1), {1.0f},
+                                   lumen::this_node_id());
+  auto held = lumen::get(lumen::call(ps, get_weights_atom::value));
+  auto [v1, first] = lumen::get(
+    lumen::call(ps, push_atom::value, uint64_t{0}, grad({1.0f})), deadline);
+  auto [v2, second] =
+    lumen::get(lumen::call(ps, push_atom::value, v1, grad({1.0f})), deadline);
+  BOOST_TEST(v2 == 2u);
+  BOOST_TEST(held.data<float>()[0] == 1.0f);
+  BOOST_TEST(std::abs(first.data<float>()[0] - 0.9f) < 1e-6f);
+  BOOST_TEST(std::abs(second.data<float>()[0] - 0.8f) < 1e-6f);
+}
+
 // The seed's driver loop: get the weights, every worker computes its
 // gradient, the server applies them and answers with the new weights.
 BOOST_AUTO_TEST_CASE(the_seeds_loop_fits_the_synthetic_regression) {

@@ -36,6 +36,22 @@ BOOST_AUTO_TEST_CASE(a_sync_step_closes_with_its_last_gradient_on_the_mean) {
   BOOST_TEST(ps.stats().steps == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(shared_weights_stay_as_they_were_while_held) {
+  ps_core ps{sgd_config(ps_mode::sync, 1), {1.0f, 1.0f}};
+  std::vector<float> g{1, 2};
+  auto held = ps.shared_weights();
+  ps.push(0, g.data(), 2); // updates a copy: `held` is someone's answer
+  BOOST_TEST((*held == std::vector<float>{1.0f, 1.0f}));
+  BOOST_TEST(std::abs(ps.weights()[1] - (1.0f - 0.1f * 2.0f)) < 1e-6f);
+  BOOST_TEST(held->data() != ps.weights().data());
+  held.reset();
+  // Held by no one, they are updated where they are.
+  auto at = ps.weights().data();
+  ps.push(1, g.data(), 2);
+  BOOST_TEST(ps.weights().data() == at);
+  BOOST_TEST(std::abs(ps.weights()[1] - (1.0f - 0.1f * 4.0f)) < 1e-6f);
+}
+
 BOOST_AUTO_TEST_CASE(a_backup_step_closes_early_and_drops_the_late_gradient) {
   auto cfg = sgd_config(ps_mode::sync, 4);
   cfg.backup = 1;

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,13 @@ public:
   push_outcome reject(ps_refusal r, std::string why);
 
   const std::vector<float>& weights() const noexcept {
+    return *weights_;
+  }
+
+  /// The weights as they are now, kept so while the pointer is held: the
+  /// next update writes a copy instead (an answer is sent from them without
+  /// one, and a holder's numbers never change under it).
+  std::shared_ptr<const std::vector<float>> shared_weights() const noexcept {
     return weights_;
   }
   uint64_t version() const noexcept {
@@ -164,9 +172,11 @@ public:
 private:
   // Applies the open step's mean gradient: `mean`, or the sum's.
   bool finish_step(const float* mean = nullptr);
+  // The weights to update: a copy first while shared_weights() are held.
+  float* writable_weights();
 
   ps_config cfg_;
-  std::vector<float> weights_;
+  std::shared_ptr<std::vector<float>> weights_;
   optimizer opt_;
   uint64_t version_ = 0;
   std::vector<float> sum_; // sync: the open step's gradients, summed
