@@ -360,20 +360,25 @@ void accuracy(const data& d, const scale& z, table& t) {
                                             d.test));
 }
 
-/// Rates of `ours` and of `base`, `n` operations each, a repetition of
-/// one then of the other, so that both see the same moments of a machine
-/// whose speed wanders.
+/// Rates of each of `runs`, `n` operations each, a repetition of each in
+/// turn, so that all see the same moments of a machine whose speed
+/// wanders.
+std::vector<std::vector<double>>
+interleaved_rates(int reps, long n,
+                  const std::vector<std::function<void()>>& runs) {
+  std::vector<std::vector<double>> out(runs.size());
+  for (int r = 0; r < reps; ++r)
+    for (size_t k = 0; k < runs.size(); ++k)
+      out[k].push_back(lumen::bench::rate(1, n, runs[k])[0]);
+  return out;
+}
+
+/// Rates of `ours` and of `base`, in turns.
 std::pair<std::vector<double>, std::vector<double>>
 paired_rates(int reps, long n, const std::function<void()>& ours,
              const std::function<void()>& base) {
-  std::vector<double> a, b;
-  for (int r = 0; r < reps; ++r) {
-    auto x = lumen::bench::rate(1, n, ours);
-    auto y = lumen::bench::rate(1, n, base);
-    a.push_back(x[0]);
-    b.push_back(y[0]);
-  }
-  return {a, b};
+  auto both = interleaved_rates(reps, n, {ours, base});
+  return {both[0], both[1]};
 }
 
 /// A process's proportional set size, in bytes: its share of each page it
@@ -536,45 +541,56 @@ void across_processes(
   // Beside them, the same bytes split over as many raw TCP echo servers,
   // a thread each: what this machine's loopback gives such a split.
   std::vector<char> whole(params * sizeof(float), 'x');
-  size_t one = 0, tcp_one = 0; // the 1-shard figures' places in t.figs
-  for (size_t shards : {1u, 2u, 4u}) {
+  // Every split is measured in turns with the others: the figure is
+  // their ratio.
+  const std::vector<size_t> splits{1, 2, 4};
+  long pushes = smoke ? 2 : 10;
+  std::vector<ml::sharded_server> servers;
+  std::vector<uint64_t> versions(splits.size(), 0);
+  std::vector<std::vector<std::vector<char>>> out(splits.size()),
+    in(splits.size());
+  for (size_t i = 0; i < splits.size(); ++i) {
     std::vector<std::string> nodes;
-    for (size_t k = 0; k < shards; ++k)
+    for (size_t k = 0; k < splits[i]; ++k) {
       nodes.push_back("node-" + std::to_string(k + 1));
-    ml::sharded_server sharded{cfg, start, nodes};
-    std::vector<std::vector<char>> out(shards), in(shards);
-    for (size_t k = 0; k < shards; ++k) {
-      auto r = ml::shard_range(whole.size(), shards, k);
-      out[k].assign(whole.begin() + long(r.begin), whole.begin() + long(r.end));
+      auto r = ml::shard_range(whole.size(), splits[i], k);
+      out[i].emplace_back(whole.begin() + long(r.begin),
+                          whole.begin() + long(r.end));
     }
-    long pushes = smoke ? 2 : 10;
-    uint64_t version = 0;
-    auto [rates, raw] = paired_rates(
-      reps, pushes,
-      [&] {
-        for (long i = 0; i < pushes; ++i)
-          version = std::get<0>(sharded.push(version, big));
-      },
-      [&] {
-        for (long i = 0; i < pushes; ++i) {
-          std::vector<std::thread> threads;
-          for (size_t k = 0; k < shards; ++k)
-            threads.emplace_back(
-              [&, k] { echoes[k]->round_trip(out[k], in[k]); });
-          for (auto& th : threads)
-            th.join();
-        }
-      });
-    auto n = std::to_string(shards);
+    in[i].resize(splits[i]);
+    servers.emplace_back(cfg, start, nodes);
+  }
+  std::vector<std::function<void()>> runs;
+  for (size_t i = 0; i < splits.size(); ++i)
+    runs.push_back([&, i] {
+      for (long p = 0; p < pushes; ++p)
+        versions[i] = std::get<0>(servers[i].push(versions[i], big));
+    });
+  for (size_t i = 0; i < splits.size(); ++i)
+    runs.push_back([&, i] {
+      for (long p = 0; p < pushes; ++p) {
+        std::vector<std::thread> threads;
+        for (size_t k = 0; k < splits[i]; ++k)
+          threads.emplace_back(
+            [&, i, k] { echoes[k]->round_trip(out[i][k], in[i][k]); });
+        for (auto& th : threads)
+          th.join();
+      }
+    });
+  auto rates = interleaved_rates(reps, pushes, runs);
+  size_t one = 0, tcp_one = 0; // the 1-shard figures' places in t.figs
+  for (size_t i = 0; i < splits.size(); ++i) {
+    auto n = std::to_string(splits[i]);
     for (auto [name, samples, first] :
-         {std::tuple{"shard_pushes_per_s", &rates, &one},
-          std::tuple{"tcp_sharded_echo", &raw, &tcp_one}}) {
+         {std::tuple{"shard_pushes_per_s", &rates[i], &one},
+          std::tuple{"tcp_sharded_echo", &rates[splits.size() + i],
+                     &tcp_one}}) {
       t.figs.emplace_back(name, "ops/s", *samples, pushes,
                           long(params * sizeof(float)));
       auto& f = t.figs.back();
       f.label = std::string{name} + "_n" + n;
       f.extra = {{"shards", n}};
-      if (shards == 1)
+      if (i == 0)
         *first = t.figs.size() - 1;
       else
         lumen::bench::compare(f, t.figs[*first]);
