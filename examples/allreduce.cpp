@@ -5,12 +5,12 @@
 //
 // Alone, the actors are threads of this process and read each other's
 // buffers:
-//   ./build/examples/allreduce
+//   ./.build/examples/allreduce
 // In a cluster, they are spread over its nodes and meet through the head;
 // their buffers go round a ring of direct connections:
-//   ./build/examples/allreduce start --head --block        # machine A
-//   ./build/examples/allreduce start --address A:6380 --block   # machine B
-//   ./build/examples/allreduce --address=A:6380
+//   ./.build/examples/allreduce start --head --block        # machine A
+//   ./.build/examples/allreduce start --address A:6380 --block   # machine B
+//   ./.build/examples/allreduce --address=A:6380
 
 #include <iostream>
 #include <vector>

@@ -7,9 +7,9 @@
 // store.
 //
 // Run, in three terminals (or add & to the first two):
-//   ./build/examples/cluster_demo start --head --block
-//   ./build/examples/cluster_demo start --address 127.0.0.1:6380 --block
-//   ./build/examples/cluster_demo --address=127.0.0.1:6380
+//   ./.build/examples/cluster_demo start --head --block
+//   ./.build/examples/cluster_demo start --address 127.0.0.1:6380 --block
+//   ./.build/examples/cluster_demo --address=127.0.0.1:6380
 // The third prints where each piece of work ran and ends with
 // "cluster_demo: all steps ok". The first prints the token file; nodes and
 // scripts on this machine find it on their own.

@@ -7,9 +7,9 @@
 // best checkpoint is tested at the end. (`lumen train fashion-mnist` is
 // the full-featured run of this: progress, CSV, plot, --resume.)
 //
-//   ./build/examples/ddp_training                    # 2 workers, 8 epochs
-//   ./build/examples/ddp_training --workers=1        # the same, alone
-//   ./build/examples/ddp_training --address=A:6380   # on a cluster's nodes
+//   ./.build/examples/ddp_training                    # 2 workers, 8 epochs
+//   ./.build/examples/ddp_training --workers=1        # the same, alone
+//   ./.build/examples/ddp_training --address=A:6380   # on a cluster's nodes
 //
 // Without --address the workers run in local node processes of this
 // program (lumen::init's local_nodes). Prints a line per epoch, then

@@ -4,15 +4,15 @@
 // model replica and a thread of its own, pulling weights and pushing
 // gradients on its own. The practices of the trade are flags:
 //
-//   ./build/examples/ps_training                         # sync SGD, 4 workers
-//   ./build/examples/ps_training --straggler=3            # worker 0 3x slower
-//   ./build/examples/ps_training --straggler=3 --backup=1 # ... left behind
-//   ./build/examples/ps_training --mode=async --clip=5    # on arrival
-//   ./build/examples/ps_training --codec=int8             # a quarter the bytes
-//   ./build/examples/ps_training --broadcast=int8         # ... back too
-//   ./build/examples/ps_training start --head --block     # machine A
-//   ./build/examples/ps_training start --address A:6380 --block  # B, C...
-//   ./build/examples/ps_training --address=A:6380         # workers spread
+//   ./.build/examples/ps_training                         # sync SGD, 4 workers
+//   ./.build/examples/ps_training --straggler=3            # worker 0 3x slower
+//   ./.build/examples/ps_training --straggler=3 --backup=1 # ... left behind
+//   ./.build/examples/ps_training --mode=async --clip=5    # on arrival
+//   ./.build/examples/ps_training --codec=int8             # a quarter the bytes
+//   ./.build/examples/ps_training --broadcast=int8         # ... back too
+//   ./.build/examples/ps_training start --head --block     # machine A
+//   ./.build/examples/ps_training start --address A:6380 --block  # B, C...
+//   ./.build/examples/ps_training --address=A:6380         # workers spread
 //
 // Prints the server's version, test loss and accuracy and the pace every
 // second, then the server's and the workers' counts, and

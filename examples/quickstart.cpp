@@ -5,7 +5,7 @@
 // actors and a queue, cancelling work, how a remote exception comes back to
 // the caller, and a span of your own in a trace.
 //
-// Run:   ./build/examples/quickstart   (--trace run.json for a timeline)
+// Run:   ./.build/examples/quickstart   (--trace run.json for a timeline)
 // Prints the results of each step, ending with "quickstart: all steps ok".
 
 #include <chrono>

@@ -51,7 +51,7 @@ installation find_installation() {
                       (prefix / toolchain::exercisedir).string() +
                       ") nor in the source tree it was built from (" +
                       where.exercises.string() +
-                      "); install Lumen with `cmake --install build` and "
+                      "); install Lumen with `cmake --install .build` and "
                       "run the installed lumen");
   where.includes = {source / "runtime" / "include",
                     source / "actors" / "include"};

@@ -10,7 +10,7 @@
 // (what each member moves, as NCCL and the issue define it), verified
 // against the closed form, and the algorithm each size took.
 //
-//   ./build/tests/bench/allreduce_bench [--json] [--reps=N] [--smoke]
+//   ./.build/tests/bench/allreduce_bench [--json] [--reps=N] [--smoke]
 
 #include <algorithm>
 #include <atomic>

@@ -3,7 +3,7 @@
 // program also serves as the cluster's nodes: started with
 // --serve it runs `lumen::cli_main`, the way a user's program can.
 //
-//   ./build/tests/bench/cluster_bench [--json] [--reps=N] [--smoke]
+//   ./.build/tests/bench/cluster_bench [--json] [--reps=N] [--smoke]
 //
 // Figures: 1:1 calls to an actor in another process (sync: one at a time;
 // async: a batch, then all results), tensor round trips (a float vector to

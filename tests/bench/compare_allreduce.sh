@@ -11,7 +11,7 @@
 #   tests/bench/compare_allreduce.sh [BUILD_DIR] [--reps=N] [--rounds=K]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-build=${1:-build}
+build=${1:-.build}
 reps=7
 rounds=1
 for arg in "${@:2}"; do

@@ -14,7 +14,7 @@
 //               the weights back, small requests, beside raw TCP of the
 //               same bytes; a 10M-parameter model's pushes to 1, 2 and 4
 //               shards, each in a process of its own
-// Run:  ./build/tests/bench/ps_bench [--json] [--reps=N] [--plot=FILE]
+// Run:  ./.build/tests/bench/ps_bench [--json] [--reps=N] [--plot=FILE]
 //                                    [--only=GROUP]
 // (--plot: the stragglers' loss against time as SVG; ps_bench_loss.svg
 // by default.) Needs dataset-fashion-mnist.

@@ -1,7 +1,7 @@
 // runtime_bench: Lumen's overhead, measured like Ray's `ray microbenchmark`,
 // next to raw CAF messaging in the same actor system and the same run.
 //
-//   ./build/tests/bench/runtime_bench [--json] [--reps=N] [--smoke]
+//   ./.build/tests/bench/runtime_bench [--json] [--reps=N] [--smoke]
 //
 // Sync figures wait for each result before the next call; async figures
 // submit a batch, then wait for all of it. The CAF baselines are a chain of

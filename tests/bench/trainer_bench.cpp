@@ -13,7 +13,7 @@
 //   overlap_fraction       the share of the all-reduce time the backward
 //                          pass hides: 1 - (time waited after backward) /
 //                          (the same with every all-reduce after backward)
-// Run:  ./build/tests/bench/trainer_bench [--json] [--epochs=E]
+// Run:  ./.build/tests/bench/trainer_bench [--json] [--epochs=E]
 //         [--timing-epochs=T] [--batch=B] [--torch=auto|off]
 // The workers are local node processes of this program. Needs
 // dataset-fashion-mnist; about 3 minutes with PyTorch.

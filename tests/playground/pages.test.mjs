@@ -3,7 +3,7 @@
 //
 //   node pages.test.mjs --pages DIR --shots DIR --bin DIR
 //
-// --pages holds the built pages (build/playground), --bin the exercises'
+// --pages holds the built pages (.build/playground), --bin the exercises'
 // programs (ml_scratch0N_solution and _starter), whose --step=json runs
 // are replayed on the pages. Prints a line per check; exits 1 if any
 // failed.
