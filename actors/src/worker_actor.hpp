@@ -8,7 +8,7 @@
 
 namespace lumen::ml::detail {
 
-struct worker_state; // data_parallel_worker.cpp
+struct worker_state; // worker_state.hpp
 
 using worker_pointer = data_parallel_worker::stateful_pointer<worker_state>;
 
