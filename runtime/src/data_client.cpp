@@ -1,5 +1,6 @@
 #include "data_client.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include "address.hpp"
@@ -100,13 +101,14 @@ cancel_on(const std::shared_ptr<data_client>& data, uint64_t id) {
 
 bool data_client::typed(uint64_t actor, uint64_t sender,
                         const std::vector<byte_span>& message, on_status done,
-                        on_fail fail) {
+                        on_fail fail, landing to) {
   std::vector<byte_span> parts{
     {reinterpret_cast<const char*>(&actor), sizeof(actor)},
     {reinterpret_cast<const char*>(&sender), sizeof(sender)}};
   parts.insert(parts.end(), message.begin(), message.end());
   return send(frame_kind::typed, std::move(parts), std::move(done),
-              std::move(fail), &trace::detail::typed_request_name);
+              std::move(fail), &trace::detail::typed_request_name,
+              std::move(to));
 }
 
 bool data_client::trace(const bytes& request, on_status done, on_fail fail) {
@@ -127,7 +129,7 @@ bool data_client::object(const bytes& request, on_status done, on_fail fail) {
 
 uint64_t data_client::send(frame_kind kind, std::vector<byte_span> parts,
                            on_status done, on_fail fail,
-                           const std::string* what) {
+                           const std::string* what, landing to) {
   // A request's id is also its arrow's id in a trace, where the arrows of
   // every process of the cluster meet: so not a count from 1.
   auto id = trace::detail::new_flow();
@@ -143,7 +145,8 @@ uint64_t data_client::send(frame_kind kind, std::vector<byte_span> parts,
       return 0;
     }
     // Registered before sending: the reply may beat send() back.
-    pending_.emplace(id, pending{std::move(done), std::move(fail)});
+    pending_.emplace(id,
+                     pending{std::move(done), std::move(fail), std::move(to)});
   }
   // A failed write closes the connection; the reader then fails everything
   // pending on its own thread, never inside a caller that holds locks.
@@ -152,10 +155,49 @@ uint64_t data_client::send(frame_kind kind, std::vector<byte_span> parts,
   return id;
 }
 
+namespace {
+
+// The block landed for the reply whose callback runs on this thread.
+thread_local landed_block landed_now;
+
+} // namespace
+
+const landed_block& landed() {
+  return landed_now;
+}
+
+bool data_client::read_payload(const frame_header& h, const landing& to,
+                               std::shared_ptr<bytes>& payload,
+                               landed_block& block) {
+  size_t at = size_t{h.block16} * 16;
+  if (to.size == 0 || h.kind != static_cast<uint8_t>(frame_kind::reply) ||
+      at == 0 || at >= h.length) {
+    payload = data_connection::payload_buffer(h.length);
+    return conn_->read(payload->data(), h.length);
+  }
+  // The block's bytes go to the landing; the frame keeps the rest. A block
+  // of another size than the landing's is found out by the decoder.
+  size_t n = std::min<uint64_t>(to.size, h.length - at);
+  payload = data_connection::payload_buffer(h.length - n);
+  block = {at, to.at, n, to.owner};
+  return conn_->read(payload->data(), at) && conn_->read(to.at, n) &&
+         conn_->read(payload->data() + at, h.length - at - n);
+}
+
 void data_client::read_loop() {
   frame_header h{};
-  std::shared_ptr<bytes> payload;
-  while (conn_->receive(h, payload, max_payload)) {
+  while (conn_->receive_header(h, max_payload)) {
+    landing to;
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      auto i = pending_.find(h.id);
+      if (i != pending_.end())
+        to = i->second.to;
+    }
+    std::shared_ptr<bytes> payload;
+    landed_block block;
+    if (!read_payload(h, to, payload, block))
+      break;
     pending p;
     {
       std::lock_guard<std::mutex> guard{mtx_};
@@ -165,7 +207,9 @@ void data_client::read_loop() {
       p = std::move(i->second);
       pending_.erase(i);
     }
+    landed_now = std::move(block);
     p.done(static_cast<reply_status>(h.status), payload);
+    landed_now = {};
   }
   fail_all("the connection to " + peer_ + " closed");
 }

@@ -15,6 +15,27 @@
 
 namespace lumen::detail {
 
+/// Where the caller of a typed request wants its reply's first large
+/// block: `size` bytes at `at`, kept alive by `owner`.
+struct landing {
+  char* at = nullptr;
+  size_t size = 0;
+  std::shared_ptr<void> owner;
+};
+
+/// A reply's block that the reader put at its landing instead of in the
+/// frame: the frame holds the bytes before it and after it, the block's
+/// bytes left out from offset `at`.
+struct landed_block {
+  size_t at = 0;
+  const char* data = nullptr;
+  size_t size = 0; // 0: none
+  std::shared_ptr<void> owner;
+};
+
+/// The landed block of the reply whose callback runs on this thread now.
+const landed_block& landed();
+
 /// A driver's connection to one node. Its reader thread keeps it alive
 /// until the connection ends; `stop` ends both.
 class data_client : public std::enable_shared_from_this<data_client> {
@@ -54,7 +75,7 @@ public:
   /// actor id of this process, or 0); as `task` otherwise.
   bool typed(uint64_t actor, uint64_t sender,
              const std::vector<byte_span>& message, on_status done,
-             on_fail fail);
+             on_fail fail, landing to = {});
 
   /// Sends a trace request (see data_plane.hpp); as `typed` otherwise.
   bool trace(const bytes& request, on_status done, on_fail fail);
@@ -83,13 +104,20 @@ private:
   struct pending {
     on_status done;
     on_fail fail;
+    landing to; // a typed request's: where its reply's block goes
   };
+
+  /// Reads the payload of a frame with header `h` into a buffer, and the
+  /// reply's first large block to `to` if the frame says where it is.
+  bool read_payload(const frame_header& h, const landing& to,
+                    std::shared_ptr<bytes>& payload, landed_block& block);
 
   /// `what`, a registered name, names a task or call in a trace, whose
   /// arrow starts here.
   /// Returns the request's id, or 0 if the connection is gone.
   uint64_t send(frame_kind kind, std::vector<byte_span> parts, on_status done,
-                on_fail fail, const std::string* what = nullptr);
+                on_fail fail, const std::string* what = nullptr,
+                landing to = {});
   void read_loop();
 
   std::string peer_;

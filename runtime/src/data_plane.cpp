@@ -77,11 +77,11 @@ data_connection::~data_connection() {
 }
 
 bool data_connection::send(frame_kind kind, reply_status status, uint64_t id,
-                           std::vector<byte_span> parts) {
+                           std::vector<byte_span> parts, uint16_t block16) {
   frame_header h{frame_magic,
                  static_cast<uint8_t>(kind),
                  static_cast<uint8_t>(status),
-                 0,
+                 block16,
                  id,
                  0};
   std::vector<iovec> iov;
@@ -97,11 +97,23 @@ bool data_connection::send(frame_kind kind, reply_status status, uint64_t id,
 
 bool data_connection::receive(frame_header& h, std::shared_ptr<bytes>& payload,
                               uint64_t max_length) {
-  if (!read_all(fd_, &h, sizeof(h)) || h.magic != frame_magic ||
-      h.length > max_length)
+  if (!receive_header(h, max_length))
     return false;
-  payload = pool().take(h.length);
-  return read_all(fd_, payload->data(), h.length);
+  payload = payload_buffer(h.length);
+  return read(payload->data(), h.length);
+}
+
+bool data_connection::receive_header(frame_header& h, uint64_t max_length) {
+  return read_all(fd_, &h, sizeof(h)) && h.magic == frame_magic &&
+         h.length <= max_length;
+}
+
+bool data_connection::read(char* at, size_t n) {
+  return read_all(fd_, at, n);
+}
+
+std::shared_ptr<bytes> data_connection::payload_buffer(size_t n) {
+  return pool().take(n);
 }
 
 void data_connection::close() {

@@ -72,7 +72,10 @@ struct frame_header {
   uint32_t magic;
   uint8_t kind;
   uint8_t status; // a reply_status, for replies
-  uint16_t reserved;
+  // A typed reply: where its first large block starts in the payload, in
+  // units of 16 bytes (0: none, or past 1 MiB), so that a reader can put
+  // the block where its caller wants it (lumen::reply_landing).
+  uint16_t block16;
   uint64_t id;
   uint64_t length;
 };
@@ -89,12 +92,23 @@ public:
   /// Writes one frame whose payload is the concatenation of `parts`;
   /// false if the peer is gone.
   bool send(frame_kind kind, reply_status status, uint64_t id,
-            std::vector<byte_span> parts);
+            std::vector<byte_span> parts, uint16_t block16 = 0);
 
   /// Reads the next frame; false on EOF, error, a malformed header or a
   /// payload above `max_length`.
   bool receive(frame_header& header, std::shared_ptr<bytes>& payload,
                uint64_t max_length);
+
+  /// Reads the next frame's header only; false as `receive`. The payload
+  /// follows: read all `length` bytes of it with `read`.
+  bool receive_header(frame_header& header, uint64_t max_length);
+
+  /// Reads `n` bytes of the payload into `at`; false on EOF or error.
+  bool read(char* at, size_t n);
+
+  /// A buffer for a payload of `n` bytes (one kept from earlier frames
+  /// when large).
+  static std::shared_ptr<bytes> payload_buffer(size_t n);
 
   /// Wakes a reader blocked on this connection; further reads fail.
   void close();

@@ -3,12 +3,14 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
+#include <utility>
 
 #include <caf/actor_companion.hpp>
 #include <caf/all.hpp>
 
 #include "lumen/caf_interop.hpp"
 #include "lumen/detail/runtime.hpp"
+#include "lumen/reply_landing.hpp"
 
 #include "trace_log.hpp"
 
@@ -59,8 +61,10 @@ public:
     // numbers; a payload is read into a 16-aligned buffer, so the first
     // block is put at a multiple of 16 in the payload.
     size_t pad = 0;
-    if (!blocks_.empty())
+    if (!blocks_.empty()) {
       pad = (16 - (before + 1 + blocks_.front().first) % 16) % 16;
+      first_block_ = before + 1 + pad + blocks_.front().first;
+    }
     pad_[0] = static_cast<char>(pad);
     std::vector<byte_span> out{{pad_, 1 + pad}};
     size_t from = 0;
@@ -71,6 +75,11 @@ public:
     }
     out.push_back({buf_.data() + from, buf_.size() - from});
     return out;
+  }
+
+  /// Where parts() put the first block in the payload (0: no block).
+  size_t first_block() const noexcept {
+    return first_block_;
   }
 
 protected:
@@ -101,6 +110,7 @@ private:
   // Where each block goes (an offset into buf_), and the block.
   std::vector<std::pair<size_t, byte_span>> blocks_;
   char pad_[16] = {}; // the padding's length, then zeros
+  size_t first_block_ = 0;
 };
 
 // The encoded pieces go out from a buffer each thread keeps; with the
@@ -109,7 +119,8 @@ private:
 constexpr size_t kept_buffer = size_t{8} << 20;
 
 /// Runs `send` with the parts of `msg`'s encoding (gather_serializer),
-/// which go after `before` bytes of the payload; false if it does not
+/// which go after `before` bytes of the payload, and where its first
+/// large block starts in the payload (0: none); false if it does not
 /// encode.
 template <class F>
 bool send_encoded(caf::actor_system& sys, caf::message msg, size_t before,
@@ -119,24 +130,31 @@ bool send_encoded(caf::actor_system& sys, caf::message msg, size_t before,
   gather_serializer sink{sys, buffer};
   if (sink(msg))
     return false;
-  send(sink.parts(before));
+  auto parts = sink.parts(before);
+  send(std::move(parts), sink.first_block());
   if (buffer.capacity() > kept_buffer)
     bytes{}.swap(buffer);
   return true;
 }
 
-/// The message being decoded on this thread, and the frame its bytes are
-/// in (view_received_bytes).
+/// The message being decoded on this thread, the frame its bytes are in
+/// (view_received_bytes), and a block of it that landed elsewhere.
 struct frame_being_loaded {
   caf::binary_deserializer* source = nullptr;
   const std::shared_ptr<bytes>* frame = nullptr;
+  const landed_block* hole = nullptr;
+  bool hole_taken = false;
 };
 
 thread_local frame_being_loaded loading;
 
-/// Decodes the padding and message at `offset` of `frame`.
+/// Decodes the padding and message at `offset` of `frame`; with `hole`,
+/// the frame lacks that block's bytes, which the message's inspect must
+/// take in place (else `hole_taken` stays false and the message is junk).
 caf::error decode(caf::actor_system& sys, const std::shared_ptr<bytes>& frame,
-                  size_t offset, caf::message& out) {
+                  size_t offset, caf::message& out,
+                  const landed_block* hole = nullptr,
+                  bool* hole_taken = nullptr) {
   if (offset < frame->size())
     offset += 1 + static_cast<uint8_t>((*frame)[offset]);
   if (offset > frame->size())
@@ -146,12 +164,15 @@ caf::error decode(caf::actor_system& sys, const std::shared_ptr<bytes>& frame,
     caf::binary_deserializer source{sys, frame->data() + offset,
                                     frame->size() - offset};
     // A decode never nests: an inspect runs no other message's.
-    loading = {&source, &frame};
+    loading = {&source, &frame, hole, false};
     struct done {
+      bool* taken;
       ~done() {
+        if (taken != nullptr)
+          *taken = loading.hole_taken;
         loading = {};
       }
-    } reset;
+    } reset{hole_taken};
     if (auto err = source(out))
       return err;
     if (source.remaining() != 0)
@@ -173,8 +194,11 @@ void respond(caf::actor_system& sys, data_connection& c, uint64_t id,
              caf::message msg) {
   auto status =
     msg.match_elements<caf::error>() ? reply_status::failed : reply_status::ok;
-  auto reply = [&](std::vector<byte_span> parts) {
-    c.send(frame_kind::reply, status, id, std::move(parts));
+  auto reply = [&](std::vector<byte_span> parts, size_t block_at) {
+    // Said in the header where it fits (block_at is a multiple of 16).
+    auto block16 = block_at / 16 <= UINT16_MAX ? block_at / 16 : 0;
+    c.send(frame_kind::reply, status, id, std::move(parts),
+           static_cast<uint16_t>(block16));
   };
   if (!send_encoded(sys, msg, 0, reply)) {
     status = reply_status::failed;
@@ -267,14 +291,48 @@ void typed_stand_ins::serve(uint64_t id, std::shared_ptr<bytes> frame) {
     nullptr);
 }
 
+// Set by lumen::reply_landing for the next typed request from this thread.
+thread_local landing next_landing;
+
+namespace {
+
+/// Decodes a reply whose block may have landed at its caller's landing
+/// (data_client's landed()); if the message did not take it there (a
+/// block of another size, or read otherwise), decodes the whole frame
+/// put back together instead.
+caf::error decode_reply(caf::actor_system& sys,
+                        const std::shared_ptr<bytes>& frame,
+                        caf::message& out) {
+  auto& hole = landed();
+  if (hole.size == 0)
+    return decode(sys, frame, 0, out);
+  bool taken = false;
+  auto err = decode(sys, frame, 0, out, &hole, &taken);
+  if (!err && taken)
+    return err;
+  auto whole = std::make_shared<bytes>();
+  whole->reserve(frame->size() + hole.size);
+  whole->insert(whole->end(), frame->begin(),
+                frame->begin() + static_cast<std::ptrdiff_t>(hole.at));
+  whole->insert(whole->end(), hole.data, hole.data + hole.size);
+  whole->insert(whole->end(),
+                frame->begin() + static_cast<std::ptrdiff_t>(hole.at),
+                frame->end());
+  out = caf::message{};
+  return decode(sys, whole, 0, out);
+}
+
+} // namespace
+
 bool send_typed(data_client& route, caf::actor_system& sys,
                 const caf::strong_actor_ptr& target, uint64_t sender,
                 const caf::message& msg, typed_done done) {
+  auto to = std::exchange(next_landing, {});
   auto shared_done = std::make_shared<typed_done>(std::move(done));
   bool sent = false;
   constexpr size_t before = 2 * sizeof(uint64_t); // actor and sender
   bool encoded =
-    send_encoded(sys, msg, before, [&](std::vector<byte_span> out) {
+    send_encoded(sys, msg, before, [&](std::vector<byte_span> out, size_t) {
       sent = route.typed(
         target->id(), sender, out,
         [&sys, shared_done](reply_status s,
@@ -284,7 +342,7 @@ bool send_typed(data_client& route, caf::actor_system& sys,
             (*shared_done)(false, reply);
             return;
           }
-          if (auto err = decode(sys, frame, 0, reply))
+          if (auto err = decode_reply(sys, frame, reply))
             reply = error_message(
               caf::sec::runtime_error,
               "the typed actor's response does not load here: " +
@@ -300,7 +358,8 @@ bool send_typed(data_client& route, caf::actor_system& sys,
           caf::message reply =
             error_message(caf::sec::request_receiver_down, why);
           (*shared_done)(true, reply);
-        });
+        },
+        std::move(to));
     });
   return encoded && sent;
 }
@@ -317,11 +376,31 @@ const char* view_received_bytes(caf::deserializer& source, size_t size,
     return nullptr;
   auto rest = loading.source->remainder();
   auto at = reinterpret_cast<const char*>(rest.data());
+  if (auto hole = loading.hole; hole != nullptr && !loading.hole_taken) {
+    // The block that landed at its caller's landing is not in the frame:
+    // it is taken from there, where the frame's bytes would be.
+    auto offset = static_cast<size_t>(at - (*loading.frame)->data());
+    if (offset != hole->at || size != hole->size ||
+        reinterpret_cast<uintptr_t>(hole->data) % alignment != 0)
+      return nullptr;
+    loading.hole_taken = true;
+    owner = hole->owner;
+    return hole->data;
+  }
   if (rest.size() < size || reinterpret_cast<uintptr_t>(at) % alignment != 0)
     return nullptr;
   loading.source->skip(size);
   owner = *loading.frame;
   return at;
+}
+
+reply_landing::reply_landing(char* at, size_t size,
+                             std::shared_ptr<void> owner) {
+  detail::next_landing = {at, size, std::move(owner)};
+}
+
+reply_landing::~reply_landing() {
+  detail::next_landing = {};
 }
 
 } // namespace lumen

@@ -10,6 +10,7 @@
 #include <caf/binary_serializer.hpp>
 
 #include <lumen/caf_interop.hpp>
+#include <lumen/reply_landing.hpp>
 
 #include "cluster_fixture.hpp"
 #include "cluster_job.hpp"
@@ -310,6 +311,64 @@ BOOST_AUTO_TEST_CASE(large_blocks_of_typed_messages_are_read_in_place) {
   BOOST_REQUIRE(!source(local));
   BOOST_TEST(local.viewed == nullptr);
   BOOST_TEST(local.own == a.own);
+}
+
+BOOST_AUTO_TEST_CASE(a_reply_landing_takes_the_answers_block_off_the_socket) {
+  // The answer's first block is read straight into the caller's place
+  // and viewed there; a landing of another size, an answer without a
+  // large block, and the next request without a landing are read whole.
+  auto echo = lumen::spawn_on<block_echo>("node-1", "block_echo");
+  byte_block a, b;
+  a.own.resize(size_t{1} << 20);
+  b.own.resize(100003);
+  for (size_t i = 0; i < a.own.size(); ++i)
+    a.own[i] = static_cast<char>(i * 5 + 3);
+  for (size_t i = 0; i < b.own.size(); ++i)
+    b.own[i] = static_cast<char>(i * 11);
+  auto place = std::make_shared<std::vector<char>>(a.own.size() + 64, 'x');
+  auto ask = [&](size_t landing_size) {
+    lumen::reply_landing here{place->data() + 16, landing_size, place};
+    return lumen::get(lumen::call(echo, echo_atom::value, a, b), deadline);
+  };
+  auto check = [&](const byte_block& a2, const byte_block& b2) {
+    BOOST_REQUIRE_EQUAL(a2.size(), a.own.size());
+    BOOST_REQUIRE_EQUAL(b2.size(), b.own.size());
+    BOOST_TEST(std::equal(a.own.begin(), a.own.end(), a2.data()));
+    BOOST_TEST(std::equal(b.own.begin(), b.own.end(), b2.data()));
+  };
+  {
+    auto [a2, b2, a_viewed, b_viewed] = ask(a.own.size());
+    check(a2, b2);
+    // Addresses, not strings: Boost.Test compares char pointers as text.
+    auto landed = static_cast<const void*>(place->data() + 16);
+    BOOST_TEST(static_cast<const void*>(a2.viewed) == landed); // no copy
+    BOOST_TEST(a2.frame.get() == place.get()); // and kept alive by it
+    BOOST_TEST(place->front() == 'x');         // nothing written around it
+    BOOST_TEST(place->back() == 'x');
+  }
+  std::fill(place->begin(), place->end(), 'x');
+  for (size_t wrong : {a.own.size() - 1, a.own.size() + 48}) {
+    auto [a2, b2, a_viewed, b_viewed] = ask(wrong);
+    check(a2, b2);
+    BOOST_TEST(static_cast<const void*>(a2.data()) !=
+               static_cast<const void*>(place->data() + 16));
+  }
+  {
+    auto [a2, b2, a_viewed, b_viewed] =
+      lumen::get(lumen::call(echo, echo_atom::value, a, b), deadline);
+    check(a2, b2);
+    BOOST_TEST(a2.frame.get() != place.get()); // the landing was used up
+  }
+  // An answer of no large block leaves the place alone.
+  std::fill(place->begin(), place->end(), 'x');
+  auto calc = lumen::spawn_on<calculator>("node-1", "calculator");
+  {
+    lumen::reply_landing here{place->data(), place->size(), place};
+    BOOST_TEST(lumen::get(lumen::call(calc, add_atom::value, 2, 3), deadline) ==
+               5);
+  }
+  BOOST_TEST(
+    std::all_of(place->begin(), place->end(), [](char c) { return c == 'x'; }));
 }
 
 BOOST_AUTO_TEST_CASE(typed_requests_carrying_handles_and_from_actors_work) {
