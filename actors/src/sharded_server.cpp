@@ -1,10 +1,13 @@
 #include "lumen/ml/sharded_server.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <future>
 
 #include <lumen/caf_interop.hpp>
 #include <lumen/lumen.hpp>
+#include <lumen/reply_landing.hpp>
 
 namespace lumen::ml {
 
@@ -13,21 +16,35 @@ namespace {
 /// Parts of a push from this size on are sent from threads of their own.
 constexpr size_t parallel_part_bytes = size_t{1} << 20;
 
-/// The shards' answers as one: the lowest version, the weights in order.
+/// The shards' answers as one: the lowest version, the weights in order
+/// (in `into`, where they landed, with more than one shard).
 std::tuple<uint64_t, tensor>
-join(std::vector<std::tuple<uint64_t, tensor>> parts, size_t numel) {
+join(std::vector<std::tuple<uint64_t, tensor>> parts, size_t numel,
+     std::shared_ptr<std::vector<char>> into) {
   uint64_t version = UINT64_MAX;
   std::vector<tensor> weights;
   for (auto& [v, w] : parts) {
     version = std::min(version, v);
     weights.push_back(std::move(w));
   }
-  return {version, join_shards(weights, numel)};
+  return {version, join_shards(weights, numel, std::move(into))};
+}
+
+/// `call()` with shard `s`'s answer landing at its range of `into`.
+template <class Call>
+auto landed_call(const std::shared_ptr<std::vector<char>>& into,
+                 collective::chunk r, Call call) {
+  if (!into)
+    return call();
+  lumen::reply_landing here{into->data() + r.begin * sizeof(float),
+                            r.size() * sizeof(float), into};
+  return call();
 }
 
 } // namespace
 
-tensor join_shards(const std::vector<tensor>& parts, size_t numel) {
+tensor join_shards(const std::vector<tensor>& parts, size_t numel,
+                   std::shared_ptr<std::vector<char>> into) {
   size_t total = 0;
   for (auto& p : parts) {
     if (p.type() != dtype::float32)
@@ -41,7 +58,17 @@ tensor join_shards(const std::vector<tensor>& parts, size_t numel) {
                 " parameters; the shards are not of this server");
   if (parts.size() == 1)
     return parts[0];
-  return tensor::cat(parts);
+  if (!into)
+    return tensor::cat(parts);
+  size_t at = 0;
+  for (auto& p : parts) {
+    if (p.raw() != into->data() + at) // not landed: a local server's, say
+      std::memcpy(into->data() + at, p.raw(), p.nbytes());
+    at += p.nbytes();
+  }
+  auto data = into->data();
+  return tensor::view({static_cast<int64_t>(numel)}, dtype::float32, data,
+                      std::move(into));
 }
 
 sharded_server::sharded_server(const ps_config& cfg,
@@ -77,12 +104,15 @@ std::tuple<uint64_t, tensor> sharded_server::push(uint64_t version,
   std::vector<lumen::ObjectRef<std::tuple<uint64_t, tensor>>> refs(
     servers_.size());
   std::vector<std::future<void>> sending;
+  auto into = answers_buffer();
   for (size_t s = 0; s < servers_.size(); ++s) {
     auto r = shard_range(numel_, servers_.size(), s);
     auto send = [&, s, r] {
-      // A view: the part is written to the wire from the caller's tensor.
-      refs[s] = lumen::call(servers_[s], push_atom::value, version,
-                            grads.rows(r.begin, r.end));
+      refs[s] = landed_call(into, r, [&] {
+        // A view: the part is written to the wire from the caller's tensor.
+        return lumen::call(servers_[s], push_atom::value, version,
+                           grads.rows(r.begin, r.end));
+      });
     };
     // A call to another process writes its message before it returns:
     // large parts sent one after another would stream one at a time.
@@ -94,14 +124,31 @@ std::tuple<uint64_t, tensor> sharded_server::push(uint64_t version,
   }
   for (auto& f : sending)
     f.get();
-  return join(lumen::get(refs), numel_);
+  return join(lumen::get(refs), numel_, std::move(into));
 }
 
 std::tuple<uint64_t, tensor> sharded_server::pull() const {
   std::vector<lumen::ObjectRef<std::tuple<uint64_t, tensor>>> refs;
-  for (auto& s : servers_)
-    refs.push_back(lumen::call(s, pull_atom::value));
-  return join(lumen::get(refs), numel_);
+  auto into = answers_buffer();
+  for (size_t s = 0; s < servers_.size(); ++s)
+    refs.push_back(
+      landed_call(into, shard_range(numel_, servers_.size(), s),
+                  [&] { return lumen::call(servers_[s], pull_atom::value); }));
+  return join(lumen::get(refs), numel_, std::move(into));
+}
+
+std::shared_ptr<std::vector<char>> sharded_server::answers_buffer() const {
+  if (servers_.size() < 2)
+    return nullptr; // one shard's answer is the weights as they came
+  std::lock_guard<std::mutex> guard{spare_->mtx};
+  auto& b = spare_->buffer;
+  // Held by no one else: the weights last answered were let go (the
+  // fence orders their readers' reads before the answers landing here).
+  if (b && b.use_count() == 1)
+    std::atomic_thread_fence(std::memory_order_acquire);
+  else
+    b = std::make_shared<std::vector<char>>(numel_ * sizeof(float));
+  return b;
 }
 
 } // namespace lumen::ml

@@ -12,6 +12,8 @@
 //   // workers: lumen::call(worker, train_atom::value, ps.servers(), until)
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -32,10 +34,13 @@ inline collective::chunk shard_range(size_t numel, size_t shards,
 }
 
 /// The shards' weights, in shard order, as one tensor of `numel` floats
-/// (a single shard's as it came). Throws `error` for a part that is not
-/// float32 or parts that do not add up to `numel`: shards of another
-/// server.
-tensor join_shards(const std::vector<tensor>& parts, size_t numel);
+/// (a single shard's as it came). With `into`, a buffer of `numel` floats,
+/// the tensor views it, and parts that lie in their places there already
+/// (answers landed there: lumen::reply_landing) are not copied. Throws
+/// `error` for a part that is not float32 or parts that do not add up to
+/// `numel`: shards of another server.
+tensor join_shards(const std::vector<tensor>& parts, size_t numel,
+                   std::shared_ptr<std::vector<char>> into = nullptr);
 
 class sharded_server {
 public:
@@ -68,8 +73,19 @@ public:
   std::tuple<uint64_t, tensor> pull() const;
 
 private:
+  /// A buffer for the shards' answers to land in, one after another: the
+  /// last one's once no one holds its weights, else a new one.
+  std::shared_ptr<std::vector<char>> answers_buffer() const;
+
+  /// The buffer the last answers landed in, shared by copies.
+  struct spare_buffer {
+    std::mutex mtx;
+    std::shared_ptr<std::vector<char>> buffer;
+  };
+
   size_t numel_ = 0;
   std::vector<parameter_server> servers_;
+  std::shared_ptr<spare_buffer> spare_ = std::make_shared<spare_buffer>();
 };
 
 } // namespace lumen::ml
