@@ -36,9 +36,13 @@ auto landed_call(const std::shared_ptr<std::vector<char>>& into,
                  collective::chunk r, Call call) {
   if (!into)
     return call();
+  // [reply-landing]
+  // The answer's weights are read off the socket into their range of
+  // `into`, the buffer every shard's answer lands in side by side.
   lumen::reply_landing here{into->data() + r.begin * sizeof(float),
                             r.size() * sizeof(float), into};
-  return call();
+  return call(); // lumen::call(server, push_atom::value, version, part)
+  // [/reply-landing]
 }
 
 } // namespace
