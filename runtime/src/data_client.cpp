@@ -188,7 +188,7 @@ void data_client::read_loop() {
   frame_header h{};
   while (conn_->receive_header(h, max_payload)) {
     landing to;
-    {
+    if (h.block16 != 0) { // a reply whose block may go to its landing
       std::lock_guard<std::mutex> guard{mtx_};
       auto i = pending_.find(h.id);
       if (i != pending_.end())
