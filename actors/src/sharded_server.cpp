@@ -30,7 +30,7 @@ join(std::vector<std::tuple<uint64_t, tensor>> parts, size_t numel,
   return {version, join_shards(weights, numel, std::move(into))};
 }
 
-/// `call()` with shard `s`'s answer landing at its range of `into`.
+/// `call()`, its answer landing at range `r` of `into` (none without one).
 template <class Call>
 auto landed_call(const std::shared_ptr<std::vector<char>>& into,
                  collective::chunk r, Call call) {
