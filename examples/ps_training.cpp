@@ -8,7 +8,7 @@
 //   ./.build/examples/ps_training --straggler=3            # worker 0 3x slower
 //   ./.build/examples/ps_training --straggler=3 --backup=1 # ... left behind
 //   ./.build/examples/ps_training --mode=async --clip=5    # on arrival
-//   ./.build/examples/ps_training --codec=int8             # a quarter the bytes
+//   ./.build/examples/ps_training --codec=int8             # 1/4 of the bytes
 //   ./.build/examples/ps_training --broadcast=int8         # ... back too
 //   ./.build/examples/ps_training start --head --block     # machine A
 //   ./.build/examples/ps_training start --address A:6380 --block  # B, C...
