@@ -8,8 +8,8 @@
 // this traffic.
 //
 // Peers pass the gate (gate.hpp) with the cluster token first. Then a
-// frame is a 24-byte header (magic, kind, ok flag, request id, payload
-// length) and the payload:
+// frame is a 24-byte header (magic, kind, status, a typed reply's block
+// offset, request id, payload length) and the payload:
 //   task    u32 name length, name, u32 length, the resources it waits for
 //           (an encoded resource_request; length 0 for none), args
 //           -> reply (ok: result, else error)
@@ -17,7 +17,10 @@
 //   typed   u64 CAF actor id, u64 sender, u8 n, n bytes of padding, a
 //           CAF-serialized message -> reply (u8 n, padding, a
 //           CAF-serialized response; status `unroutable` if the message
-//           holds actor handles, which only CAF's middleman can load).
+//           holds actor handles, which only CAF's middleman can load;
+//           the header's block16 says where its first large block
+//           starts, so that a reader may put it at the caller's
+//           lumen::reply_landing).
 //           The padding puts the message's first large byte block at a
 //           multiple of 16 in the payload, where the receiver can read
 //           it in place (lumen::view_received_bytes).
