@@ -179,7 +179,7 @@ bool data_client::read_payload(const frame_header& h, const landing& to,
   // of another size than the landing's is found out by the decoder.
   size_t n = std::min<uint64_t>(to.size, h.length - at);
   payload = data_connection::payload_buffer(h.length - n);
-  block = {at, to.at, n, to.owner};
+  block = {at, {to.at, n, to.owner}};
   return conn_->read(payload->data(), at) && conn_->read(to.at, n) &&
          conn_->read(payload->data() + at, h.length - at - n);
 }

@@ -25,12 +25,10 @@ struct landing {
 
 /// A reply's block that the reader put at its landing instead of in the
 /// frame: the frame holds the bytes before it and after it, the block's
-/// bytes left out from offset `at`.
+/// `place.size` bytes left out from `offset`.
 struct landed_block {
-  size_t at = 0;
-  const char* data = nullptr;
-  size_t size = 0; // 0: none
-  std::shared_ptr<void> owner;
+  size_t offset = 0;
+  landing place; // size 0: none
 };
 
 /// The landed block of the reply whose callback runs on this thread now.

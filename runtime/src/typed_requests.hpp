@@ -3,7 +3,8 @@
 // Typed CAF actors' requests on the data plane (data_plane.hpp, frame kind
 // `typed`): the message goes in CAF's binary form, as CAF's middleman would
 // send it, but straight from the caller's thread to the socket and back
-// from the peer's reader thread, without the middleman's per-message cost.
+// from the peer's reader thread, without the middleman's per-message cost
+// (typed_wire.hpp: how the message is encoded and decoded in the frame).
 
 #include <cstdint>
 #include <memory>
