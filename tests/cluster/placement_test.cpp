@@ -19,6 +19,25 @@ using namespace lumen::test;
 
 BOOST_TEST_GLOBAL_FIXTURE(cluster_fixture);
 
+namespace {
+
+/// `n` bytes of a pattern that differs with `step`.
+byte_block pattern_block(size_t n, size_t step) {
+  byte_block b;
+  b.own.resize(n);
+  for (size_t i = 0; i < n; ++i)
+    b.own[i] = static_cast<char>(i * step + 1);
+  return b;
+}
+
+/// Whether `got` holds the bytes `sent` holds.
+bool same_bytes(const byte_block& sent, const byte_block& got) {
+  return got.size() == sent.own.size() &&
+         std::equal(sent.own.begin(), sent.own.end(), got.data());
+}
+
+} // namespace
+
 BOOST_AUTO_TEST_SUITE(placement)
 
 BOOST_AUTO_TEST_CASE(nodes_lists_the_head_and_both_nodes_alive) {
@@ -284,13 +303,8 @@ BOOST_AUTO_TEST_CASE(large_blocks_of_typed_messages_are_read_in_place) {
   // bytes past a multiple of 8 (after 1 MiB and its 3-byte length) and is
   // copied instead. Either way the bytes arrive as sent, both ways.
   auto echo = lumen::spawn_on<block_echo>("node-1", "block_echo");
-  byte_block a, b;
-  a.own.resize(size_t{1} << 20);
-  b.own.resize(100003);
-  for (size_t i = 0; i < a.own.size(); ++i)
-    a.own[i] = static_cast<char>(i * 7);
-  for (size_t i = 0; i < b.own.size(); ++i)
-    b.own[i] = static_cast<char>(i * 13 + 1);
+  auto a = pattern_block(size_t{1} << 20, 7);
+  auto b = pattern_block(100003, 13);
   auto [a2, b2, a_viewed, b_viewed] =
     lumen::get(lumen::call(echo, echo_atom::value, a, b), deadline);
   BOOST_TEST(a_viewed);
@@ -298,10 +312,8 @@ BOOST_AUTO_TEST_CASE(large_blocks_of_typed_messages_are_read_in_place) {
   BOOST_TEST(a2.viewed != nullptr);
   BOOST_TEST(a2.frame != nullptr);
   BOOST_TEST(b2.viewed == nullptr);
-  BOOST_REQUIRE_EQUAL(a2.size(), a.own.size());
-  BOOST_REQUIRE_EQUAL(b2.size(), b.own.size());
-  BOOST_TEST(std::equal(a.own.begin(), a.own.end(), a2.data()));
-  BOOST_TEST(std::equal(b.own.begin(), b.own.end(), b2.data()));
+  BOOST_TEST(same_bytes(a, a2));
+  BOOST_TEST(same_bytes(b, b2));
   // Outside a decode from a frame, nothing is viewed.
   std::vector<char> buf;
   caf::binary_serializer sink{nullptr, buf};
@@ -318,23 +330,16 @@ BOOST_AUTO_TEST_CASE(a_reply_landing_takes_the_answers_block_off_the_socket) {
   // and viewed there; a landing of another size, an answer without a
   // large block, and the next request without a landing are read whole.
   auto echo = lumen::spawn_on<block_echo>("node-1", "block_echo");
-  byte_block a, b;
-  a.own.resize(size_t{1} << 20);
-  b.own.resize(100003);
-  for (size_t i = 0; i < a.own.size(); ++i)
-    a.own[i] = static_cast<char>(i * 5 + 3);
-  for (size_t i = 0; i < b.own.size(); ++i)
-    b.own[i] = static_cast<char>(i * 11);
+  auto a = pattern_block(size_t{1} << 20, 5);
+  auto b = pattern_block(100003, 11);
   auto place = std::make_shared<std::vector<char>>(a.own.size() + 64, 'x');
   auto ask = [&](size_t landing_size) {
     lumen::reply_landing here{place->data() + 16, landing_size, place};
     return lumen::get(lumen::call(echo, echo_atom::value, a, b), deadline);
   };
   auto check = [&](const byte_block& a2, const byte_block& b2) {
-    BOOST_REQUIRE_EQUAL(a2.size(), a.own.size());
-    BOOST_REQUIRE_EQUAL(b2.size(), b.own.size());
-    BOOST_TEST(std::equal(a.own.begin(), a.own.end(), a2.data()));
-    BOOST_TEST(std::equal(b.own.begin(), b.own.end(), b2.data()));
+    BOOST_TEST(same_bytes(a, a2));
+    BOOST_TEST(same_bytes(b, b2));
   };
   {
     auto [a2, b2, a_viewed, b_viewed] = ask(a.own.size());
