@@ -55,11 +55,12 @@ void add_registrations(caf::actor_system_config& cfg);
 
 /// For an `inspect` loading a byte block of a typed actor's message that
 /// came from another process: the next `size` bytes `source` reads, in
-/// place in the received frame, which `owner` then keeps alive; `source`
-/// moves past them. Null, with nothing read, when the message is not being
-/// loaded from a frame, the frame holds fewer bytes, or they do not start
-/// at a multiple of `alignment`: load the block as usual then. A large
-/// tensor read this way costs no copy (lumen::ml's tensor does).
+/// place in the received frame (or where the caller's lumen::reply_landing
+/// put them), which `owner` then keeps alive; `source` moves past them. Null,
+/// with nothing read, when the message is not being loaded from a frame, the
+/// frame holds fewer bytes, or they do not start at a multiple of `alignment`:
+/// load the block as usual then. A large tensor read this way costs no copy
+/// (lumen::ml's tensor does).
 const char* view_received_bytes(caf::deserializer& source, size_t size,
                                 size_t alignment,
                                 std::shared_ptr<const void>& owner);
