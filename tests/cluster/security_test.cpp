@@ -144,9 +144,12 @@ frame_header ask(int fd, uint8_t kind, uint64_t id,
   BOOST_REQUIRE(::recv(fd, &reply, sizeof(reply), MSG_WAITALL) ==
                 sizeof(reply));
   BOOST_REQUIRE(reply.length < 4096);
+  // A read of nothing would wait for the next byte, or the socket's
+  // timeout: an empty payload is not read.
   std::vector<char> rest(reply.length);
-  BOOST_REQUIRE(::recv(fd, rest.data(), rest.size(), MSG_WAITALL) ==
-                static_cast<ssize_t>(rest.size()));
+  BOOST_REQUIRE(rest.empty() ||
+                ::recv(fd, rest.data(), rest.size(), MSG_WAITALL) ==
+                  static_cast<ssize_t>(rest.size()));
   return reply;
 }
 
