@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <future>
+#include <utility>
 
 #include "address.hpp"
 #include "gate.hpp"
+#include "shared_arena.hpp"
 #include "trace_log.hpp"
 
 namespace lumen::detail {
@@ -25,6 +29,38 @@ data_client::data_client(const std::string& address, const credentials& creds,
 
 void data_client::start() {
   reader_ = std::thread{[self = shared_from_this()] { self->read_loop(); }};
+  offer_arena();
+}
+
+// Waits for the answer (a round trip, once per link), so that the link's
+// first requests take the same path as the next ones; blocks stay on the
+// socket if the peer does not answer in time.
+void data_client::offer_arena() {
+  auto own = shared_arena::own();
+  if (!own)
+    return;
+  auto answered = std::make_shared<std::promise<void>>();
+  auto mapped = [weak = weak_from_this(), own, answered](
+                  reply_status s, const std::shared_ptr<bytes>& theirs) {
+    auto self = weak.lock();
+    if (self && s == reply_status::ok) {
+      self->conn_->send_shared(own);
+      if (auto peer = shared_arena::peer(*theirs)) {
+        self->conn_->read_shared(std::move(peer));
+        char op = arena_mapped;
+        self->send(
+          frame_kind::arena, {{&op, 1}},
+          [](reply_status, const std::shared_ptr<bytes>&) {},
+          [](const std::string&) {});
+      }
+    }
+    answered->set_value();
+  };
+  char op = arena_offer;
+  if (send(frame_kind::arena, {{&op, 1}, span_of(own->offer())},
+           std::move(mapped),
+           [answered](const std::string&) { answered->set_value(); }) != 0)
+    answered->get_future().wait_for(handshake_timeout);
 }
 
 data_client::~data_client() {
@@ -100,15 +136,15 @@ cancel_on(const std::shared_ptr<data_client>& data, uint64_t id) {
 }
 
 bool data_client::typed(uint64_t actor, uint64_t sender,
-                        const std::vector<byte_span>& message, on_status done,
-                        on_fail fail, landing to) {
+                        const std::vector<byte_span>& message, size_t block_at,
+                        on_status done, on_fail fail, landing to) {
   std::vector<byte_span> parts{
     {reinterpret_cast<const char*>(&actor), sizeof(actor)},
     {reinterpret_cast<const char*>(&sender), sizeof(sender)}};
   parts.insert(parts.end(), message.begin(), message.end());
   return send(frame_kind::typed, std::move(parts), std::move(done),
               std::move(fail), &trace::detail::typed_request_name,
-              std::move(to));
+              std::move(to), block_at);
 }
 
 bool data_client::trace(const bytes& request, on_status done, on_fail fail) {
@@ -129,7 +165,8 @@ bool data_client::object(const bytes& request, on_status done, on_fail fail) {
 
 uint64_t data_client::send(frame_kind kind, std::vector<byte_span> parts,
                            on_status done, on_fail fail,
-                           const std::string* what, landing to) {
+                           const std::string* what, landing to,
+                           size_t block_at) {
   // A request's id is also its arrow's id in a trace, where the arrows of
   // every process of the cluster meet: so not a count from 1.
   auto id = trace::detail::new_flow();
@@ -145,12 +182,12 @@ uint64_t data_client::send(frame_kind kind, std::vector<byte_span> parts,
       return 0;
     }
     // Registered before sending: the reply may beat send() back.
-    pending_.emplace(id,
-                     pending{std::move(done), std::move(fail), std::move(to)});
+    pending_.emplace(id, pending{std::move(done), std::move(fail), to,
+                                 kind == frame_kind::typed});
   }
   // A failed write closes the connection; the reader then fails everything
   // pending on its own thread, never inside a caller that holds locks.
-  if (!conn_->send(kind, reply_status::ok, id, std::move(parts)))
+  if (!conn_->send(kind, reply_status::ok, id, std::move(parts), block_at, to))
     conn_->close();
   return id;
 }
@@ -169,6 +206,18 @@ const landed_block& landed() {
 bool data_client::read_payload(const frame_header& h, const landing& to,
                                std::shared_ptr<bytes>& payload,
                                landed_block& block) {
+  if (block.at_landing) { // the peer wrote it there
+    if (to.at != block.place.at || to.size != block.place.size)
+      return false;
+    block.place = to;
+  } else if (block.place.size != 0 && to.size == block.place.size) {
+    std::memcpy(to.at, block.place.at, to.size); // from the peer's arena
+    block.place = to;
+  }
+  if (block.place.size != 0) {
+    payload = data_connection::payload_buffer(h.length);
+    return conn_->read(payload->data(), h.length);
+  }
   size_t at = size_t{h.block16} * 16;
   if (to.size == 0 || h.kind != static_cast<uint8_t>(frame_kind::reply) ||
       at == 0 || at >= h.length) {
@@ -186,16 +235,16 @@ bool data_client::read_payload(const frame_header& h, const landing& to,
 
 void data_client::read_loop() {
   frame_header h{};
-  while (conn_->receive_header(h, max_payload)) {
+  landed_block block;
+  while (conn_->receive_header(h, max_payload, block)) {
     landing to;
-    if (h.block16 != 0) { // a reply whose block may go to its landing
+    if (h.block16 != 0 || block.place.size != 0) { // a block to its landing
       std::lock_guard<std::mutex> guard{mtx_};
       auto i = pending_.find(h.id);
       if (i != pending_.end())
         to = i->second.to;
     }
     std::shared_ptr<bytes> payload;
-    landed_block block;
     if (!read_payload(h, to, payload, block))
       break;
     pending p;
@@ -207,6 +256,8 @@ void data_client::read_loop() {
       p = std::move(i->second);
       pending_.erase(i);
     }
+    if (block.place.size != 0 && !p.typed) // only a typed reply has one
+      payload = put_back_together(*payload, std::exchange(block, {}));
     landed_now = std::move(block);
     p.done(static_cast<reply_status>(h.status), payload);
     landed_now = {};
@@ -230,8 +281,13 @@ void data_client::fail_all(const std::string& why) {
     doomed.swap(pending_);
   }
   conn_->close();
-  for (auto& [id, p] : doomed)
+  for (auto& [id, p] : doomed) {
+    // The peer may be writing at the landing still, until it sees the
+    // link closed: the place is not handed out again before then.
+    if (p.to.owner)
+      shared_arena::keep_a_while(std::move(p.to.owner));
     p.fail(why);
+  }
 }
 
 } // namespace lumen::detail

@@ -15,22 +15,6 @@
 
 namespace lumen::detail {
 
-/// Where the caller of a typed request wants its reply's first large
-/// block: `size` bytes at `at`, kept alive by `owner`.
-struct landing {
-  char* at = nullptr;
-  size_t size = 0;
-  std::shared_ptr<void> owner;
-};
-
-/// A reply's block that the reader put at its landing instead of in the
-/// frame: the frame holds the bytes before it and after it, the block's
-/// `place.size` bytes left out from `offset`.
-struct landed_block {
-  size_t offset = 0;
-  landing place; // size 0: none
-};
-
 /// The landed block of the reply whose callback runs on this thread now.
 const landed_block& landed();
 
@@ -68,12 +52,13 @@ public:
   /// own reply says how it ended.
   void cancel(uint64_t request, bool force);
 
-  /// Sends `message`, a CAF-serialized message in pieces, to the typed
-  /// CAF actor `actor` of the peer's process on behalf of `sender` (an
-  /// actor id of this process, or 0); as `task` otherwise.
+  /// Sends `message`, a CAF-serialized message in pieces whose first
+  /// large block starts at `block_at` of the payload (0: none), to the
+  /// typed CAF actor `actor` of the peer's process on behalf of `sender`
+  /// (an actor id of this process, or 0); as `task` otherwise.
   bool typed(uint64_t actor, uint64_t sender,
-             const std::vector<byte_span>& message, on_status done,
-             on_fail fail, landing to = {});
+             const std::vector<byte_span>& message, size_t block_at,
+             on_status done, on_fail fail, landing to = {});
 
   /// Sends a trace request (see data_plane.hpp); as `typed` otherwise.
   bool trace(const bytes& request, on_status done, on_fail fail);
@@ -85,7 +70,8 @@ public:
   /// Sends an object request (see data_plane.hpp); as `typed` otherwise.
   bool object(const bytes& request, on_status done, on_fail fail);
 
-  /// Starts the reader thread; call once, right after construction.
+  /// Starts the reader thread and agrees with the peer on shared memory
+  /// (offer_arena); call once, right after construction.
   void start();
 
   /// Fails everything pending with `why` and closes the connection.
@@ -102,20 +88,27 @@ private:
   struct pending {
     on_status done;
     on_fail fail;
-    landing to; // a typed request's: where its reply's block goes
+    landing to;         // a typed request's: where its reply's block goes
+    bool typed = false; // its reply's decoder takes a block not in the frame
   };
 
   /// Reads the payload of a frame with header `h` into a buffer, and the
-  /// reply's first large block to `to` if the frame says where it is.
+  /// reply's first large block to `to` if the frame says where it is;
+  /// `block` is a block that came through shared memory, or comes back
+  /// as the one that landed.
   bool read_payload(const frame_header& h, const landing& to,
                     std::shared_ptr<bytes>& payload, landed_block& block);
+
+  /// Offers the peer this process's shared_arena, if it has one, and
+  /// maps the peer's if it answers with one (shared_arena.hpp).
+  void offer_arena();
 
   /// `what`, a registered name, names a task or call in a trace, whose
   /// arrow starts here.
   /// Returns the request's id, or 0 if the connection is gone.
   uint64_t send(frame_kind kind, std::vector<byte_span> parts, on_status done,
                 on_fail fail, const std::string* what = nullptr,
-                landing to = {});
+                landing to = {}, size_t block_at = 0);
   void read_loop();
 
   std::string peer_;

@@ -33,6 +33,12 @@
 //   object  u8 op 1 (fetch), u64 object id, u64 type tag -> the value
 //           u8 op 2 (give back), then u64 hold per hold ended -> empty
 //           (object_exchange.hpp)
+//   arena   u8 op 1, this process's shared_arena's offer (the link's
+//           first frame) -> reply ok and the peer's offer (or nothing) if
+//           the peer mapped it, else failed
+//           u8 op 2 (this process mapped the peer's) -> empty
+//           Large typed blocks then go through the arenas; see
+//           kind_shared_block and kind_landing (shared_arena.hpp)
 // Task and call payloads come from lumen's codec; arguments are never
 // copied out of the received frame. A typed request reaches a typed CAF
 // actor of the peer's process from a stand-in actor per sender
@@ -42,6 +48,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "lumen/detail/codec.hpp"
@@ -62,7 +69,12 @@ enum class frame_kind : uint8_t {
   object,
   kill,
   cancel,
+  arena,
 };
+
+/// An `arena` frame's first byte.
+inline constexpr char arena_offer = 1;
+inline constexpr char arena_mapped = 2;
 
 /// A reply's status byte.
 enum class reply_status : uint8_t {
@@ -83,6 +95,49 @@ struct frame_header {
   uint64_t length;
 };
 
+/// Set in a frame's kind: the payload's first large block is in the
+/// sender's shared_arena, and the payload starts with a shared_block
+/// saying where (the header's length counts it, not the block).
+inline constexpr uint8_t kind_shared_block = 0x80;
+
+/// Set in a typed request's kind: the payload starts with a shared_block
+/// naming the caller's landing in its arena (offset 0), where the
+/// answering process may write the reply's first large block. Set in a
+/// reply's: it did, and the payload starts with a shared_block saying so.
+inline constexpr uint8_t kind_landing = 0x40;
+
+struct shared_block {
+  uint64_t offset; // where the block belongs in the payload
+  uint64_t size;
+  uint64_t where; // its offset in the arena
+};
+
+/// `size` bytes at `at`, kept alive by `owner`: where the caller of a typed
+/// request wants its reply's first large block (its landing), or a block
+/// that came through shared memory.
+struct landing {
+  char* at = nullptr;
+  size_t size = 0;
+  std::shared_ptr<void> owner;
+};
+
+/// A frame's block that is not in the frame: the frame holds the bytes
+/// before it and after it, the block's `place.size` bytes left out from
+/// `offset`.
+struct landed_block {
+  size_t offset = 0;
+  landing place; // size 0: none
+  // Written by the peer at this process's landing, whose owner the
+  // reader then gives it.
+  bool at_landing = false;
+};
+
+/// `frame` with `block` put back in its place.
+std::shared_ptr<bytes> put_back_together(const bytes& frame,
+                                         const landed_block& block);
+
+class shared_arena;
+
 /// One framed connection; each frame is written whole, under a lock.
 class data_connection {
 public:
@@ -92,19 +147,33 @@ public:
   data_connection(const data_connection&) = delete;
   data_connection& operator=(const data_connection&) = delete;
 
-  /// Writes one frame whose payload is the concatenation of `parts`;
-  /// false if the peer is gone.
+  /// Writes one frame whose payload is the concatenation of `parts`, its
+  /// first large block at `block_at` (0: none; a typed message's, which
+  /// a reader may put in place), and for a typed request, the landing
+  /// its reply's block should go to; false if the peer is gone.
   bool send(frame_kind kind, reply_status status, uint64_t id,
-            std::vector<byte_span> parts, uint16_t block16 = 0);
+            std::vector<byte_span> parts, size_t block_at = 0,
+            const landing& to = {});
 
   /// Reads the next frame; false on EOF, error, a malformed header or a
-  /// payload above `max_length`.
+  /// payload above `max_length`. A block that came through shared memory
+  /// is left out of the payload and viewed in `block`.
   bool receive(frame_header& header, std::shared_ptr<bytes>& payload,
-               uint64_t max_length);
+               uint64_t max_length, landed_block& block);
 
-  /// Reads the next frame's header only; false as `receive`. The payload
-  /// follows: read all `length` bytes of it with `read`.
-  bool receive_header(frame_header& header, uint64_t max_length);
+  /// Reads the next frame's header only, and views its block as
+  /// `receive`; false as `receive`. The payload follows: read all
+  /// `length` bytes of it with `read`.
+  bool receive_header(frame_header& header, uint64_t max_length,
+                      landed_block& block);
+
+  /// Reads the blocks the peer puts in `arena`, its own, and writes
+  /// answers at the landings it names there; call on the reading thread.
+  void read_shared(std::shared_ptr<shared_arena> arena);
+
+  /// Sends large typed blocks through `arena`, this process's, and names
+  /// landings in it, from now on: the peer has mapped it.
+  void send_shared(std::shared_ptr<shared_arena> arena);
 
   /// Reads `n` bytes of the payload into `at`; false on EOF or error.
   bool read(char* at, size_t n);
@@ -113,12 +182,25 @@ public:
   /// when large).
   static std::shared_ptr<bytes> payload_buffer(size_t n);
 
-  /// Wakes a reader blocked on this connection; further reads fail.
+  /// Wakes a reader blocked on this connection; further reads fail, and
+  /// no answer is written at a landing the peer named from then on.
   void close();
 
 private:
   int fd_;
   std::mutex write_mtx_;
+  std::shared_ptr<shared_arena> reading_;
+  std::shared_ptr<shared_arena> sending_; // under write_mtx_
+  // The landings the peer's requests named, by request id: where they
+  // are in this process and in the peer's arena, and their size.
+  struct named_landing {
+    char* at;
+    uint64_t where;
+    uint64_t size;
+  };
+  std::mutex landings_mtx_;
+  std::unordered_map<uint64_t, named_landing> landings_;
+  bool closed_ = false; // under landings_mtx_: no more landings written
 };
 
 } // namespace lumen::detail

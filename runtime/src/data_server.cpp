@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "lumen/detail/arguments.hpp"
 #include "lumen/errors.hpp"
@@ -9,6 +10,7 @@
 #include "log.hpp"
 #include "object_exchange.hpp"
 #include "protocol.hpp"
+#include "shared_arena.hpp"
 #include "trace_session.hpp"
 #include "typed_requests.hpp"
 
@@ -156,6 +158,33 @@ void data_server::bury(uint64_t id, std::string obituary) {
     i->second.obituary = std::move(obituary);
 }
 
+namespace {
+
+/// Maps the arena a peer offered, if it is on this host, and offers this
+/// process's; the peer's large blocks then come through its arena, and
+/// this side's go into this process's once the peer has mapped it.
+void serve_arena(data_connection& c, uint64_t id, const bytes& payload) {
+  auto own = shared_arena::own();
+  if (payload.size() == 1 && payload[0] == arena_mapped) {
+    if (own)
+      c.send_shared(own);
+    c.send(frame_kind::reply, reply_status::ok, id, {});
+    return;
+  }
+  auto theirs = !payload.empty() && payload[0] == arena_offer
+                  ? shared_arena::peer({payload.begin() + 1, payload.end()})
+                  : nullptr;
+  if (!theirs) {
+    c.send(frame_kind::reply, reply_status::failed, id, {});
+    return;
+  }
+  c.read_shared(std::move(theirs));
+  c.send(frame_kind::reply, reply_status::ok, id,
+         {own ? span_of(own->offer()) : byte_span{}});
+}
+
+} // namespace
+
 void data_server::admit(int fd) {
   auto c = std::make_shared<data_connection>(fd);
   std::lock_guard<std::mutex> guard{mtx_};
@@ -175,7 +204,11 @@ void data_server::serve(std::shared_ptr<data_connection> c) {
     started_work work;    // what this connection's peer may cancel
     frame_header h{};
     std::shared_ptr<bytes> payload;
-    while (c->receive(h, payload, max_payload)) {
+    landed_block block; // a large block that came through shared memory
+    while (c->receive(h, payload, max_payload, block)) {
+      if (block.place.size != 0 &&
+          h.kind != static_cast<uint8_t>(frame_kind::typed))
+        payload = put_back_together(*payload, std::exchange(block, {}));
       if (h.kind == static_cast<uint8_t>(frame_kind::task))
         work.add(h.id, run_task(c, h.id, std::move(payload)));
       else if (h.kind == static_cast<uint8_t>(frame_kind::call))
@@ -183,13 +216,15 @@ void data_server::serve(std::shared_ptr<data_connection> c) {
       else if (h.kind == static_cast<uint8_t>(frame_kind::cancel))
         cancel(c, h.id, *payload, work);
       else if (h.kind == static_cast<uint8_t>(frame_kind::typed))
-        typed.serve(h.id, std::move(payload));
+        typed.serve(h.id, std::move(payload), std::exchange(block, {}));
       else if (h.kind == static_cast<uint8_t>(frame_kind::trace))
         tracing.serve(c, h.id, *payload);
       else if (h.kind == static_cast<uint8_t>(frame_kind::object))
         objects_.serve(c, h.id, *payload);
       else if (h.kind == static_cast<uint8_t>(frame_kind::kill))
         kill(c, h.id, *payload);
+      else if (h.kind == static_cast<uint8_t>(frame_kind::arena))
+        serve_arena(*c, h.id, *payload);
       else
         break; // not a request: the peer is confused, drop it
     }

@@ -31,10 +31,7 @@ void respond(caf::actor_system& sys, data_connection& c, uint64_t id,
   auto status =
     msg.match_elements<caf::error>() ? reply_status::failed : reply_status::ok;
   auto reply = [&](std::vector<byte_span> parts, size_t block_at) {
-    // Said in the header where it fits (block_at is a multiple of 16).
-    auto block16 = block_at / 16 <= UINT16_MAX ? block_at / 16 : 0;
-    c.send(frame_kind::reply, status, id, std::move(parts),
-           static_cast<uint16_t>(block16));
+    c.send(frame_kind::reply, status, id, std::move(parts), block_at);
   };
   if (!send_encoded(sys, msg, 0, reply)) {
     status = reply_status::failed;
@@ -84,7 +81,8 @@ caf::strong_actor_ptr typed_stand_ins::stand_in(uint64_t sender) {
   return p;
 }
 
-void typed_stand_ins::serve(uint64_t id, std::shared_ptr<bytes> frame) {
+void typed_stand_ins::serve(uint64_t id, std::shared_ptr<bytes> frame,
+                            const landed_block& block) {
   // The handler runs on the actor's own time: the trace's arrow ends at
   // the message's delivery.
   trace::detail::runtime_span span{"typed", id};
@@ -100,7 +98,7 @@ void typed_stand_ins::serve(uint64_t id, std::shared_ptr<bytes> frame) {
   std::memcpy(&target, payload.data(), sizeof(target));
   std::memcpy(&sender, payload.data() + sizeof(target), sizeof(sender));
   caf::message msg;
-  if (auto err = decode(sys_, frame, head, msg)) {
+  if (auto err = decode(sys_, frame, head, block, msg)) {
     if (err == caf::sec::no_proxy_registry) {
       conn_->send(frame_kind::reply, reply_status::unroutable, id, {});
       return;
@@ -134,10 +132,10 @@ bool send_typed(data_client& route, caf::actor_system& sys,
   auto shared_done = std::make_shared<typed_done>(std::move(done));
   bool sent = false;
   constexpr size_t before = 2 * sizeof(uint64_t); // actor and sender
-  bool encoded =
-    send_encoded(sys, msg, before, [&](std::vector<byte_span> out, size_t) {
+  bool encoded = send_encoded(
+    sys, msg, before, [&](std::vector<byte_span> out, size_t block_at) {
       sent = route.typed(
-        target->id(), sender, out,
+        target->id(), sender, out, block_at,
         [&sys, shared_done](reply_status s,
                             const std::shared_ptr<bytes>& frame) {
           caf::message reply;
@@ -145,7 +143,7 @@ bool send_typed(data_client& route, caf::actor_system& sys,
             (*shared_done)(false, reply);
             return;
           }
-          if (auto err = decode_reply(sys, frame, reply))
+          if (auto err = decode(sys, frame, 0, landed(), reply))
             reply = error_message(
               caf::sec::runtime_error,
               "the typed actor's response does not load here: " +

@@ -34,8 +34,10 @@ public:
   typed_stand_ins(const typed_stand_ins&) = delete;
   typed_stand_ins& operator=(const typed_stand_ins&) = delete;
 
-  /// Serves request `id`, a `typed` frame's payload.
-  void serve(uint64_t id, std::shared_ptr<bytes> payload);
+  /// Serves request `id`, a `typed` frame's payload, whose first large
+  /// block may have come through shared memory.
+  void serve(uint64_t id, std::shared_ptr<bytes> payload,
+             const landed_block& block);
 
 private:
   /// The stand-in of `sender`, made on first use; null past the limit.

@@ -112,7 +112,7 @@ private:
 constexpr size_t kept_buffer = size_t{8} << 20;
 
 /// The message being decoded on this thread, the frame its bytes are in
-/// (view_received_bytes), and a block of it that landed elsewhere.
+/// (view_received_bytes), and a block of it that is elsewhere.
 struct frame_being_loaded {
   caf::binary_deserializer* source = nullptr;
   const std::shared_ptr<bytes>* frame = nullptr;
@@ -178,33 +178,19 @@ bool send_encoded(caf::actor_system& sys, const caf::message& msg,
   return true;
 }
 
+// A message that did not take the block (one of another size, or read
+// otherwise) is decoded again from the frame put back together.
 caf::error decode(caf::actor_system& sys, const std::shared_ptr<bytes>& frame,
-                  size_t offset, caf::message& out) {
-  return decode_from(sys, frame, offset, out, nullptr, nullptr);
-}
-
-// A message that did not take the landed block (a block of another size,
-// or read otherwise) is decoded again from the frame put back together.
-caf::error decode_reply(caf::actor_system& sys,
-                        const std::shared_ptr<bytes>& frame,
-                        caf::message& out) {
-  auto& hole = landed();
-  if (hole.place.size == 0)
-    return decode(sys, frame, 0, out);
+                  size_t offset, const landed_block& block, caf::message& out) {
+  if (block.place.size == 0)
+    return decode_from(sys, frame, offset, out, nullptr, nullptr);
   bool taken = false;
-  auto err = decode_from(sys, frame, 0, out, &hole, &taken);
+  auto err = decode_from(sys, frame, offset, out, &block, &taken);
   if (!err && taken)
     return err;
-  auto whole = std::make_shared<bytes>();
-  whole->reserve(frame->size() + hole.place.size);
-  whole->insert(whole->end(), frame->begin(),
-                frame->begin() + static_cast<std::ptrdiff_t>(hole.offset));
-  whole->insert(whole->end(), hole.place.at, hole.place.at + hole.place.size);
-  whole->insert(whole->end(),
-                frame->begin() + static_cast<std::ptrdiff_t>(hole.offset),
-                frame->end());
   out = caf::message{};
-  return decode(sys, whole, 0, out);
+  return decode_from(sys, put_back_together(*frame, block), offset, out,
+                     nullptr, nullptr);
 }
 
 landing take_landing() {
@@ -224,8 +210,8 @@ const char* view_received_bytes(caf::deserializer& source, size_t size,
   auto rest = loading.source->remainder();
   auto at = reinterpret_cast<const char*>(rest.data());
   if (auto hole = loading.hole; hole != nullptr && !loading.hole_taken) {
-    // The block that landed at its caller's landing is not in the frame:
-    // it is taken from there, where the frame's bytes would be.
+    // The block at its caller's landing or in shared memory is not in the
+    // frame: it is taken from there, where the frame's bytes would be.
     auto offset = static_cast<size_t>(at - (*loading.frame)->data());
     if (offset != hole->offset || size != hole->place.size ||
         reinterpret_cast<uintptr_t>(hole->place.at) % alignment != 0)

@@ -3,8 +3,9 @@
 // How a typed CAF actor's message travels in a data-plane frame (kind
 // `typed` and its reply, data_plane.hpp): in CAF's binary form, its large
 // byte blocks written from where they lie, and read back with them viewed
-// in place, in the frame or at the caller's lumen::reply_landing
-// (view_received_bytes). typed_requests.hpp sends and serves the frames.
+// in place, in the frame, at the caller's lumen::reply_landing or in
+// shared memory (view_received_bytes). typed_requests.hpp sends and serves the
+// frames.
 
 #include <cstddef>
 #include <functional>
@@ -30,14 +31,11 @@ using encoded_sender =
 bool send_encoded(caf::actor_system& sys, const caf::message& msg,
                   size_t before, const encoded_sender& send);
 
-/// Decodes the padding and message at `offset` of `frame`.
+/// Decodes the padding and message at `offset` of `frame`, whose first
+/// large block may be elsewhere (`block`: at a reply's landing, or in
+/// shared memory).
 caf::error decode(caf::actor_system& sys, const std::shared_ptr<bytes>& frame,
-                  size_t offset, caf::message& out);
-
-/// Decodes a reply frame whose block may have landed at its caller's
-/// landing (data_client's landed()).
-caf::error decode_reply(caf::actor_system& sys,
-                        const std::shared_ptr<bytes>& frame, caf::message& out);
+                  size_t offset, const landed_block& block, caf::message& out);
 
 /// The landing lumen::reply_landing set for this thread's next typed
 /// request, which the thread then no longer has.

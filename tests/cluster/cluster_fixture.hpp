@@ -63,14 +63,17 @@ struct cluster {
     return {};
   }
 
-  started_node start(std::vector<std::string> extra) {
+  started_node start(std::vector<std::string> extra,
+                     std::vector<std::string> more_env = {}) {
     std::vector<std::string> argv{LUMEN_CLI,      "start",      "--block",
                                   "--token-file", token_file,   "--code-path",
                                   CLUSTER_JOB,    "--num-cpus", "2"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto secure = tls_flags();
     argv.insert(argv.end(), secure.begin(), secure.end());
-    auto p = std::make_unique<process>(argv, env());
+    auto vars = env();
+    vars.insert(vars.end(), more_env.begin(), more_env.end());
+    auto p = std::make_unique<process>(argv, vars);
     auto out = p->await_output("(pid", seconds(30));
     BOOST_REQUIRE_MESSAGE(out, "node did not start: " << p->output());
     auto s = parse_started(*out);
@@ -82,7 +85,10 @@ struct cluster {
     : tls(std::move(secure)) {
     head = start({"--head", "--port", "0"});
     nodes.push_back(start({"--address", head.address}));
-    nodes.push_back(start({"--address", head.address}));
+    // node-2 keeps every byte on its sockets, node-1 shares memory with
+    // the processes of this host: the suites run both paths.
+    nodes.push_back(
+      start({"--address", head.address}, {"LUMEN_SHARED_MEMORY=0"}));
     lumen::init_options opts;
     opts.address = head.address;
     opts.token_file = token_file;

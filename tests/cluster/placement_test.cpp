@@ -329,7 +329,8 @@ BOOST_AUTO_TEST_CASE(a_reply_landing_takes_the_answers_block_off_the_socket) {
   // The answer's first block is read straight into the caller's place
   // and viewed there; a landing of another size, an answer without a
   // large block, and the next request without a landing are read whole.
-  auto echo = lumen::spawn_on<block_echo>("node-1", "block_echo");
+  // node-2 shares no memory with this process (cluster_fixture.hpp).
+  auto echo = lumen::spawn_on<block_echo>("node-2", "block_echo");
   auto a = pattern_block(size_t{1} << 20, 5);
   auto b = pattern_block(100003, 11);
   auto place = std::make_shared<std::vector<char>>(a.own.size() + 64, 'x');
@@ -366,7 +367,7 @@ BOOST_AUTO_TEST_CASE(a_reply_landing_takes_the_answers_block_off_the_socket) {
   }
   // An answer of no large block leaves the place alone.
   std::fill(place->begin(), place->end(), 'x');
-  auto calc = lumen::spawn_on<calculator>("node-1", "calculator");
+  auto calc = lumen::spawn_on<calculator>("node-2", "calculator");
   {
     lumen::reply_landing here{place->data(), place->size(), place};
     BOOST_TEST(lumen::get(lumen::call(calc, add_atom::value, 2, 3), deadline) ==
@@ -374,6 +375,51 @@ BOOST_AUTO_TEST_CASE(a_reply_landing_takes_the_answers_block_off_the_socket) {
   }
   BOOST_TEST(
     std::all_of(place->begin(), place->end(), [](char c) { return c == 'x'; }));
+}
+
+BOOST_AUTO_TEST_CASE(large_blocks_to_a_process_of_this_host_go_through_memory) {
+  // node-1 maps this process's arena and this process node-1's: the
+  // request's block is written once, into this process's arena, and read
+  // there; the answer's is written by node-1 at the landing_buffer named
+  // for it. Without a landing the answer is viewed in node-1's arena,
+  // its slot kept while the answer is held.
+  auto echo = lumen::spawn_on<block_echo>("node-1", "block_echo");
+  auto a = pattern_block(size_t{1} << 20, 3);
+  auto b = pattern_block(100003, 17); // below 256 KiB: on the socket
+  auto before = lumen::shared_memory_counts_now();
+  {
+    auto place = lumen::landing_buffer(a.own.size());
+    lumen::reply_landing here{place.get(), a.own.size(), place};
+    auto [a2, b2, a_viewed, b_viewed] =
+      lumen::get(lumen::call(echo, echo_atom::value, a, b), deadline);
+    BOOST_TEST(same_bytes(a, a2));
+    BOOST_TEST(same_bytes(b, b2));
+    BOOST_TEST(a_viewed); // node-1 read the request's block in place
+    BOOST_TEST(static_cast<const void*>(a2.viewed) ==
+               static_cast<const void*>(place.get()));
+    BOOST_TEST(a2.frame.get() == static_cast<const void*>(place.get()));
+  }
+  auto after = lumen::shared_memory_counts_now();
+  BOOST_TEST(after.blocks_sent == before.blocks_sent + 1);
+  BOOST_TEST(after.bytes_sent == before.bytes_sent + a.own.size());
+  BOOST_TEST(after.answers_landed == before.answers_landed + 1);
+  auto held = std::get<0>(
+    lumen::get(lumen::call(echo, echo_atom::value, a, b), deadline));
+  BOOST_TEST(held.frame != nullptr); // viewed where node-1 put it
+  // More than an arena's worth of blocks each way, while one is held:
+  // slots come back when let go, and the held one is never written over.
+  auto c = pattern_block(size_t{3} << 20, 7);
+  before = lumen::shared_memory_counts_now();
+  constexpr uint64_t calls = 400; // 1.2 GB each way; an arena has 1 GiB
+  for (uint64_t i = 0; i < calls; ++i) {
+    auto [c2, b2, c_viewed, b_viewed] =
+      lumen::get(lumen::call(echo, echo_atom::value, c, b), deadline);
+    BOOST_REQUIRE(c2.size() == c.own.size());
+    BOOST_REQUIRE(c2.data()[12345] == c.own[12345]);
+  }
+  after = lumen::shared_memory_counts_now();
+  BOOST_TEST(after.blocks_sent == before.blocks_sent + calls);
+  BOOST_TEST(same_bytes(a, held));
 }
 
 BOOST_AUTO_TEST_CASE(typed_requests_carrying_handles_and_from_actors_work) {

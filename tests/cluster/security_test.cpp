@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <filesystem>
 #include <random>
 
 #include <lumen/caf_interop.hpp>
@@ -414,6 +415,70 @@ BOOST_AUTO_TEST_CASE(hostile_object_kill_and_cancel_frames_are_refused) {
     BOOST_TEST(reply.ok == 1);
   }
   ::close(fd);
+  BOOST_TEST(cl.nodes[0].proc->running());
+  BOOST_TEST(lumen::get(lumen::task(where).on_node("node-1").remote(),
+                        deadline) == "node-1");
+}
+
+BOOST_AUTO_TEST_CASE(hostile_shared_memory_frames_are_refused) {
+  // Offers of an arena that is not one (cut short, naming a process's
+  // stdin or nothing at all, an unknown op) are refused; a frame saying
+  // its block is in an arena, or naming a landing there, on a link that
+  // agreed on none is junk: the node drops the link and goes on.
+  auto& cl = *the_cluster;
+  constexpr uint8_t typed = 4, arena = 9;
+  auto offer = [](uint32_t pid, uint32_t fd) {
+    std::vector<char> out{1}; // op: offer
+    for (uint32_t x : {pid, fd})
+      for (size_t i = 0; i < sizeof(x); ++i)
+        out.push_back(static_cast<char>(x >> (8 * i)));
+    out.resize(out.size() + 16, '\x5a'); // a cookie
+    return out;
+  };
+  // This process's own arena (made for its first link), offered with
+  // another cookie.
+  BOOST_TEST(lumen::get(lumen::task(where).on_node("node-1").remote(),
+                        deadline) == "node-1");
+  uint32_t arena_fd = 0;
+  for (auto& e : std::filesystem::directory_iterator{"/proc/self/fd"}) {
+    std::error_code ec;
+    auto target = std::filesystem::read_symlink(e.path(), ec).string();
+    if (target.find("memfd:lumen-arena") != std::string::npos)
+      arena_fd = static_cast<uint32_t>(std::stoul(e.path().filename()));
+  }
+  BOOST_REQUIRE(arena_fd != 0);
+  int fd = admitted_data_connection("node-1");
+  std::vector<std::vector<char>> refused{
+    {},
+    {1, 2, 3},
+    offer(static_cast<uint32_t>(::getpid()), arena_fd),
+    offer(static_cast<uint32_t>(::getpid()), 0),
+    offer(static_cast<uint32_t>(cl.nodes[0].proc->pid()), 0),
+    offer(4000000000u, 3),
+    {7},
+  };
+  uint64_t id = 300;
+  for (auto& p : refused) {
+    auto reply = ask(fd, arena, id, p);
+    BOOST_TEST(reply.kind == 3);
+    BOOST_TEST(reply.ok == 0, p.size() << " bytes of offer: accepted");
+    BOOST_TEST(reply.id == id);
+    ++id;
+  }
+  ::close(fd);
+  for (uint8_t flag : {uint8_t{0x80}, uint8_t{0x40}}) {
+    fd = admitted_data_connection("node-1");
+    frame_header h;
+    h.kind = typed | flag;
+    h.length = 24 + 64;
+    std::vector<char> payload(h.length, '\0');
+    BOOST_REQUIRE(::send(fd, &h, sizeof(h), MSG_NOSIGNAL) == sizeof(h));
+    BOOST_REQUIRE(::send(fd, payload.data(), payload.size(), MSG_NOSIGNAL) ==
+                  static_cast<ssize_t>(payload.size()));
+    char c;
+    BOOST_TEST(::recv(fd, &c, 1, MSG_WAITALL) == 0); // dropped, not answered
+    ::close(fd);
+  }
   BOOST_TEST(cl.nodes[0].proc->running());
   BOOST_TEST(lumen::get(lumen::task(where).on_node("node-1").remote(),
                         deadline) == "node-1");

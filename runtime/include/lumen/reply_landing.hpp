@@ -9,9 +9,9 @@
 // it, and the response views it there. A sharded parameter server's
 // client joins its shards' answers so, without copying them.
 //
-//   auto whole = std::make_shared<std::vector<char>>(total_bytes);
+//   auto whole = lumen::landing_buffer(total_bytes);
 //   {
-//     lumen::reply_landing here{whole->data() + offset, part_bytes, whole};
+//     lumen::reply_landing here{whole.get() + offset, part_bytes, whole};
 //     ref = lumen::call(shard, pull_atom::value); // answers a part_bytes block
 //   }
 //   auto [version, part] = lumen::get(ref); // part's numbers are in `whole`
@@ -21,8 +21,13 @@
 // other response is read as usual, whole. The place must stay untouched
 // until the response is in; `owner` keeps it alive until then and, for
 // a view of it, after.
+//
+// A landing in memory from lumen::landing_buffer is better still when the
+// answering process is on the same host: it writes its answer there
+// itself, through shared memory, and the caller copies nothing at all.
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 namespace lumen {
@@ -38,5 +43,27 @@ public:
   reply_landing(const reply_landing&) = delete;
   reply_landing& operator=(const reply_landing&) = delete;
 };
+
+/// `size` bytes, 64-aligned, for landings: in this process's shared
+/// memory, which an answering process on the same host writes to
+/// directly (from the heap where there is none, or for less than 256
+/// KiB). Held until the pointer and its copies end.
+std::shared_ptr<char> landing_buffer(size_t size);
+
+/// This process's traffic through shared memory since it started.
+struct shared_memory_counts {
+  /// Large blocks (a typed message's, of 256 KiB or more) it sent to
+  /// processes on its host through shared memory, and their bytes:
+  /// written into its own arena, or at the landing a caller named.
+  uint64_t blocks_sent = 0;
+  uint64_t bytes_sent = 0;
+  /// Answers a process on its host wrote at its landings.
+  uint64_t answers_landed = 0;
+};
+
+/// The counts so far. Shared memory links processes of one host and one
+/// network namespace; LUMEN_SHARED_MEMORY=0 keeps every byte on the
+/// sockets.
+shared_memory_counts shared_memory_counts_now();
 
 } // namespace lumen
