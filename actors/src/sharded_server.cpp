@@ -20,7 +20,7 @@ constexpr size_t parallel_part_bytes = size_t{1} << 20;
 /// (in `into`, where they landed, with more than one shard).
 std::tuple<uint64_t, tensor>
 join(std::vector<std::tuple<uint64_t, tensor>> parts, size_t numel,
-     std::shared_ptr<std::vector<char>> into) {
+     std::shared_ptr<char> into) {
   uint64_t version = UINT64_MAX;
   std::vector<tensor> weights;
   for (auto& [v, w] : parts) {
@@ -32,14 +32,15 @@ join(std::vector<std::tuple<uint64_t, tensor>> parts, size_t numel,
 
 /// `call()`, its answer landing at range `r` of `into` (none without one).
 template <class Call>
-auto landed_call(const std::shared_ptr<std::vector<char>>& into,
-                 collective::chunk r, Call call) {
+auto landed_call(const std::shared_ptr<char>& into, collective::chunk r,
+                 Call call) {
   if (!into)
     return call();
   // [reply-landing]
-  // The answer's weights are read off the socket into their range of
-  // `into`, the buffer every shard's answer lands in side by side.
-  lumen::reply_landing here{into->data() + r.begin * sizeof(float),
+  // The answer's weights go straight into their range of `into`, the
+  // buffer every shard's answer lands in side by side: read off the
+  // socket there, or written there by a server on this host.
+  lumen::reply_landing here{into.get() + r.begin * sizeof(float),
                             r.size() * sizeof(float), into};
   return call(); // lumen::call(server, push_atom::value, version, part)
   // [/reply-landing]
@@ -48,7 +49,7 @@ auto landed_call(const std::shared_ptr<std::vector<char>>& into,
 } // namespace
 
 tensor join_shards(const std::vector<tensor>& parts, size_t numel,
-                   std::shared_ptr<std::vector<char>> into) {
+                   std::shared_ptr<char> into) {
   size_t total = 0;
   for (auto& p : parts) {
     if (p.type() != dtype::float32)
@@ -66,11 +67,11 @@ tensor join_shards(const std::vector<tensor>& parts, size_t numel,
     return tensor::cat(parts);
   size_t at = 0;
   for (auto& p : parts) {
-    if (p.raw() != into->data() + at) // not landed: a local server's, say
-      std::memcpy(into->data() + at, p.raw(), p.nbytes());
+    if (p.raw() != into.get() + at) // not landed: a local server's, say
+      std::memcpy(into.get() + at, p.raw(), p.nbytes());
     at += p.nbytes();
   }
-  auto data = into->data();
+  auto data = into.get();
   return tensor::view({static_cast<int64_t>(numel)}, dtype::float32, data,
                       std::move(into));
 }
@@ -141,17 +142,22 @@ std::tuple<uint64_t, tensor> sharded_server::pull() const {
   return join(lumen::get(refs), numel_, std::move(into));
 }
 
-std::shared_ptr<std::vector<char>> sharded_server::answers_buffer() const {
+std::shared_ptr<char> sharded_server::answers_buffer() const {
   if (servers_.size() < 2)
     return nullptr; // one shard's answer is the weights as they came
   std::lock_guard<std::mutex> guard{spare_->mtx};
   auto& b = spare_->buffer;
   // Held by no one else: the weights last answered were let go (the
   // fence orders their readers' reads before the answers landing here).
-  if (b && b.use_count() == 1)
+  if (b && b.use_count() == 1) {
     std::atomic_thread_fence(std::memory_order_acquire);
-  else
-    b = std::make_shared<std::vector<char>>(numel_ * sizeof(float));
+    return b;
+  }
+  // [landing-buffer]
+  // Memory a server on this host writes its answer into itself, through
+  // shared memory; from the heap where there is none.
+  b = lumen::landing_buffer(numel_ * sizeof(float));
+  // [/landing-buffer]
   return b;
 }
 

@@ -40,7 +40,7 @@ inline collective::chunk shard_range(size_t numel, size_t shards,
 /// `error` for a part that is not float32 or parts that do not add up to
 /// `numel`: shards of another server.
 tensor join_shards(const std::vector<tensor>& parts, size_t numel,
-                   std::shared_ptr<std::vector<char>> into = nullptr);
+                   std::shared_ptr<char> into = nullptr);
 
 class sharded_server {
 public:
@@ -75,12 +75,12 @@ public:
 private:
   /// A buffer for the shards' answers to land in, one after another: the
   /// last one's once no one holds its weights, else a new one.
-  std::shared_ptr<std::vector<char>> answers_buffer() const;
+  std::shared_ptr<char> answers_buffer() const;
 
   /// The buffer the last answers landed in, shared by copies.
   struct spare_buffer {
     std::mutex mtx;
-    std::shared_ptr<std::vector<char>> buffer;
+    std::shared_ptr<char> buffer;
   };
 
   size_t numel_ = 0;
