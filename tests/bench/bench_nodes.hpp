@@ -29,13 +29,15 @@ struct node_process {
   std::string address;
 };
 
-/// This program as `--serve start --block --num-cpus 1 args...`, once it
-/// serves. Its main must hand `--serve` to lumen::cli_main.
-inline node_process serve(const std::vector<std::string>& args) {
+/// This program as `--serve start --block --num-cpus 1 args...`, with
+/// `env` added to its environment, once it serves. Its main must hand
+/// `--serve` to lumen::cli_main.
+inline node_process serve(const std::vector<std::string>& args,
+                          std::vector<std::string> env = {}) {
   std::vector<std::string> argv{self_exe(), "--serve",    "start",
                                 "--block",  "--num-cpus", "1"};
   argv.insert(argv.end(), args.begin(), args.end());
-  auto p = std::make_unique<lumen::test::process>(argv);
+  auto p = std::make_unique<lumen::test::process>(argv, std::move(env));
   auto out = p->await_output("(pid", std::chrono::seconds(30));
   auto s = out ? lumen::test::parse_started(*out) : std::nullopt;
   if (!s)

@@ -464,6 +464,11 @@ void across_processes(
   lumen::bench::compare(t.figs[t.figs.size() - 2], t.figs.back());
   for (size_t i = 1; i < procs.size(); ++i)
     procs[i] = std::move(nodes[i - 1]);
+  // node-5 and node-6, which share no memory with other processes.
+  for (int i = 0; i < 2; ++i)
+    procs.push_back(lumen::bench::serve(
+      {"--address", procs[0].address, "--token-file", token_file},
+      {"LUMEN_SHARED_MEMORY=0"}));
   ml::mlp net{784, {256, 128}, 10};
   ml::ps_config cfg; // sync, one worker: each push closes a step
   cfg.optimizer.lr = 1e-6f;
@@ -543,10 +548,13 @@ void across_processes(
   std::vector<char> whole(params * sizeof(float), 'x');
   // Every split is measured in turns with the others: the figure is
   // their ratio.
+  // The shards on nodes 1-4 share memory with this process; those on
+  // nodes 5 and 6 keep to their sockets, as shards on other hosts do.
   const std::vector<size_t> splits{1, 2, 4};
+  constexpr size_t socket_splits = 2; // 1 and 2 shards
   long pushes = smoke ? 2 : 10;
   std::vector<ml::sharded_server> servers;
-  std::vector<uint64_t> versions(splits.size(), 0);
+  std::vector<uint64_t> versions(splits.size() + socket_splits, 0);
   std::vector<std::vector<std::vector<char>>> out(splits.size()),
     in(splits.size());
   for (size_t i = 0; i < splits.size(); ++i) {
@@ -560,8 +568,14 @@ void across_processes(
     in[i].resize(splits[i]);
     servers.emplace_back(cfg, start, nodes);
   }
+  for (size_t i = 0; i < socket_splits; ++i) {
+    std::vector<std::string> nodes;
+    for (size_t k = 0; k < splits[i]; ++k)
+      nodes.push_back("node-" + std::to_string(k + 5));
+    servers.emplace_back(cfg, start, nodes);
+  }
   std::vector<std::function<void()>> runs;
-  for (size_t i = 0; i < splits.size(); ++i)
+  for (size_t i = 0; i < servers.size(); ++i)
     runs.push_back([&, i] {
       for (long p = 0; p < pushes; ++p)
         versions[i] = std::get<0>(servers[i].push(versions[i], big));
@@ -577,25 +591,46 @@ void across_processes(
           th.join();
       }
     });
+  // And what this machine's memory gives a split: the push's bytes copied
+  // by as many threads, each its part. Every stage of a push on one host
+  // streams memory, so that this ratio bounds the shards' ratio.
+  std::vector<char> copy_to(whole.size());
+  for (size_t i = 0; i < splits.size(); ++i)
+    runs.push_back([&, i] {
+      for (long p = 0; p < pushes; ++p) {
+        std::vector<std::thread> threads;
+        for (size_t k = 0; k < splits[i]; ++k)
+          threads.emplace_back([&, i, k] {
+            auto r = ml::shard_range(whole.size(), splits[i], k);
+            std::memcpy(copy_to.data() + r.begin, whole.data() + r.begin,
+                        r.size());
+          });
+        for (auto& th : threads)
+          th.join();
+      }
+    });
+  // A push first, untimed: each link maps its pages at its first blocks.
+  for (size_t i = 0; i < servers.size(); ++i)
+    versions[i] = std::get<0>(servers[i].push(versions[i], big));
   auto rates = interleaved_rates(reps, pushes, runs);
-  size_t one = 0, tcp_one = 0; // the 1-shard figures' places in t.figs
-  for (size_t i = 0; i < splits.size(); ++i) {
-    auto n = std::to_string(splits[i]);
-    for (auto [name, samples, first] :
-         {std::tuple{"shard_pushes_per_s", &rates[i], &one},
-          std::tuple{"tcp_sharded_echo", &rates[splits.size() + i],
-                     &tcp_one}}) {
-      t.figs.emplace_back(name, "ops/s", *samples, pushes,
+  // Each group's figures, one per split, compared with its 1-way one.
+  auto report = [&](const char* name, size_t from, size_t count) {
+    size_t first = t.figs.size();
+    for (size_t i = 0; i < count; ++i) {
+      auto n = std::to_string(splits[i]);
+      t.figs.emplace_back(name, "ops/s", rates[from + i], pushes,
                           long(params * sizeof(float)));
       auto& f = t.figs.back();
       f.label = std::string{name} + "_n" + n;
       f.extra = {{"shards", n}};
-      if (i == 0)
-        *first = t.figs.size() - 1;
-      else
-        lumen::bench::compare(f, t.figs[*first]);
+      if (i > 0)
+        lumen::bench::compare(f, t.figs[first]);
     }
-  }
+  };
+  report("shard_pushes_per_s", 0, splits.size());
+  report("shard_pushes_sockets", splits.size(), socket_splits);
+  report("tcp_sharded_echo", splits.size() + socket_splits, splits.size());
+  report("memcpy_split", 2 * splits.size() + socket_splits, splits.size());
   lumen::shutdown();
   for (auto& p : procs)
     p.proc->kill(SIGTERM);
