@@ -92,8 +92,16 @@ std::shared_ptr<shared_arena> shared_arena::make() {
 std::shared_ptr<shared_arena> shared_arena::own() {
   if (disabled())
     return nullptr;
-  // Never destroyed: slots held at exit come back to it.
-  static auto* made = new std::shared_ptr<shared_arena>(make());
+  // Never destroyed: slots held at exit come back to it. A child forked
+  // without exec makes its own, leaving its parent's alone.
+  static std::mutex mtx;
+  static auto* made = new std::shared_ptr<shared_arena>;
+  static pid_t made_by = 0;
+  std::lock_guard<std::mutex> guard{mtx};
+  if (made_by != ::getpid()) {
+    *made = make();
+    made_by = ::getpid();
+  }
   return *made;
 }
 
