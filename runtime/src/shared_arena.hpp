@@ -13,8 +13,9 @@
 // while the process or a mapping of it does, so that a killed process
 // leaves nothing behind. A peer maps it through /proc/<pid>/fd/<fd>, which
 // the link's first frame (kind `arena`, data_plane.hpp) names with a
-// random cookie; a peer on another host, or in another pid namespace,
-// finds no such file or another cookie, and the link carries every byte.
+// random cookie. A peer on another host or in another pid namespace finds
+// no such file or another cookie, and one in another network namespace
+// counts as another host: the link then carries every byte.
 // A block's slot starts with a flag its holder clears when done (the
 // receiver of a block, the owner of a landing); the arena reuses cleared
 // slots, lowest first, and a block that finds no room goes on the socket.
