@@ -4,46 +4,25 @@
 // Strangers on both ports of a head and a node: wrong tokens, junk, giant
 // length headers, slow and silent peers. None of them reaches CAF or the
 // data plane, none makes a process allocate much or start threads, none
-// gets a live node given up for dead.
+// gets a live node given up for dead. Peers with the token that send
+// malformed frames: hostile_frames.cpp, in the same suite.
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <filesystem>
 #include <random>
-
-#include <lumen/caf_interop.hpp>
 
 #include "cluster_fixture.hpp"
 #include "cluster_job.hpp"
+#include "peer_wire.hpp"
 
 using namespace lumen::test;
 
 BOOST_TEST_GLOBAL_FIXTURE(cluster_fixture);
 
 namespace {
-
-/// A connection to `address` on loopback; -1 if it cannot be made.
-int connect_to(const std::string& address) {
-  auto colon = address.rfind(':');
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port =
-    htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
-  ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  timeval tv{15, 0}; // a bound on every read below
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  return fd;
-}
 
 /// True once the peer closed `fd` (reads end, or a reset because it left
 /// our bytes unread), within the read timeout.
@@ -84,13 +63,6 @@ long proc_status(pid_t pid, const std::string& key) {
   return -1;
 }
 
-std::string data_address_of(const std::string& id) {
-  for (auto& n : lumen::nodes())
-    if (n.id == id)
-      return n.data_address;
-  return {};
-}
-
 /// A BASP header (CAF 0.17) as a peer sends it first: a handshake of
 /// protocol version 1 announcing a payload of 4 GiB - 1.
 std::vector<unsigned char> giant_basp_header() {
@@ -99,69 +71,6 @@ std::vector<unsigned char> giant_basp_header() {
   std::fill(h.begin() + 4, h.begin() + 8, 0xff); // payload length
   h[15] = 1;                                     // version
   return h;
-}
-
-/// The data plane's frame header (runtime/src/data_plane.hpp).
-struct frame_header {
-  uint32_t magic = 0x314e4d4c;
-  uint8_t kind = 1; // task
-  uint8_t ok = 1;
-  uint16_t reserved = 0;
-  uint64_t id = 1;
-  uint64_t length;
-};
-
-/// A data connection to node `id` that passed the gate with the cluster's
-/// token: a peer that is let in, and then sends what it likes.
-int admitted_data_connection(const std::string& id) {
-  int fd = connect_to(data_address_of(id));
-  BOOST_REQUIRE(fd >= 0);
-  std::ifstream in{the_cluster->token_file};
-  std::string token;
-  in >> token;
-  std::string hello = "LMNGATE1";
-  hello += static_cast<char>(token.size() & 0xff);
-  hello += static_cast<char>(token.size() >> 8);
-  hello += token;
-  ::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL);
-  unsigned char verdict[3] = {};
-  BOOST_REQUIRE(::recv(fd, verdict, sizeof(verdict), MSG_WAITALL) == 3);
-  BOOST_REQUIRE(verdict[0] == 0); // admitted
-  return fd;
-}
-
-/// Sends a frame of `kind` and returns the header of its reply, whose
-/// payload (an error's text, at most 4 KiB) is read and dropped.
-frame_header ask(int fd, uint8_t kind, uint64_t id,
-                 const std::vector<char>& payload) {
-  frame_header h;
-  h.kind = kind;
-  h.id = id;
-  h.length = payload.size();
-  BOOST_REQUIRE(::send(fd, &h, sizeof(h), MSG_NOSIGNAL) == sizeof(h));
-  BOOST_REQUIRE(::send(fd, payload.data(), payload.size(), MSG_NOSIGNAL) ==
-                static_cast<ssize_t>(payload.size()));
-  frame_header reply{};
-  BOOST_REQUIRE(::recv(fd, &reply, sizeof(reply), MSG_WAITALL) ==
-                sizeof(reply));
-  BOOST_REQUIRE(reply.length < 4096);
-  // A read of nothing would wait for the next byte, or the socket's
-  // timeout: an empty payload is not read.
-  std::vector<char> rest(reply.length);
-  BOOST_REQUIRE(rest.empty() ||
-                ::recv(fd, rest.data(), rest.size(), MSG_WAITALL) ==
-                  static_cast<ssize_t>(rest.size()));
-  return reply;
-}
-
-/// The little-endian bytes of `value`, then `tail`.
-std::vector<char> u64_then(uint64_t value, std::vector<char> tail = {}) {
-  std::vector<char> out;
-  for (size_t i = 0; i < sizeof(value); ++i)
-    out.push_back(static_cast<char>(value >> (8 * i)));
-  for (char c : tail)
-    out.push_back(c);
-  return out;
 }
 
 } // namespace
@@ -341,186 +250,6 @@ BOOST_AUTO_TEST_CASE(slow_drip_peers_are_closed_within_the_deadline) {
              threads_before << " threads before, " << threads_during
                             << " during");
   BOOST_TEST(ids(lumen::nodes(), false).empty());
-}
-
-BOOST_AUTO_TEST_CASE(hostile_typed_requests_with_the_token_get_error_replies) {
-  // A peer with the token is still not trusted with the bytes of its typed
-  // requests: each malformed one is answered with an error, and the node
-  // goes on serving.
-  auto& cl = *the_cluster;
-  auto calc = lumen::spawn_on<calculator>("node-1", "calculator");
-  int fd = admitted_data_connection("node-1");
-  std::mt19937 rng{7};
-  std::vector<std::vector<char>> payloads;
-  payloads.emplace_back(3, 'x');            // shorter than its ids
-  payloads.emplace_back(16 + 4096, '\xff'); // lengths of 2^64 everywhere
-  std::vector<char> noise(16 + (1 << 16));
-  for (auto& b : noise)
-    b = static_cast<char>(rng());
-  payloads.push_back(noise);
-  uint64_t id = 1;
-  for (auto& p : payloads) {
-    auto reply = ask(fd, 4 /* typed */, id, p);
-    BOOST_TEST(reply.kind == 3); // a reply
-    BOOST_TEST(reply.ok == 0);   // failed
-    BOOST_TEST(reply.id == id);
-    ++id;
-  }
-  ::close(fd);
-  BOOST_TEST(cl.nodes[0].proc->running());
-  BOOST_TEST(lumen::get(lumen::call(calc, add_atom::value, 2, 3), deadline) ==
-             5);
-}
-
-BOOST_AUTO_TEST_CASE(hostile_object_kill_and_cancel_frames_are_refused) {
-  // Frames of the right kind with the wrong bytes, and well-formed ones
-  // naming objects, holds, actors and requests the node never had: the
-  // first are refused, the others change nothing, and the node goes on.
-  auto& cl = *the_cluster;
-  int fd = admitted_data_connection("node-1");
-  constexpr uint8_t object = 6, kill = 7, cancel = 8;
-  struct refused {
-    uint8_t kind;
-    std::vector<char> payload;
-  };
-  std::vector<refused> bad{
-    {object, {}},                            // no op
-    {object, {1, 2, 3}},                     // a fetch cut short
-    {object, std::vector<char>(18, '\x01')}, // a fetch too long
-    {object, {2, 1, 2, 3}},                  // a give-back cut short
-    {object, std::vector<char>(17, '\x09')}, // an unknown op
-    {object, {1, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 1}}, // no such
-    {kill, {1, 2, 3}},          // an id cut short
-    {cancel, {1, 2, 3}},        // an id cut short
-    {cancel, u64_then(5)},      // no force byte
-    {cancel, u64_then(5, {7})}, // force must be 0 or 1
-  };
-  uint64_t id = 100;
-  for (auto& b : bad) {
-    auto reply = ask(fd, b.kind, id, b.payload);
-    BOOST_TEST(reply.kind == 3);
-    BOOST_TEST(reply.ok == 0, "frame of kind " << int{b.kind} << ", "
-                                               << b.payload.size()
-                                               << " bytes: accepted");
-    BOOST_TEST(reply.id == id);
-    ++id;
-  }
-  std::vector<refused> harmless{
-    {object, {2, 1, 0, 0, 0, 0, 0, 0, 0}}, // gives back a hold never given
-    {kill, u64_then(424242)},              // no such actor
-    {cancel, u64_then(1, {1})},            // forced, of a request never made
-  };
-  for (auto& h : harmless) {
-    auto reply = ask(fd, h.kind, id++, h.payload);
-    BOOST_TEST(reply.ok == 1);
-  }
-  ::close(fd);
-  BOOST_TEST(cl.nodes[0].proc->running());
-  BOOST_TEST(lumen::get(lumen::task(where).on_node("node-1").remote(),
-                        deadline) == "node-1");
-}
-
-BOOST_AUTO_TEST_CASE(hostile_shared_memory_frames_are_refused) {
-  // Offers of an arena that is not one (cut short, naming a process's
-  // stdin or nothing at all, an unknown op) are refused; a frame saying
-  // its block is in an arena, or naming a landing there, on a link that
-  // agreed on none is junk: the node drops the link and goes on.
-  auto& cl = *the_cluster;
-  constexpr uint8_t typed = 4, arena = 9;
-  auto offer = [](uint32_t pid, uint32_t fd) {
-    std::vector<char> out{1}; // op: offer
-    for (uint32_t x : {pid, fd})
-      for (size_t i = 0; i < sizeof(x); ++i)
-        out.push_back(static_cast<char>(x >> (8 * i)));
-    out.resize(out.size() + 16, '\x5a'); // a cookie
-    return out;
-  };
-  // This process's own arena (made for its first link), offered with
-  // another cookie.
-  BOOST_TEST(lumen::get(lumen::task(where).on_node("node-1").remote(),
-                        deadline) == "node-1");
-  uint32_t arena_fd = 0;
-  for (auto& e : std::filesystem::directory_iterator{"/proc/self/fd"}) {
-    std::error_code ec;
-    auto target = std::filesystem::read_symlink(e.path(), ec).string();
-    if (target.find("memfd:lumen-arena") != std::string::npos)
-      arena_fd = static_cast<uint32_t>(std::stoul(e.path().filename()));
-  }
-  BOOST_REQUIRE(arena_fd != 0);
-  int fd = admitted_data_connection("node-1");
-  std::vector<std::vector<char>> refused{
-    {},
-    {1, 2, 3},
-    offer(static_cast<uint32_t>(::getpid()), arena_fd),
-    offer(static_cast<uint32_t>(::getpid()), 0),
-    offer(static_cast<uint32_t>(cl.nodes[0].proc->pid()), 0),
-    offer(4000000000u, 3),
-    {7},
-  };
-  uint64_t id = 300;
-  for (auto& p : refused) {
-    auto reply = ask(fd, arena, id, p);
-    BOOST_TEST(reply.kind == 3);
-    BOOST_TEST(reply.ok == 0, p.size() << " bytes of offer: accepted");
-    BOOST_TEST(reply.id == id);
-    ++id;
-  }
-  ::close(fd);
-  for (uint8_t flag : {uint8_t{0x80}, uint8_t{0x40}}) {
-    fd = admitted_data_connection("node-1");
-    frame_header h;
-    h.kind = typed | flag;
-    h.length = 24 + 64;
-    std::vector<char> payload(h.length, '\0');
-    BOOST_REQUIRE(::send(fd, &h, sizeof(h), MSG_NOSIGNAL) == sizeof(h));
-    BOOST_REQUIRE(::send(fd, payload.data(), payload.size(), MSG_NOSIGNAL) ==
-                  static_cast<ssize_t>(payload.size()));
-    char c;
-    BOOST_TEST(::recv(fd, &c, 1, MSG_WAITALL) == 0); // dropped, not answered
-    ::close(fd);
-  }
-  BOOST_TEST(cl.nodes[0].proc->running());
-  BOOST_TEST(lumen::get(lumen::task(where).on_node("node-1").remote(),
-                        deadline) == "node-1");
-}
-
-BOOST_AUTO_TEST_CASE(task_frames_asking_for_bad_resources_are_refused) {
-  // A task frame names the resources it waits for: junk there, a negative
-  // amount, or more than the node has is refused, not queued forever.
-  auto& cl = *the_cluster;
-  int fd = admitted_data_connection("node-1");
-  auto task_frame = [](const std::vector<char>& resources) {
-    std::vector<char> out;
-    auto add = [&out](const std::vector<char>& part) {
-      auto n = static_cast<uint32_t>(part.size());
-      out.insert(out.end(), reinterpret_cast<const char*>(&n),
-                 reinterpret_cast<const char*>(&n) + sizeof(n));
-      out.insert(out.end(), part.begin(), part.end());
-    };
-    add({'w', 'h', 'e', 'r', 'e'}); // no arguments follow
-    add(resources);
-    return out;
-  };
-  using amounts = std::map<std::string, double>;
-  std::vector<std::vector<char>> bad{
-    {1, 2, 3},                                   // not an encoded map
-    lumen::detail::encode(amounts{{"gpu", -1}}), // negative
-    lumen::detail::encode(amounts{{"gpu", 5}}),  // node-1 has none
-    lumen::detail::encode(amounts{{"cpu", 1e9}}),
-  };
-  uint64_t id = 300;
-  for (auto& r : bad) {
-    auto reply = ask(fd, 1 /* task */, id, task_frame(r));
-    BOOST_TEST(reply.kind == 3);
-    BOOST_TEST(reply.ok == 0);
-    BOOST_TEST(reply.id == id);
-    ++id;
-  }
-  auto fine =
-    ask(fd, 1, id, task_frame(lumen::detail::encode(amounts{{"cpu", 1}})));
-  BOOST_TEST(fine.ok == 1);
-  ::close(fd);
-  BOOST_TEST(cl.nodes[0].proc->running());
 }
 
 BOOST_AUTO_TEST_CASE(junk_bytes_and_port_scans_leave_the_head_working) {
