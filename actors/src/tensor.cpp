@@ -85,17 +85,20 @@ tensor::tensor()
   : tensor(std::vector<int64_t>{0}) {}
 
 tensor::tensor(std::vector<int64_t> shape, dtype type)
+  : tensor(std::move(shape), type, nullptr) {
+  storage_ = std::make_shared<std::vector<char>>(nbytes());
+}
+
+tensor::tensor(std::vector<int64_t> shape, dtype type,
+               std::shared_ptr<std::vector<char>> storage)
   : type_(type)
   , shape_(std::move(shape))
   , numel_(count_elements(shape_, type))
-  , storage_(std::make_shared<std::vector<char>>(numel_ * size_of(type))) {}
+  , storage_(std::move(storage)) {}
 
 tensor tensor::copy_of(std::vector<int64_t> shape, dtype type,
                        const char* data) {
-  tensor t;
-  t.type_ = type;
-  t.shape_ = std::move(shape);
-  t.numel_ = count_elements(t.shape_, type);
+  tensor t{std::move(shape), type, nullptr};
   t.storage_ = std::make_shared<std::vector<char>>(data, data + t.nbytes());
   return t;
 }
@@ -118,11 +121,8 @@ tensor tensor::cat(const std::vector<tensor>& parts) {
                         "only");
     shape[0] += p.shape_[0];
   }
-  tensor t;
-  t.type_ = first.type_;
-  t.shape_ = std::move(shape);
-  t.numel_ = count_elements(t.shape_, t.type_);
-  t.storage_->clear();
+  tensor t{std::move(shape), first.type_,
+           std::make_shared<std::vector<char>>()};
   t.storage_->reserve(t.nbytes());
   for (auto& p : parts)
     t.storage_->insert(t.storage_->end(), p.raw_begin(),
@@ -145,11 +145,7 @@ void tensor::own() {
 
 tensor tensor::view(std::vector<int64_t> shape, dtype type, const char* data,
                     std::shared_ptr<const void> owner) {
-  tensor t;
-  t.type_ = type;
-  t.shape_ = std::move(shape);
-  t.numel_ = count_elements(t.shape_, type);
-  t.storage_.reset();
+  tensor t{std::move(shape), type, nullptr};
   t.view_ = data;
   t.owner_ = std::move(owner);
   return t;

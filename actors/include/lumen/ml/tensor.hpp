@@ -186,6 +186,10 @@ private:
   }
 
   static const char* cpp_name(dtype t) noexcept;
+  /// A tensor of `shape` and `type` on `storage` (null for a view, whose
+  /// place the caller sets).
+  tensor(std::vector<int64_t> shape, dtype type,
+         std::shared_ptr<std::vector<char>> storage);
   /// A tensor of `shape` and `type` holding a copy of the bytes at `data`
   /// (never zero-filled first).
   static tensor copy_of(std::vector<int64_t> shape, dtype type,
