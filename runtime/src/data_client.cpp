@@ -210,17 +210,17 @@ bool data_client::read_payload(const frame_header& h, const landing& to,
     if (to.at != block.place.at || to.size != block.place.size)
       return false;
     block.place = to;
+    shared_memory_counted().answers_landed.fetch_add(1,
+                                                     std::memory_order_relaxed);
   } else if (block.place.size != 0 && to.size == block.place.size) {
     std::memcpy(to.at, block.place.at, to.size); // from the peer's arena
     block.place = to;
   }
-  if (block.place.size != 0) {
-    payload = data_connection::payload_buffer(h.length);
-    return conn_->read(payload->data(), h.length);
-  }
+  // Whole, unless its block is to be read off the socket to the landing.
   size_t at = size_t{h.block16} * 16;
-  if (to.size == 0 || h.kind != static_cast<uint8_t>(frame_kind::reply) ||
-      at == 0 || at >= h.length) {
+  if (block.place.size != 0 || to.size == 0 ||
+      h.kind != static_cast<uint8_t>(frame_kind::reply) || at == 0 ||
+      at >= h.length) {
     payload = data_connection::payload_buffer(h.length);
     return conn_->read(payload->data(), h.length);
   }

@@ -106,18 +106,17 @@ bool data_connection::send(frame_kind kind, reply_status status, uint64_t id,
                  static_cast<uint16_t>(block16),
                  id,
                  0};
+  const byte_span* block = nullptr; // the part at block_at
+  for (size_t i = 0, at = 0; block_at != 0 && i < parts.size(); ++i) {
+    if (at == block_at)
+      block = &parts[i];
+    at += parts[i].size;
+  }
   // A reply's block goes to the landing its request named, if it fits,
   // under the lock that close() takes: once the link is closed, the
   // caller may use the place again, and nothing is written there.
   named_landing wrote{};
   if (kind == frame_kind::reply) {
-    size_t at = 0;
-    const byte_span* block = nullptr;
-    for (auto& p : parts) {
-      if (at == block_at && block_at != 0)
-        block = &p;
-      at += p.size;
-    }
     std::lock_guard<std::mutex> guard{landings_mtx_};
     if (auto i = landings_.find(id); i != landings_.end()) {
       if (block != nullptr && block->size == i->second.size) {
@@ -143,28 +142,25 @@ bool data_connection::send(frame_kind kind, reply_status status, uint64_t id,
       h.length += sizeof(named);
     }
   }
-  size_t at = 0;
+  if (block != nullptr && wrote.size != 0) {
+    shared = {block_at, block->size, wrote.where};
+    h.kind |= kind_landing;
+  } else if (block != nullptr && sending_ &&
+             block->size >= shared_arena::smallest_block) {
+    if (auto where = sending_->put(*block)) {
+      shared = {block_at, block->size, *where};
+      h.kind |= kind_shared_block;
+      count_sent(block->size);
+    }
+  }
+  if (shared.size != 0) { // said before the payload, left out of it
+    h.block16 = 0;
+    iov.push_back({&shared, sizeof(shared)});
+    h.length += sizeof(shared);
+  }
   for (auto& p : parts) {
-    bool block = at == block_at && block_at != 0;
-    if (block && wrote.size != 0) {
-      shared = {at, p.size, wrote.where};
-      h.kind |= kind_landing;
-    } else if (block && sending_ && p.size >= shared_arena::smallest_block) {
-      if (auto where = sending_->put(p)) {
-        shared = {at, p.size, *where};
-        h.kind |= kind_shared_block;
-        count_sent(p.size);
-      }
-    }
-    if (shared.size != 0 && shared.offset == at) {
-      h.block16 = 0;
-      iov.insert(iov.begin() + (named.size != 0 ? 2 : 1),
-                 {&shared, sizeof(shared)});
-      h.length += sizeof(shared);
-      at += p.size;
+    if (&p == block && shared.size != 0)
       continue;
-    }
-    at += p.size;
     h.length += p.size;
     if (p.size > 0)
       iov.push_back({const_cast<char*>(p.data), p.size});
@@ -207,8 +203,6 @@ bool data_connection::receive_header(frame_header& h, uint64_t max_length,
       return false;
     char* at = arena->place(d.where, d.size);
     block = {d.offset, {at, d.size, nullptr}, true};
-    shared_memory_counted().answers_landed.fetch_add(1,
-                                                     std::memory_order_relaxed);
     return at != nullptr;
   }
   if ((flags & kind_landing) != 0) { // where the answer may go

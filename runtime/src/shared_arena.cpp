@@ -214,14 +214,16 @@ std::optional<uint64_t> shared_arena::put(byte_span block) {
   return at;
 }
 
-std::shared_ptr<char> shared_arena::buffer(size_t n) {
-  auto at = take(n);
-  if (!at)
-    return nullptr;
-  auto* flag = flag_at(base_ + *at - slot_header);
-  return {base_ + *at, [self = shared_from_this(), flag](char*) {
+std::shared_ptr<char> shared_arena::holder(char* at) {
+  auto* flag = flag_at(at - slot_header);
+  return {at, [self = shared_from_this(), flag](char*) {
             flag->store(0, std::memory_order_release);
           }};
+}
+
+std::shared_ptr<char> shared_arena::buffer(size_t n) {
+  auto at = take(n);
+  return at ? holder(base_ + *at) : nullptr;
 }
 
 std::optional<uint64_t> shared_arena::offset_of(const char* at,
@@ -237,11 +239,7 @@ landing shared_arena::view(uint64_t offset, uint64_t n) {
       offset > size || n > size - offset)
     return {};
   char* at = base_ + offset;
-  auto* flag = flag_at(at - slot_header);
-  std::shared_ptr<void> owner{at, [self = shared_from_this(), flag](void*) {
-                                flag->store(0, std::memory_order_release);
-                              }};
-  return {at, static_cast<size_t>(n), std::move(owner)};
+  return {at, static_cast<size_t>(n), holder(at)};
 }
 
 char* shared_arena::place(uint64_t offset, uint64_t n) noexcept {

@@ -95,6 +95,8 @@ private:
   static std::shared_ptr<shared_arena> make();
 
   std::optional<uint64_t> take(uint64_t n);
+  /// Holds the slot whose block starts at `at` until it ends.
+  std::shared_ptr<char> holder(char* at);
   bool reserve(uint64_t end);
   void reclaim();
 
