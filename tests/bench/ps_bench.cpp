@@ -547,9 +547,9 @@ void across_processes(
   // a thread each: what this machine's loopback gives such a split.
   std::vector<char> whole(params * sizeof(float), 'x');
   // Every split is measured in turns with the others: the figure is
-  // their ratio.
-  // The shards on nodes 1-4 share memory with this process; those on
-  // nodes 5 and 6 keep to their sockets, as shards on other hosts do.
+  // their ratio. The shards on nodes 1-4 share memory with this process;
+  // those on nodes 5 and 6 keep to their sockets, as shards on other
+  // hosts do.
   const std::vector<size_t> splits{1, 2, 4};
   constexpr size_t socket_splits = 2; // 1 and 2 shards
   long pushes = smoke ? 2 : 10;
@@ -580,35 +580,32 @@ void across_processes(
       for (long p = 0; p < pushes; ++p)
         versions[i] = std::get<0>(servers[i].push(versions[i], big));
     });
-  for (size_t i = 0; i < splits.size(); ++i)
-    runs.push_back([&, i] {
+  // Split i's pushes done by `part(i, k)` for each of its parts k, a
+  // thread each.
+  auto split_run = [&](size_t i, std::function<void(size_t, size_t)> part) {
+    return [&, i, part] {
       for (long p = 0; p < pushes; ++p) {
         std::vector<std::thread> threads;
         for (size_t k = 0; k < splits[i]; ++k)
-          threads.emplace_back(
-            [&, i, k] { echoes[k]->round_trip(out[i][k], in[i][k]); });
+          threads.emplace_back(part, i, k);
         for (auto& th : threads)
           th.join();
       }
-    });
+    };
+  };
+  for (size_t i = 0; i < splits.size(); ++i)
+    runs.push_back(split_run(i, [&](size_t i, size_t k) {
+      echoes[k]->round_trip(out[i][k], in[i][k]);
+    }));
   // And what this machine's memory gives a split: the push's bytes copied
   // by as many threads, each its part. Every stage of a push on one host
   // streams memory, so that this ratio bounds the shards' ratio.
   std::vector<char> copy_to(whole.size());
   for (size_t i = 0; i < splits.size(); ++i)
-    runs.push_back([&, i] {
-      for (long p = 0; p < pushes; ++p) {
-        std::vector<std::thread> threads;
-        for (size_t k = 0; k < splits[i]; ++k)
-          threads.emplace_back([&, i, k] {
-            auto r = ml::shard_range(whole.size(), splits[i], k);
-            std::memcpy(copy_to.data() + r.begin, whole.data() + r.begin,
-                        r.size());
-          });
-        for (auto& th : threads)
-          th.join();
-      }
-    });
+    runs.push_back(split_run(i, [&](size_t i, size_t k) {
+      auto r = ml::shard_range(whole.size(), splits[i], k);
+      std::memcpy(copy_to.data() + r.begin, whole.data() + r.begin, r.size());
+    }));
   // A push first, untimed: each link maps its pages at its first blocks.
   for (size_t i = 0; i < servers.size(); ++i)
     versions[i] = std::get<0>(servers[i].push(versions[i], big));
