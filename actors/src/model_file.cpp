@@ -66,6 +66,21 @@ safetensors_file to_safetensors(const model_file& f) {
   return out;
 }
 
+/// Refuses a tensor holding NaN or infinity: a model that a run diverged
+/// into, or damage a checksum could not see.
+void check_finite(const std::string& path, const std::string& name,
+                  const tensor& t) {
+  if (t.type() != dtype::float32)
+    return;
+  auto at = first_non_finite(t.data<float>(), t.numel());
+  if (at < t.numel())
+    throw data_error(path + ": tensor " + name + " holds " +
+                     std::to_string(t.data<float>()[at]) + " at element " +
+                     std::to_string(at) +
+                     "; a model's numbers are finite (did the run that "
+                     "wrote it diverge?): take another checkpoint");
+}
+
 model_file from_safetensors(safetensors_file in, const std::string& path) {
   auto fail = [&](const std::string& why) -> data_error {
     return data_error(path + ": " + why +
@@ -117,6 +132,7 @@ model_file from_safetensors(safetensors_file in, const std::string& path) {
         throw fail(name + " is " + t->second.describe() + " where the " +
                    arch->second + " architecture needs " +
                    tensor{shape}.describe());
+      check_finite(path, name, t->second);
       std::memcpy(f.params.data() + at, t->second.raw(), t->second.nbytes());
       at += t->second.numel();
       in.tensors.erase(t);
@@ -126,6 +142,7 @@ model_file from_safetensors(safetensors_file in, const std::string& path) {
     if (name.rfind("layers.", 0) == 0)
       throw fail("a tensor " + name + " beyond the " + arch->second +
                  " architecture's layers");
+    check_finite(path, name, t);
     f.extra[name] = t;
   }
   in.metadata.erase(kind_key);

@@ -3,13 +3,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "durable_file.hpp"
 
 namespace lumen::ml {
 
@@ -36,6 +40,50 @@ const char* code_of(dtype t) {
   return "?";
 }
 
+/// Each tensor's checksum is kept in the metadata under this prefix and
+/// its name, as 8 hex digits of the CRC-32 of its bytes (zlib's, so that
+/// Python checks it with zlib.crc32); the metadata's own under this
+/// prefix alone. Other readers see plain metadata.
+constexpr const char* checksum_prefix = "lumen.crc32";
+
+uint32_t crc32_of(const char* data, size_t n) {
+  static const auto table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k)
+        c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  uint32_t c = 0xffffffffu;
+  for (size_t i = 0; i < n; ++i)
+    c = table[(c ^ static_cast<uint8_t>(data[i])) & 0xff] ^ (c >> 8);
+  return c ^ 0xffffffffu;
+}
+
+bool is_checksum_key(const std::string& key) {
+  std::string prefix = checksum_prefix;
+  return key == prefix || key.rfind(prefix + ".", 0) == 0;
+}
+
+std::string hex_of(uint32_t x) {
+  char out[9];
+  std::snprintf(out, sizeof out, "%08x", x);
+  return out;
+}
+
+/// The metadata's checksum: its keys and values in order, each ended by a
+/// zero byte, the checksums left out.
+uint32_t metadata_crc(const std::map<std::string, std::string>& metadata) {
+  std::string all;
+  for (auto& [key, value] : metadata)
+    if (!is_checksum_key(key))
+      all.append(key).append(1, '\0').append(value).append(1, '\0');
+  return crc32_of(all.data(), all.size());
+}
+
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw data_error("safetensors file '" + path + "': " + what);
 }
@@ -49,19 +97,61 @@ dtype dtype_of_code(const std::string& path, const std::string& name,
                "'; Lumen reads F32, F64, I32 and I64");
 }
 
+/// Checks a file's tensors and metadata against the checksums its writer
+/// kept, and takes those out of its metadata. A file with none (written
+/// by another tool) is taken as it is.
+void verify_checksums(const std::string& path, safetensors_file& file) {
+  auto& meta = file.metadata;
+  auto own = meta.find(checksum_prefix);
+  if (own == meta.end() && std::none_of(meta.begin(), meta.end(), [](auto& kv) {
+        return is_checksum_key(kv.first);
+      }))
+    return;
+  auto damaged = "; the file is damaged (a flipped bit, a torn write): take "
+                 "another checkpoint";
+  if (own == meta.end() || own->second != hex_of(metadata_crc(meta)))
+    fail(path,
+         std::string{"its metadata does not match its checksum"} + damaged);
+  for (auto& [name, t] : file.tensors) {
+    auto kept = meta.find(std::string{checksum_prefix} + "." + name);
+    if (kept == meta.end())
+      fail(path, "tensor '" + name +
+                   "' has no checksum while the file's others do" + damaged);
+    auto now = hex_of(crc32_of(t.raw(), t.nbytes()));
+    if (kept->second != now)
+      fail(path, "tensor '" + name + "' does not match its checksum (kept " +
+                   kept->second + ", its bytes give " + now + ")" + damaged);
+  }
+  for (auto i = meta.begin(); i != meta.end();) {
+    if (!is_checksum_key(i->first)) {
+      ++i;
+      continue;
+    }
+    auto name = i->first.substr(
+      std::min(i->first.size(), std::string{checksum_prefix}.size() + 1));
+    if (i->first != checksum_prefix && file.tensors.count(name) == 0)
+      fail(path, "has a checksum for a tensor '" + name + "' it does not hold" +
+                   damaged);
+    i = meta.erase(i);
+  }
+}
+
 } // namespace
 
 std::vector<char> safetensors_bytes(const safetensors_file& file) {
   nlohmann::json header = nlohmann::json::object();
+  auto metadata = file.metadata;
   uint64_t offset = 0;
   for (auto& [name, t] : file.tensors) {
     header[name] = {{"dtype", code_of(t.type())},
                     {"shape", t.shape()},
                     {"data_offsets", {offset, offset + t.nbytes()}}};
     offset += t.nbytes();
+    metadata[std::string{checksum_prefix} + "." + name] =
+      hex_of(crc32_of(t.raw(), t.nbytes()));
   }
-  if (!file.metadata.empty())
-    header["__metadata__"] = file.metadata;
+  metadata[checksum_prefix] = hex_of(metadata_crc(metadata));
+  header["__metadata__"] = metadata;
   auto text = header.dump();
   // Padded with spaces to 8 bytes, so that the tensors start aligned.
   text.append((8 - text.size() % 8) % 8, ' ');
@@ -79,19 +169,13 @@ std::vector<char> safetensors_bytes(const safetensors_file& file) {
 }
 
 void save_safetensors(const std::string& path, const safetensors_file& file) {
-  auto bytes = safetensors_bytes(file);
   auto tmp = path + ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream out{tmp, std::ios::binary | std::ios::trunc};
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out.flush())
-      fail(path, "cannot be written; give a path in a directory you may "
-                 "write to, with room for " +
-                   std::to_string(bytes.size()) + " bytes");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+  try {
+    detail::write_synced(tmp, safetensors_bytes(file));
+    detail::rename_synced(tmp, path);
+  } catch (const data_error& e) {
     std::remove(tmp.c_str());
-    fail(path, "cannot be put in place (rename failed)");
+    fail(path, std::string{"cannot be saved: "} + e.what());
   }
 }
 
@@ -178,6 +262,7 @@ safetensors_file parse_safetensors(const std::vector<char>& bytes,
   if (at != data_size)
     fail(path, "has " + std::to_string(data_size - at) +
                  " bytes after its last tensor");
+  verify_checksums(path, out);
   return out;
 }
 

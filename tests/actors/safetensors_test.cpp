@@ -6,9 +6,13 @@
 // damaged files refused naming the damage, and a parameter server's
 // weights, version and optimizer state restored exactly.
 
+#include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -263,6 +267,117 @@ BOOST_AUTO_TEST_CASE(model_files_that_do_not_fit_are_refused) {
     },
     "beyond the 4-3-2 architecture");
   std::remove(path.c_str());
+}
+
+BOOST_AUTO_TEST_CASE(a_flipped_bit_anywhere_in_a_tensor_is_named) {
+  model_spec spec{"mlp", 4, {3}, 2};
+  model_file f{spec, make_model(spec)->init(3), {}, {{"epochs_done", "1"}}};
+  f.extra["optimizer.velocity"] =
+    tensor::from(std::vector<float>(f.params.size(), 0.5f));
+  auto path = temp_path("flipped");
+  save_model_file(path, f);
+  auto whole = read_all(path);
+  uint64_t n = 0;
+  std::memcpy(&n, whole.data(), 8);
+  auto header = nlohmann::json::parse(whole.begin() + 8,
+                                      whole.begin() + 8 + static_cast<long>(n));
+  size_t tensors = 0;
+  for (auto& [name, entry] : header.items()) {
+    if (name == "__metadata__")
+      continue;
+    ++tensors;
+    auto range = entry["data_offsets"].get<std::vector<size_t>>();
+    // The first, a middle and the last byte, one bit each: all refused.
+    for (auto at : {range[0], (range[0] + range[1]) / 2, range[1] - 1})
+      for (int bit : {0, 7}) {
+        auto damaged = whole;
+        damaged[8 + n + at] ^= static_cast<char>(1 << bit);
+        write_all(path, damaged);
+        expect_refused(path,
+                       "tensor '" + name + "' does not match its checksum",
+                       load_model_file);
+      }
+  }
+  BOOST_TEST(tensors == 5u); // four layers' tensors and the velocity
+  // The metadata has a checksum too: an epoch count changed is damage.
+  auto text = std::string(whole.begin() + 8, whole.begin() + 8 + long(n));
+  auto at = text.find("\"epochs_done\":\"1\"");
+  BOOST_REQUIRE(at != std::string::npos);
+  auto damaged = whole;
+  damaged[8 + at + 15] = '7';
+  write_all(path, damaged);
+  expect_refused(path, "its metadata does not match its checksum",
+                 load_model_file);
+  // The checksums are the format's own: a reader gets its metadata back
+  // as it was given.
+  write_all(path, whole);
+  BOOST_TEST(load_model_file(path).metadata == f.metadata);
+  std::remove(path.c_str());
+}
+
+BOOST_AUTO_TEST_CASE(a_model_of_nan_or_infinity_is_refused_at_load) {
+  model_spec spec{"mlp", 4, {3}, 2};
+  auto path = temp_path("non-finite");
+  for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    model_file f{spec, make_model(spec)->init(3), {}, {}};
+    f.params[13] = bad; // the first layer's second bias
+    save_model_file(path, f);
+    expect_refused(path, "tensor layers.0.bias holds", load_model_file);
+    f.params[13] = 0;
+    f.extra["optimizer.velocity"] = tensor::from(std::vector<float>{0, bad, 0});
+    save_model_file(path, f);
+    expect_refused(path, "tensor optimizer.velocity holds", load_model_file);
+  }
+  std::remove(path.c_str());
+}
+
+BOOST_AUTO_TEST_CASE(files_of_other_writers_without_checksums_are_read) {
+  // As numpy's or PyTorch's writer leaves them: no checksums, read as is.
+  auto path = temp_path("foreign");
+  write_raw(path,
+            R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},)"
+            R"( "__metadata__": {"format": "pt"}})",
+            8);
+  auto f = load_safetensors(path);
+  BOOST_TEST(f.tensors.at("a").numel() == 2u);
+  BOOST_TEST(f.metadata.at("format") == "pt");
+  std::remove(path.c_str());
+}
+
+BOOST_AUTO_TEST_CASE(a_save_that_cannot_finish_leaves_the_old_file_whole) {
+  // A 64 KiB tmpfs: the first file fits, a larger one does not.
+  auto dir = temp_path("full-disk");
+  BOOST_REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+  auto mount = "mount -t tmpfs -o size=64k tmpfs " + dir;
+  BOOST_REQUIRE_MESSAGE(std::system(mount.c_str()) == 0,
+                        "this test mounts a tmpfs, as root");
+  auto path = dir + "/model.safetensors";
+  auto small = sample();
+  save_safetensors(path, small);
+  auto big = sample();
+  big.tensors["weights"] = tensor({256, 256});
+  try {
+    save_safetensors(path, big);
+    BOOST_ERROR("a file larger than the disk was saved");
+  } catch (const data_error& e) {
+    BOOST_TEST(std::string{e.what()}.find("No space left on device") !=
+                 std::string::npos,
+               e.what());
+  }
+  auto back = load_safetensors(path); // the first file, whole
+  BOOST_CHECK(back.tensors.at("weights") == small.tensors.at("weights"));
+  int files = 0;
+  for (auto* d = ::opendir(dir.c_str()); d != nullptr;) {
+    auto* e = ::readdir(d);
+    if (e == nullptr) {
+      ::closedir(d);
+      break;
+    }
+    files += e->d_name[0] != '.';
+  }
+  BOOST_TEST(files == 1); // no temporary left behind
+  BOOST_TEST(std::system(("umount " + dir).c_str()) == 0);
+  ::rmdir(dir.c_str());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
