@@ -2,8 +2,8 @@
 
 // What the trainer's driver (trainer.cpp) and its workers
 // (train_worker.cpp) send each other: a worker runs a task's loop and
-// answers with why it failed ("" if it returned); rank 0's reports go to
-// the driver's reporter.
+// answers with how it ended; rank 0's reports go to the driver's
+// reporter.
 
 #include <cstdint>
 #include <string>
@@ -56,8 +56,20 @@ typename Inspector::result_type inspect(Inspector& f, train_task& x) {
            x.ctx, x.resume, x.from, x.reporter);
 }
 
-using train_worker = caf::typed_actor<
-  caf::replies_to<run_loop_atom, train_task>::with<std::string>>;
+/// How a worker's loop ended.
+struct loop_end {
+  std::string why;          // "" if the loop returned
+  bool restartable = false; // it lost a peer; a restart may mend that
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, loop_end& x) {
+  return f(caf::meta::type_name("lumen::train::loop_end"), x.why,
+           x.restartable);
+}
+
+using train_worker =
+  caf::typed_actor<caf::replies_to<run_loop_atom, train_task>::with<loop_end>>;
 
 /// The name workers are registered under.
 constexpr const char* train_worker_name = "lumen.train.worker";

@@ -57,18 +57,40 @@ const running_loop& in_loop(const char* what) {
   return *current;
 }
 
-/// Runs a task's loop on the calling thread: "" if it returned, else why
-/// not.
-std::string run_task(const train_task& task) {
+/// True for what a lost process or node makes a loop throw: a collective
+/// whose member is gone, a peer that cannot be reached. Bad data, a full
+/// disk, a diverged run or a bug fail the same way again after a restart.
+bool lost_a_peer(const std::exception& e) {
+  if (dynamic_cast<const collective::collective_error*>(&e) != nullptr)
+    return true;
+  auto* failed = dynamic_cast<const error*>(&e);
+  if (failed == nullptr)
+    return false;
+  switch (failed->code()) {
+    case errc::unreachable:
+    case errc::head_unreachable:
+    case errc::node_dead:
+    case errc::actor_died:
+    case errc::channel_closed:
+    case errc::owner_died:
+      return true;
+    default:
+      return false;
+  }
+}
+
+/// Runs a task's loop on the calling thread.
+loop_end run_task(const train_task& task) {
   auto i = loops().find(task.loop);
   if (i == loops().end())
-    return "no train loop '" + task.loop + "' on node " +
-           lumen::this_node_id() + "; register it with LUMEN_TRAIN_LOOP";
+    return {"no train loop '" + task.loop + "' on node " +
+              lumen::this_node_id() + "; register it with LUMEN_TRAIN_LOOP",
+            false};
   running_loop here{
     task.ctx, task.resume ? std::optional<checkpoint>{task.from} : std::nullopt,
     task.reporter};
   current = &here;
-  std::string why;
+  loop_end end;
   try {
     // A member lost for good fails the others' next step in 10 s.
     collective::set_timeout(task.ctx.group, std::chrono::seconds(10));
@@ -76,21 +98,22 @@ std::string run_task(const train_task& task) {
                            task.ctx.group, collective::backend::processes);
     i->second(task.cfg);
   } catch (const std::exception& e) {
-    why = std::string{"rank "} + std::to_string(task.ctx.world_rank) +
-          " on node " + lumen::this_node_id() + ": " + e.what();
+    end.why = std::string{"rank "} + std::to_string(task.ctx.world_rank) +
+              " on node " + lumen::this_node_id() + ": " + e.what();
+    end.restartable = lost_a_peer(e);
   }
   try {
     if (collective::is_group_initialized(task.ctx.group))
       collective::destroy_group(task.ctx.group);
   } catch (const std::exception&) {
-    // The group failed already; the reason is in `why`.
+    // The group failed already; the reason is in `end`.
   }
   current = nullptr;
-  return why;
+  return end;
 }
 
 struct worker_state {
-  std::vector<caf::typed_response_promise<std::string>> waiting;
+  std::vector<caf::typed_response_promise<loop_end>> waiting;
   // Last: its destructor lets the loop finish, then joins.
   std::unique_ptr<ml::detail::async_lane> lane =
     std::make_unique<ml::detail::async_lane>();
@@ -104,23 +127,22 @@ worker(train_worker::stateful_pointer<worker_state> self) {
            caf::message_view& xs) -> caf::result<caf::message> {
       auto& msg = xs.content();
       auto& st = self->state;
-      if (!msg.match_elements<loop_done_atom, std::string>() ||
-          st.waiting.empty())
+      if (!msg.match_elements<loop_done_atom, loop_end>() || st.waiting.empty())
         return caf::sec::unexpected_message;
-      st.waiting.front().deliver(msg.get_as<std::string>(1));
+      st.waiting.front().deliver(msg.get_as<loop_end>(1));
       st.waiting.erase(st.waiting.begin());
       return caf::message{};
     });
   return {
     [=](run_loop_atom, train_task& task) {
-      auto rp = self->make_response_promise<std::string>();
+      auto rp = self->make_response_promise<loop_end>();
       self->state.waiting.push_back(rp);
       caf::weak_actor_ptr me = self->ctrl();
       self->state.lane->post([me, task = std::move(task)] {
-        auto why = run_task(task);
+        auto end = run_task(task);
         if (auto alive = me.lock())
           caf::anon_send(caf::actor_cast<caf::actor>(alive),
-                         loop_done_atom::value, why);
+                         loop_done_atom::value, std::move(end));
       });
       return rp;
     },
@@ -166,6 +188,7 @@ bool has_train_loop(const std::string& name) {
 
 LUMEN_TYPED_ACTOR(train_worker_name, worker);
 LUMEN_MESSAGE_TYPE(train_task, "lumen::train::train_task");
+LUMEN_MESSAGE_TYPE(loop_end, "lumen::train::loop_end");
 LUMEN_MESSAGE_TYPE(checkpoint, "lumen::train::checkpoint");
 LUMEN_MESSAGE_TYPE(metrics, "lumen::train::metrics");
 

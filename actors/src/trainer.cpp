@@ -29,6 +29,8 @@
 #include <lumen/errors.hpp>
 #include <lumen/object_store.hpp>
 
+#include "durable_file.hpp"
+#include "lumen/ml/data.hpp"
 #include "train_wire.hpp"
 
 namespace fs = std::filesystem;
@@ -51,6 +53,8 @@ struct run_state {
   std::string best;
   double best_score = 0;
   size_t saved = 0;
+  // Why the run's files could not be stored: no restart mends that.
+  std::string fatal;
 
   void keep(const metrics& m, const checkpoint& c) {
     auto path = dir / ("checkpoint_" + std::to_string(saved++));
@@ -92,15 +96,15 @@ train_reporter::behavior_type reporter(train_reporter::pointer self,
       try {
         if (has)
           st->keep(m, c);
+        st->history.push_back(m);
+        if (st->run.on_report)
+          st->run.on_report(m);
       } catch (const std::exception& e) {
-        return caf::make_error(caf::sec::runtime_error,
-                               std::string{"the trainer could not store the "
-                                           "checkpoint: "} +
-                                 e.what());
+        st->fatal = std::string{"the trainer could not store the run's "
+                                "files: "} +
+                    e.what();
+        return caf::make_error(caf::sec::runtime_error, st->fatal);
       }
-      st->history.push_back(m);
-      if (st->run.on_report)
-        st->run.on_report(m);
       static_cast<void>(self);
       return true;
     },
@@ -110,6 +114,31 @@ train_reporter::behavior_type reporter(train_reporter::pointer self,
         st->run.on_progress(m);
     },
   };
+}
+
+/// Folders of checkpoints being written start so; a run's start clears
+/// those its killed predecessors left.
+const std::string partial_prefix = ".partial.";
+
+/// Why fit() gives up: `failed`, after `restarts`, and where the last
+/// checkpoint is.
+training_error stopped(const loop_end& failed, int restarts, run_state& st) {
+  std::string last;
+  {
+    std::lock_guard<std::mutex> guard{st.mtx};
+    if (!st.stored.empty())
+      last = st.stored.back().first.string();
+  }
+  std::string what = "training stopped";
+  if (restarts > 0)
+    what += " after " + std::to_string(restarts) + " restarts";
+  what += ": " + failed.why;
+  if (failed.restartable && restarts == 0)
+    what += "; failure_config::max_failures allows restarts from the last "
+            "checkpoint";
+  what += last.empty() ? "; no checkpoint was stored"
+                       : "; the last checkpoint is " + last;
+  return {what, failed.why, failed.restartable, restarts, last};
 }
 
 std::string host_of(const std::string& address) {
@@ -159,20 +188,45 @@ checkpoint checkpoint::from_directory(const std::string& dir) {
 }
 
 void checkpoint::to_directory(const std::string& dir) const {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec)
-    throw error("cannot make the checkpoint directory " + dir + ": " +
-                ec.message());
-  for (auto& [name, bytes] : files) {
+  for (auto& [name, bytes] : files)
     if (name.empty() || name.find('/') != std::string::npos || name == "." ||
         name == "..")
       throw error("a checkpoint file named '" + name +
                   "'; names are plain file names");
-    std::ofstream out{fs::path{dir} / name, std::ios::binary};
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out)
-      throw error("cannot write checkpoint file " + name + " in " + dir);
+  auto target = fs::path{dir}.lexically_normal();
+  if (!target.has_filename())
+    target = target.parent_path();
+  std::error_code ec;
+  bool fresh = !fs::exists(target, ec);
+  // A new folder is filled beside its place, under a name no reader takes
+  // for a checkpoint, and renamed once whole.
+  auto place = fresh ? target.parent_path() /
+                         (partial_prefix + target.filename().string() + "-" +
+                          std::to_string(::getpid()))
+                     : target;
+  fs::create_directories(place, ec);
+  if (ec)
+    throw error("cannot make the checkpoint directory " + place.string() +
+                ": " + ec.message());
+  try {
+    for (auto& [name, bytes] : files) {
+      auto path = (place / name).string();
+      if (fresh) {
+        ml::detail::write_synced(path, bytes);
+      } else {
+        ml::detail::write_synced(path + ".partial", bytes);
+        ml::detail::rename_synced(path + ".partial", path);
+      }
+    }
+    if (fresh) {
+      ml::detail::sync_directory(place.string());
+      ml::detail::rename_synced(place.string(), target.string());
+    }
+  } catch (const ml::data_error& e) {
+    if (fresh)
+      fs::remove_all(place, ec);
+    throw error(std::string{"cannot store the checkpoint "} + target.string() +
+                ": " + e.what());
   }
 }
 
@@ -226,7 +280,9 @@ train_result data_parallel_trainer::fit() {
   // there, leaving them be.
   for (auto& e : fs::directory_iterator{st->dir, ec}) {
     auto n = e.path().filename().string();
-    if (n.rfind("checkpoint_", 0) == 0)
+    if (n.rfind(partial_prefix, 0) == 0)
+      fs::remove_all(e.path(), ec);
+    else if (n.rfind("checkpoint_", 0) == 0)
       st->saved = std::max(
         st->saved, size_t(std::strtoul(n.c_str() + 11, nullptr, 10)) + 1);
   }
@@ -260,7 +316,7 @@ train_result data_parallel_trainer::fit() {
       run_.on_restart(out.errors.back(), workers);
     auto group = "lumen.train." + run_.name + "." + std::to_string(::getpid()) +
                  "." + std::to_string(attempt);
-    std::vector<ObjectRef<std::string>> runs;
+    std::vector<ObjectRef<loop_end>> runs;
     std::map<std::string, int> per_host;
     for (size_t r = 0; r < workers; ++r) {
       train_task task;
@@ -281,29 +337,31 @@ train_result data_parallel_trainer::fit() {
       auto w = lumen::spawn_on<train_worker>(places[r].id, train_worker_name);
       runs.push_back(lumen::call(w, run_loop_atom::value, std::move(task)));
     }
-    std::string failed;
+    // The attempt's failure: the first that no restart mends, if any
+    // (its peers then fail only for its loss), else the first lost
+    // worker's.
+    std::optional<loop_end> failed;
     for (auto& r : runs) {
+      loop_end end;
       try {
-        auto why = lumen::get(r);
-        if (!why.empty() && failed.empty())
-          failed = why;
+        end = lumen::get(r);
       } catch (const std::exception& e) {
-        if (failed.empty())
-          failed = e.what();
+        end = {e.what(), true}; // the worker's process or node is gone
       }
+      if (!end.why.empty() &&
+          (!failed || (failed->restartable && !end.restartable)))
+        failed = end;
     }
-    if (failed.empty())
+    {
+      std::lock_guard<std::mutex> guard{st->mtx};
+      if (!st->fatal.empty())
+        failed = loop_end{st->fatal, false};
+    }
+    if (!failed)
       break;
-    out.errors.push_back(failed);
-    if (attempt >= run_.failure.max_failures)
-      throw error("training failed" +
-                  (attempt > 0
-                     ? " after " + std::to_string(attempt) + " restarts"
-                     : std::string{}) +
-                  ": " + failed +
-                  (attempt < 1 ? "; failure_config::max_failures allows "
-                                 "restarts from the last checkpoint"
-                               : std::string{}));
+    out.errors.push_back(failed->why);
+    if (!failed->restartable || attempt >= run_.failure.max_failures)
+      throw stopped(*failed, attempt, *st);
     out.failures = attempt + 1;
   }
   std::lock_guard<std::mutex> guard{st->mtx};

@@ -85,8 +85,11 @@ struct checkpoint {
   /// for a directory that cannot be read.
   static checkpoint from_directory(const std::string& dir);
 
-  /// Writes the files into `dir`, made if need be. Throws `error` if it
-  /// cannot.
+  /// Writes the files into `dir`, each flushed to the disk. A `dir` that
+  /// is new appears whole or not at all (the files are written into a
+  /// folder beside it, renamed once complete); into one that exists each
+  /// file is put whole. Throws `error` naming the file and the system's
+  /// reason ("No space left on device") if it cannot.
   void to_directory(const std::string& dir) const;
 };
 
@@ -174,6 +177,44 @@ struct run_config {
 /// for an empty storage_path.
 std::string run_dir(const run_config& run);
 
+/// fit() gave up: a worker failed in a way a restart cannot mend (bad
+/// data, a full disk, a diverged run, an exception of the loop's own), or
+/// lost workers once more than max_failures allows. what() says why, on
+/// which rank and node, and where the last checkpoint is.
+class training_error : public error {
+public:
+  training_error(const std::string& what, std::string cause, bool restartable,
+                 int restarts, std::string last_checkpoint)
+    : error(what)
+    , cause_(std::move(cause))
+    , restartable_(restartable)
+    , restarts_(restarts)
+    , last_checkpoint_(std::move(last_checkpoint)) {}
+
+  /// The failure itself: "rank 1 on node-2: ...".
+  const std::string& cause() const noexcept {
+    return cause_;
+  }
+  /// True if a lost worker ended it (more restarts would have gone on).
+  bool restartable() const noexcept {
+    return restartable_;
+  }
+  /// Restarts taken before it.
+  int restarts() const noexcept {
+    return restarts_;
+  }
+  /// The folder of the last checkpoint stored ("" if none).
+  const std::string& last_checkpoint() const noexcept {
+    return last_checkpoint_;
+  }
+
+private:
+  std::string cause_;
+  bool restartable_;
+  int restarts_;
+  std::string last_checkpoint_;
+};
+
 struct train_result {
   metrics last;                    // rank 0's last report
   std::vector<metrics> history;    // rank 0's reports, restarts included
@@ -191,10 +232,13 @@ public:
   data_parallel_trainer(std::string loop, loop_config cfg,
                         scaling_config scaling, run_config run);
 
-  /// Trains until every worker's loop returns. Throws `error` naming the
-  /// last failure once `max_failures` restarts did not do, or if the
-  /// cluster has too few live nodes for an attempt (num_workers, or
-  /// min_workers if set), or the storage path cannot be written.
+  /// Trains until every worker's loop returns. Only a lost worker (its
+  /// process or node gone, and with it its collective peers) is
+  /// restarted, up to `max_failures` times. Throws `training_error` for a
+  /// failure a restart cannot mend (at once) and once the restarts are
+  /// spent; `error` if the cluster has too few live nodes for an attempt
+  /// (num_workers, or min_workers if set), or the storage path cannot be
+  /// written.
   train_result fit();
 
 private:
