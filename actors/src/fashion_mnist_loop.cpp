@@ -37,6 +37,24 @@ std::string number_text(double x) {
   return out.str();
 }
 
+/// A step whose loss or mean gradient is not finite ends the run: every
+/// step after it would train on NaN. The gradient is the same on every
+/// rank, so all stop at the same step.
+void stop_if_diverged(float loss, const std::vector<float>& grad, size_t epoch,
+                      size_t step, size_t steps) {
+  auto bad = ml::first_non_finite(grad.data(), grad.size());
+  if (std::isfinite(loss) && bad == grad.size())
+    return;
+  std::string what = std::isfinite(loss)
+                       ? "gradient element " + std::to_string(bad) + " is " +
+                           number_text(grad[bad])
+                       : "loss is " + number_text(loss);
+  throw error("training diverged at epoch " + std::to_string(epoch) +
+              ", step " + std::to_string(step) + " of " +
+              std::to_string(steps) + ": the " + what +
+              "; lower the learning rate (--lr)");
+}
+
 void loop(const loop_config& cfg) {
   auto& ctx = get_context();
   auto rank = size_t(ctx.world_rank), world = size_t(ctx.world_size);
@@ -105,8 +123,10 @@ void loop(const loop_config& cfg) {
     double loss = 0, exposed = 0;
     for (size_t s = 0; s < steps; ++s) {
       auto t = double(epoch * steps + s) / double(epochs * steps);
-      loss +=
+      auto step_loss =
         sync.loss_and_mean_gradient(w.data(), batches.next().data, grad.data());
+      stop_if_diverged(step_loss, grad, epoch + 1, s + 1, steps);
+      loss += step_loss;
       opt.step(w.data(), grad.data(), grad.size(),
                float(0.5 * (1 + std::cos(M_PI * t))));
       exposed += sync.last_step().exposed();
@@ -187,6 +207,9 @@ std::vector<uint64_t> hidden_widths(const std::string& text) {
                         "commas, e.g. 256,128");
     out.push_back(w);
   }
+  if (out.empty())
+    throw usage_error("hidden layer widths \"" + text +
+                      "\": give at least one, e.g. 256,128");
   return out;
 }
 

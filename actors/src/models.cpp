@@ -1,6 +1,7 @@
 #include "lumen/ml/models.hpp"
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include <Eigen/Dense>
@@ -170,8 +171,10 @@ float mlp::run(const float* params, const dataset& batch, float* grad,
     if (l + 1 < layers)
       acts[l + 1] = z.cwiseMax(0.0f);
   }
-  // Softmax cross-entropy on the logits z, stable: shifted by each row's
-  // largest logit.
+  // Softmax cross-entropy on the logits z, stable (log-sum-exp): shifted
+  // by each row's largest logit, the sum of exps is at least 1 and the
+  // loss at least 0. Logits past float's range give NaN, never a loss
+  // that looks good.
   auto y = batch.labels.data<int32_t>();
   Eigen::VectorXf top = z.rowwise().maxCoeff();
   double total = 0;
@@ -180,6 +183,8 @@ float mlp::run(const float* params, const dataset& batch, float* grad,
     Eigen::Index best;
     z.row(idx(i)).maxCoeff(&best);
     hits += best == y[i];
+    if (!std::isfinite(top(idx(i))))
+      total = std::numeric_limits<double>::quiet_NaN();
     z.row(idx(i)).array() -= top(idx(i));
     float label_logit = z(idx(i), y[i]);
     z.row(idx(i)) = z.row(idx(i)).array().exp().matrix();
