@@ -8,11 +8,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <sstream>
@@ -32,6 +35,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;
+
+/// Debian's Fashion-MNIST training set (a --data of another size is
+/// checked by the loop).
+constexpr size_t fashion_mnist_train_rows = 60000;
 
 /// The CSV's columns: the loop's epoch report, in this order.
 const std::vector<std::string> columns{"epoch",
@@ -62,6 +69,48 @@ struct train_flags {
   std::string progress = "auto";
 };
 
+/// A flag's value checked by `bad`, which says what is wrong ("" if
+/// nothing is).
+CLI::Validator checked(const char* name,
+                       std::function<std::string(const std::string&)> bad) {
+  return CLI::Validator{[bad](std::string& value) { return bad(value); }, "",
+                        name};
+}
+
+const CLI::Validator not_empty = checked("NOT_EMPTY", [](auto& v) {
+  return v.empty() ? std::string{"is empty; give a value or leave the flag out"}
+                   : std::string{};
+});
+
+/// NaN passes CLI::Range (every comparison with it is false).
+const CLI::Validator finite = checked("FINITE", [](auto& v) {
+  char* end = nullptr;
+  auto x = std::strtod(v.c_str(), &end);
+  return std::isfinite(x) ? std::string{}
+                          : "'" + v + "' is not a finite number";
+});
+
+/// A run's name is one folder under --storage, never a path out of it.
+const CLI::Validator plain_name = checked("NAME", [](auto& v) {
+  bool ok = !v.empty() && v[0] != '.';
+  for (char c : v)
+    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+                c == '_' || c == '.');
+  return ok ? std::string{}
+            : "'" + v +
+                "' is no run name: use letters, digits and .-_ (not "
+                "starting with a dot); the run goes under --storage";
+});
+
+const CLI::Validator widths = checked("W,W,...", [](auto& v) {
+  try {
+    static_cast<void>(detail::hidden_widths(v));
+    return std::string{};
+  } catch (const usage_error& e) {
+    return std::string{e.what()};
+  }
+});
+
 void add_flags(CLI::App& app, train_flags& f) {
   app.add_option("--workers", f.workers, "workers, a process each")
     ->check(CLI::Range(1, 64))
@@ -78,40 +127,49 @@ void add_flags(CLI::App& app, train_flags& f) {
     .add_option("--lr", f.lr,
                 "learning rate of momentum SGD (0.9), decayed to 0 on a "
                 "cosine")
-    ->check(CLI::Range(1e-6, 10.0))
+    ->check(finite & CLI::Range(1e-6, 10.0))
     ->capture_default_str();
   app.add_option("--weight-decay", f.weight_decay, "L2 penalty on the weights")
-    ->check(CLI::Range(0.0, 1.0))
+    ->check(finite & CLI::Range(0.0, 1.0))
     ->capture_default_str();
   app.add_option("--batch", f.batch, "rows per step and worker")
     ->check(CLI::Range(1, 65536))
     ->capture_default_str();
   app.add_option("--seed", f.seed, "seeds the weights and the shuffles")
+    ->check(CLI::NonNegativeNumber)
     ->capture_default_str();
   app.add_option("--hidden", f.hidden, "the MLP's hidden layer widths")
+    ->check(widths)
     ->type_name("W,W,...")
     ->capture_default_str();
   app
     .add_option("--limit", f.limit,
                 "train on the first N images only (0: all 60,000)")
+    ->check(CLI::NonNegativeNumber)
     ->type_name("N");
   app
     .add_option("--test-limit", f.test_limit,
                 "test on the first N images only (0: all 10,000)")
+    ->check(CLI::NonNegativeNumber)
     ->type_name("N");
   app.add_option("--data", f.data, "the data set's folder")
+    ->check(not_empty)
     ->type_name("DIR")
     ->capture_default_str();
   app
     .add_option("--storage", f.storage,
                 "where runs go (default ~/lumen_results): checkpoints, "
                 "metrics.csv, metrics.svg under STORAGE/NAME")
+    ->check(not_empty)
     ->type_name("DIR");
-  app.add_option("--name", f.name, "the run's name")->capture_default_str();
+  app.add_option("--name", f.name, "the run's name")
+    ->check(plain_name)
+    ->capture_default_str();
   app
     .add_option("--resume", f.resume,
                 "go on from a checkpoint: its folder or model.safetensors; "
                 "--resume=latest takes the run's last one")
+    ->check(not_empty)
     ->type_name("PATH")
     ->expected(0, 1)
     ->default_str("latest");
@@ -128,29 +186,60 @@ void add_flags(CLI::App& app, train_flags& f) {
     ->capture_default_str();
 }
 
-/// The model file `path` names: a checkpoint's folder, or the file.
-/// "latest" is the run's highest-numbered checkpoint_N.
-fs::path model_path(const std::string& path, const fs::path& run) {
+/// A checkpoint's model file, read and verified.
+struct resume_point {
+  fs::path path;
+  std::vector<char> bytes;
+  ml::model_file file;
+};
+
+resume_point read_checkpoint(const fs::path& path) {
+  std::ifstream in{path, std::ios::binary};
+  if (!in)
+    throw ml::data_error(path.string() +
+                         ": cannot be opened; give a checkpoint's folder "
+                         "or its model.safetensors");
+  resume_point p{path, {std::istreambuf_iterator<char>{in}, {}}, {}};
+  p.file = ml::parse_model_file(p.bytes, path.string());
+  if (p.file.metadata.count("epochs_done") == 0)
+    throw ml::data_error(path.string() +
+                         ": no epochs_done in its metadata; it is not a "
+                         "checkpoint of lumen train");
+  return p;
+}
+
+/// The checkpoint `path` names: a checkpoint's folder, or its file.
+/// "latest" is the run's highest-numbered checkpoint_N that verifies; the
+/// ones above it are named with why they were skipped.
+resume_point checkpoint_to_resume(const std::string& path,
+                                  const fs::path& run) {
   if (path != "latest")
-    return fs::is_directory(path) ? fs::path{path} / model_file_name
-                                  : fs::path{path};
-  fs::path best;
-  long most = -1;
+    return read_checkpoint(fs::is_directory(path)
+                             ? fs::path{path} / model_file_name
+                             : fs::path{path});
+  std::vector<std::pair<long, fs::path>> found;
   std::error_code ec;
   for (auto& e : fs::directory_iterator{run, ec}) {
     auto n = e.path().filename().string();
-    if (n.rfind("checkpoint_", 0) == 0 && e.is_directory()) {
-      auto k = std::strtol(n.c_str() + 11, nullptr, 10);
-      if (k > most) {
-        most = k;
-        best = e.path();
-      }
-    }
+    char* end = nullptr;
+    auto k = std::strtol(n.c_str() + 11, &end, 10);
+    if (n.rfind("checkpoint_", 0) == 0 && *end == '\0' && e.is_directory())
+      found.emplace_back(k, e.path());
   }
-  if (most < 0)
+  if (found.empty())
     throw usage_error("--resume: no checkpoint in " + run.string() +
                       "; give the checkpoint's folder or file");
-  return best / model_file_name;
+  std::sort(found.rbegin(), found.rend());
+  for (auto& [k, dir] : found) {
+    try {
+      return read_checkpoint(dir / model_file_name);
+    } catch (const ml::data_error& e) {
+      std::printf("skipping %s: %s\n", dir.c_str(), e.what());
+    }
+  }
+  throw ml::data_error("--resume: none of the " + std::to_string(found.size()) +
+                       " checkpoints in " + run.string() +
+                       " can be read (each is named above with why)");
 }
 
 /// The rows of a metrics.csv written before, up to epoch `upto`.
@@ -254,6 +343,23 @@ int fashion_mnist(const train_flags& f, const std::vector<std::string>& rest) {
     throw usage_error("--min-workers " + std::to_string(f.min_workers) +
                       " is above --workers " + std::to_string(f.workers) +
                       "; give at most as many");
+  // Every worker needs a batch of its own, of training and of test rows
+  // (the loop finds out too, but only once the cluster is up).
+  auto images = f.limit > 0
+                  ? std::min<size_t>(f.limit, fashion_mnist_train_rows)
+                  : fashion_mnist_train_rows;
+  if (images / f.workers < f.batch)
+    throw usage_error(std::to_string(images) +
+                      " training images (--limit) for " +
+                      std::to_string(f.workers) + " workers (--workers) of " +
+                      std::to_string(f.batch) +
+                      " rows a step (--batch): not one batch each; give a "
+                      "larger --limit or a smaller --batch");
+  if (f.test_limit > 0 && f.test_limit < f.workers)
+    throw usage_error("--test-limit " + std::to_string(f.test_limit) + " for " +
+                      std::to_string(f.workers) +
+                      " workers: each tests on a share; give at least one "
+                      "image a worker, or 0 for all");
   auto opts = parse_init_flags(rest);
   if (opts.address.empty())
     opts.local_nodes = int(f.workers);
@@ -275,20 +381,8 @@ int fashion_mnist(const train_flags& f, const std::vector<std::string>& rest) {
   size_t first = 0;
   std::vector<metrics> rows;
   if (!f.resume.empty()) {
-    auto path = model_path(f.resume, run);
-    std::ifstream in{path, std::ios::binary};
-    if (!in)
-      throw ml::data_error(path.string() +
-                           ": cannot be opened; give a checkpoint's folder "
-                           "or its model.safetensors");
-    std::vector<char> bytes{std::istreambuf_iterator<char>{in}, {}};
-    auto file = ml::parse_model_file(bytes, path.string());
-    auto done = file.metadata.find("epochs_done");
-    if (done == file.metadata.end())
-      throw ml::data_error(path.string() +
-                           ": no epochs_done in its metadata; it is not a "
-                           "checkpoint of lumen train");
-    first = std::stoul(done->second);
+    auto [path, bytes, file] = checkpoint_to_resume(f.resume, run);
+    first = std::stoul(file.metadata.at("epochs_done"));
     if (first >= f.epochs)
       throw usage_error("the checkpoint has " + std::to_string(first) +
                         " epochs done already; ask for more with --epochs");
@@ -333,7 +427,22 @@ int fashion_mnist(const train_flags& f, const std::vector<std::string>& rest) {
                                  {"data", f.data}},
                                 {f.workers, f.min_workers},
                                 cfg};
-  auto result = trainer.fit();
+  train_result result;
+  try {
+    result = trainer.fit();
+  } catch (const training_error& e) {
+    // The trainer's words, in the flags of this command.
+    std::string why = "training stopped";
+    if (e.restarts() > 0)
+      why += " after " + std::to_string(e.restarts()) + " restarts";
+    why += ": " + e.cause();
+    if (e.restartable() && e.restarts() == 0)
+      why += "; --max-failures N allows N restarts from the last checkpoint";
+    if (!e.last_checkpoint().empty())
+      why += "\nthe last good checkpoint: " + e.last_checkpoint() +
+             " (go on from it with --resume " + e.last_checkpoint() + ")";
+    throw error(why);
+  }
   std::printf(
     "test accuracy %.4f after %.0f epochs%s\n"
     "best checkpoint: %s/model.safetensors\n"
@@ -372,6 +481,10 @@ int train_main(int argc, char** argv) {
     return 2;
   }
   try {
+    // CLI11 checks no empty value of a flag whose value may be left out.
+    if (fm->count("--resume") > 0 && f.resume.empty())
+      throw usage_error("--resume: an empty path; give a checkpoint's folder "
+                        "or file, or --resume alone for the run's latest");
     return fashion_mnist(f, fm->remaining());
   } catch (const usage_error& e) {
     std::cerr << "lumen train: " << e.what()

@@ -5,12 +5,15 @@
 // its workers local node processes): the CSV's columns and rows, the plot,
 // a checkpoint whose file alone rebuilds the model and gives the accuracy
 // reported, --resume continuing the same loss curve to the bit, and bad
-// input refused with the fix named.
+// input refused with the fix named: damaged checkpoints, a diverging run,
+// a full disk, bad data and every flag, none of them costing a restart.
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -23,14 +26,21 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// `lumen train fashion-mnist` on a small share of the data.
+/// `lumen train fashion-mnist` on a small share of the data, with the
+/// flags in `more` instead of these.
 std::pair<int, std::string> train(const std::string& storage,
                                   const std::string& name,
                                   std::vector<std::string> more = {}) {
-  std::vector<std::string> argv{
-    LUMEN_CLI,  "train",     "fashion-mnist", "--workers", "2",
-    "--epochs", "2",         "--limit",       "2048",      "--test-limit",
-    "1000",     "--storage", storage,         "--name",    name};
+  std::vector<std::string> argv{LUMEN_CLI, "train", "fashion-mnist"};
+  for (auto [flag, value] : std::vector<std::pair<std::string, std::string>>{
+         {"--workers", "2"},
+         {"--epochs", "2"},
+         {"--limit", "2048"},
+         {"--test-limit", "1000"},
+         {"--storage", storage},
+         {"--name", name}})
+    if (std::find(more.begin(), more.end(), flag) == more.end())
+      argv.insert(argv.end(), {flag, value});
   argv.insert(argv.end(), more.begin(), more.end());
   return lumen::test::run(argv);
 }
@@ -53,6 +63,22 @@ std::vector<std::string> cells(const std::string& line) {
 
 bool has(const std::string& out, const std::string& text) {
   return out.find(text) != std::string::npos;
+}
+
+std::vector<char> read_bytes(const fs::path& file) {
+  std::ifstream in{file, std::ios::binary};
+  return {std::istreambuf_iterator<char>{in}, {}};
+}
+
+void write_bytes(const fs::path& file, const std::vector<char>& bytes) {
+  std::ofstream out{file, std::ios::binary | std::ios::trunc};
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+/// A failure a restart cannot mend is reported as itself, at once.
+void no_restart_in(const std::string& out) {
+  BOOST_TEST(!has(out, "worker lost"), out);
+  BOOST_TEST(!has(out, "restarts"), out);
 }
 
 } // namespace
@@ -149,5 +175,129 @@ BOOST_AUTO_TEST_CASE(bad_input_is_refused_naming_the_fix) {
   std::tie(code, out) = train(dir, "x", {"--hidden", "256,zero"});
   BOOST_TEST(code == 2, out);
   BOOST_TEST(has(out, "e.g. 256,128"), out);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(a_damaged_checkpoint_is_named_and_resume_skips_it) {
+  auto dir = lumen::test::fresh_dir("train-cli");
+  auto [code, out] = train(dir, "a");
+  BOOST_REQUIRE_MESSAGE(code == 0, out);
+  auto run = fs::path{dir} / "a";
+  auto model = run / "checkpoint_1" / "model.safetensors";
+  auto whole = read_bytes(model);
+  // One bit of the last tensor's bytes (the file's end) flipped.
+  auto damaged = whole;
+  damaged[damaged.size() - 3] ^= 0x10;
+  write_bytes(model, damaged);
+  std::tie(code, out) =
+    train(dir, "b", {"--epochs", "3", "--resume", model.string()});
+  BOOST_TEST(code == 1, out);
+  BOOST_TEST(has(out, model.string()), out);
+  BOOST_TEST(has(out, "does not match its checksum"), out);
+  BOOST_TEST(!fs::exists(fs::path{dir} / "b"), out);
+  // --resume alone takes the latest that verifies, saying what it skipped.
+  std::tie(code, out) = train(dir, "a", {"--epochs", "3", "--resume"});
+  BOOST_TEST(code == 0, out);
+  BOOST_TEST(has(out, "skipping " + (run / "checkpoint_1").string()), out);
+  BOOST_TEST(has(out, "(1 epochs done)"), out);
+  BOOST_TEST(has(out, "epoch   3/3"), out);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(a_run_that_diverges_stops_naming_the_step) {
+  auto dir = lumen::test::fresh_dir("train-cli");
+  auto [code, out] = train(dir, "lr10", {"--lr", "10"});
+  BOOST_TEST(code == 1, out);
+  BOOST_TEST(has(out, "training diverged at epoch 1, step"), out);
+  BOOST_TEST(has(out, "lower the learning rate (--lr)"), out);
+  BOOST_TEST(!has(out, "loss -inf"), out);
+  BOOST_TEST(!has(out, "test accuracy"), out);
+  no_restart_in(out);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(a_full_disk_stops_the_run_leaving_whole_checkpoints) {
+  // Room for one checkpoint (1.9 MB: the model and its velocity), not two.
+  auto dir = lumen::test::fresh_dir("train-cli");
+  BOOST_REQUIRE_MESSAGE(
+    std::system(("mount -t tmpfs -o size=2600k tmpfs " + dir).c_str()) == 0,
+    "this test mounts a tmpfs, as root");
+  auto [code, out] = train(dir, "full", {"--epochs", "3"});
+  BOOST_TEST(code == 1, out);
+  BOOST_TEST(has(out, "No space left on device"), out);
+  BOOST_TEST(
+    has(out, "the last good checkpoint: " + dir + "/full/checkpoint_0"), out);
+  no_restart_in(out);
+  auto run = fs::path{dir} / "full";
+  std::vector<std::string> entries;
+  for (auto& e : fs::directory_iterator{run})
+    if (e.is_directory())
+      entries.push_back(e.path().filename().string());
+  BOOST_TEST((entries == std::vector<std::string>{"checkpoint_0"}));
+  lumen::ml::load_model_file((run / "checkpoint_0/model.safetensors").string());
+  // The good one resumes (into a run folder on the real disk).
+  auto elsewhere = lumen::test::fresh_dir("train-cli");
+  std::tie(code, out) =
+    train(elsewhere, "full",
+          {"--resume", (run / "checkpoint_0").string(), "--epochs", "2"});
+  BOOST_TEST(code == 0, out);
+  BOOST_TEST(has(out, "(1 epochs done)"), out);
+  BOOST_TEST(std::system(("umount " + dir).c_str()) == 0);
+  fs::remove_all(dir);
+  fs::remove_all(elsewhere);
+}
+
+BOOST_AUTO_TEST_CASE(bad_training_data_is_named_without_a_restart) {
+  // The test set is good (the driver checks it first); the training
+  // images, read by the workers, are cut short.
+  auto dir = lumen::test::fresh_dir("train-cli");
+  auto data = fs::path{dir} / "data";
+  fs::create_directories(data);
+  auto real = fs::path{lumen::ml::fashion_mnist_dir};
+  for (auto& e : fs::directory_iterator{real})
+    fs::copy(e.path(), data / e.path().filename());
+  fs::path train_images;
+  for (auto& e : fs::directory_iterator{data})
+    if (has(e.path().filename().string(), "train-images"))
+      train_images = e.path();
+  BOOST_REQUIRE(!train_images.empty());
+  auto bytes = read_bytes(train_images);
+  bytes.resize(bytes.size() / 2);
+  write_bytes(train_images, bytes);
+  auto [code, out] = train(dir, "bad", {"--data", data.string()});
+  BOOST_TEST(code == 1, out);
+  BOOST_TEST(has(out, train_images.string()), out);
+  no_restart_in(out);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(every_flag_is_checked_naming_the_flag) {
+  auto dir = lumen::test::fresh_dir("train-cli");
+  // Each: the flags, what the message must say.
+  std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+    {{"--name", "../../x"}, "--name"},
+    {{"--name", "/abs/x"}, "--name"},
+    {{"--name", ""}, "--name"},
+    {{"--lr", "nan"}, "--lr"},
+    {{"--weight-decay", "nan"}, "--weight-decay"},
+    {{"--batch", "5000", "--limit", "2000"}, "--batch"},
+    {{"--limit", "1"}, "--limit"},
+    {{"--data", ""}, "--data"},
+    {{"--limit", "-1"}, "--limit"},
+    {{"--test-limit", "-5"}, "--test-limit"},
+    {{"--test-limit", "1"}, "--test-limit"},
+    {{"--seed", "-1"}, "--seed"},
+    {{"--hidden", ""}, "--hidden"},
+    {{"--storage", ""}, "--storage"},
+    {{"--resume", ""}, "--resume"},
+  };
+  for (auto& [flags, says] : cases) {
+    auto [code, out] = train(dir, "flags", flags);
+    BOOST_TEST(code == 2, flags[0] << " " << flags[1] << ": " << out);
+    BOOST_TEST(has(out, says), out);
+    BOOST_TEST(has(out, "lumen train fashion-mnist --help"), out);
+  }
+  BOOST_TEST(!fs::exists(fs::path{dir} / "flags"));
+  BOOST_TEST(!fs::exists(fs::path{dir}.parent_path().parent_path() / "x"));
   fs::remove_all(dir);
 }
