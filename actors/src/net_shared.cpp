@@ -85,6 +85,15 @@ void* map_segment(int fd, size_t bytes) {
   return p == MAP_FAILED ? nullptr : p;
 }
 
+/// True if `behind(q)` holds for no member q of the `world`.
+template <class Behind>
+bool none_behind(int world, Behind behind) {
+  for (int q = 0; q < world; ++q)
+    if (behind(q))
+      return false;
+  return true;
+}
+
 } // namespace
 
 std::unique_ptr<shared_arena> shared_arena::open(net_links& links) {
@@ -181,8 +190,9 @@ void shared_arena::ring() noexcept {
     futex(&bell.rings, FUTEX_WAKE, INT32_MAX, nullptr);
 }
 
-template <class Ready>
-void shared_arena::wait_for(Ready ready, const char* what) {
+template <class Behind>
+void shared_arena::wait_for(Behind behind, const char* what) {
+  auto ready = [&] { return none_behind(world_, behind); };
   auto start = clock::now();
   while (clock::now() - start < spin_time)
     for (int i = 0; i < 16; ++i) {
@@ -204,12 +214,17 @@ void shared_arena::wait_for(Ready ready, const char* what) {
     bell.sleepers.fetch_sub(1);
     if (ready())
       return;
-    if (clock::now() > deadline)
+    if (clock::now() > deadline) {
+      std::string late;
+      for (int q = 0; q < world_; ++q)
+        if (behind(q))
+          late += (late.empty() ? "" : ", ") + std::to_string(q);
       links_.fail("group '" + links_.group() + "': rank " +
                   std::to_string(rank_) + " waited " +
-                  std::to_string(links_.timeout().count()) +
-                  " ms for the other members to " + what +
-                  "; are they all calling the same collective?");
+                  std::to_string(links_.timeout().count()) + " ms for rank " +
+                  late + " to " + what +
+                  "; is it stopped, or calling another collective?");
+    }
   }
 }
 
@@ -275,7 +290,9 @@ void shared_arena::wait_done(uint64_t seq) {
   if (all_done() >= seq)
     return;
   progress(seq, true);
-  wait_for([&] { return all_done() >= seq; }, "finish the all-reduces before");
+  wait_for(
+    [&](int q) { return state(q).done.load(std::memory_order_acquire) < seq; },
+    "finish the all-reduces before");
 }
 
 bool shared_arena::progress(uint64_t seq, bool block) {
@@ -283,16 +300,13 @@ bool shared_arena::progress(uint64_t seq, bool block) {
     if (auto cause = links_.broken(); !cause.empty())
       links_.fail(cause);
     auto p = pending_.front();
-    auto all_in = [&] {
-      for (int q = 0; q < world_; ++q)
-        if (state(q).published.load(std::memory_order_acquire) < p.seq)
-          return false;
-      return true;
+    auto not_in = [&](int q) {
+      return state(q).published.load(std::memory_order_acquire) < p.seq;
     };
-    if (!all_in()) {
+    if (!none_behind(world_, not_in)) {
       if (!block)
         return false;
-      wait_for(all_in, "start the same all-reduce");
+      wait_for(not_in, "start the same all-reduce");
     }
     copies_.resize(static_cast<size_t>(world_));
     for (int q = 0; q < world_; ++q) {

@@ -84,9 +84,10 @@ private:
 
   member_state& state(int rank) const noexcept;
   char* region(int rank) const noexcept;
-  /// Waits until `ready()` holds, watching the peers and the timeout.
-  template <class Ready>
-  void wait_for(Ready ready, const char* what);
+  /// Waits until `behind(q)` holds for no member q, watching the peers
+  /// and the timeout (whose error names the members still behind).
+  template <class Behind>
+  void wait_for(Behind behind, const char* what);
   /// Wakes the members that sleep in wait_for.
   void ring() noexcept;
   /// The last operation every member is done with.

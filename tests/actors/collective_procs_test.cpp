@@ -4,8 +4,9 @@
 
 // Collective groups whose members are processes of their own, meeting
 // through a real head: every collective against closed forms, a member
-// killed with SIGKILL in the middle of an all-reduce, and the bad-input
-// rules across processes.
+// killed with SIGKILL in the middle of an all-reduce, one frozen with
+// SIGSTOP named in the others' timeouts, and the bad-input rules across
+// processes.
 
 #include <stdlib.h>
 
@@ -142,6 +143,23 @@ BOOST_DATA_TEST_CASE(a_member_killed_mid_allreduce_fails_the_others_in_2s,
   }
   // The name is free again: a new group of the survivors and a new rank 2.
   expect_ok(h.members("kill", n, "again"));
+}
+
+BOOST_AUTO_TEST_CASE(a_frozen_member_is_named_in_the_others_timeouts) {
+  head_fixture h;
+  const int n = 4;
+  auto ms = h.members("frozen", n, "loop_started");
+  for (auto& m : ms)
+    BOOST_REQUIRE_MESSAGE(m->await_output("looping", seconds(30)), m->output());
+  ms[2]->signal(SIGSTOP); // alive, its links open, silent
+  for (int r : {0, 1, 3}) {
+    auto& m = *ms[static_cast<size_t>(r)];
+    auto out = m.await_output("error:", seconds(30));
+    BOOST_REQUIRE_MESSAGE(out, "rank " << r << " did not fail: " << m.output());
+    BOOST_TEST(out->find("group 'frozen'") != std::string::npos, *out);
+    BOOST_TEST(out->find(" ms for rank 2 to ") != std::string::npos, *out);
+  }
+  ms[2]->kill(SIGKILL);
 }
 
 BOOST_AUTO_TEST_CASE(mismatched_lengths_fail_every_rank_and_the_group_goes_on) {
