@@ -1,4 +1,5 @@
 #include "lumen/init.hpp"
+#include "lumen/node_shared.hpp"
 
 #include <atomic>
 #include <cstdlib>
@@ -161,6 +162,7 @@ std::unique_ptr<detail::trace_session> start_trace(const init_options& opts) {
 } // namespace
 
 void init(const init_options& opts) {
+  detail::reclaim_unmapped_blocks();
   detail::serve_if_local_node(opts); // a local node never returns from it
   auto trace = start_trace(opts);
   start_role(opts);

@@ -1,5 +1,6 @@
 #include "lumen/node_shared.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <sys/file.h>
@@ -69,6 +70,27 @@ shared_block::~shared_block() {
   if (::flock(fd_, LOCK_EX | LOCK_NB) == 0 && still_named(fd_, path_))
     ::unlink(path_.c_str());
   ::close(fd_);
+}
+
+void detail::reclaim_unmapped_blocks() noexcept {
+  auto prefix = "lumen." + std::to_string(::getuid()) + ".";
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr)
+    return;
+  while (auto* e = ::readdir(dir)) {
+    if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) != 0)
+      continue;
+    auto path = std::string{"/dev/shm/"} + e->d_name;
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      continue;
+    // Every process that maps a block holds a lock on it until it lets
+    // go or dies: no lock, no user.
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && still_named(fd, path))
+      ::unlink(path.c_str());
+    ::close(fd);
+  }
+  ::closedir(dir);
 }
 
 std::shared_ptr<const shared_block>

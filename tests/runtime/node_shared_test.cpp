@@ -2,13 +2,15 @@
 #include <boost/test/unit_test.hpp>
 
 // Node-shared blocks across real processes: one maker among many openers,
-// a maker killed half way, the last user removing the block.
+// a maker killed half way, the last user removing the block, the blocks of
+// killed processes reclaimed.
 
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -112,6 +114,43 @@ BOOST_AUTO_TEST_CASE(a_maker_killed_half_way_leaves_nothing_to_read) {
   BOOST_TEST(exit_code(maker) == 100 + SIGKILL);
   BOOST_TEST(exit_code(waiter) == 0);
   BOOST_TEST(!in_dev_shm(name));
+  ::close(ready[0]);
+  ::close(ready[1]);
+}
+
+BOOST_AUTO_TEST_CASE(blocks_whose_processes_were_all_killed_are_reclaimed) {
+  auto dead = fresh_name("all-killed");
+  auto kept = fresh_name("still-mapped");
+  auto mine = lumen::node_shared(kept, [] { return pattern(100); });
+  // Two processes map the block, and both are killed: no one lets go.
+  int ready[2];
+  BOOST_REQUIRE(::pipe(ready) == 0);
+  std::vector<pid_t> users;
+  for (int i = 0; i < 2; ++i)
+    users.push_back(fork_child([&] {
+      auto b = lumen::node_shared(dead, [] { return pattern(4096); });
+      char c = 1;
+      static_cast<void>(::write(ready[1], &c, 1));
+      for (;;)
+        ::pause();
+      return 0;
+    }));
+  for (size_t i = 0; i < users.size(); ++i) {
+    char c = 0;
+    BOOST_REQUIRE(::read(ready[0], &c, 1) == 1);
+  }
+  for (auto pid : users) {
+    ::kill(pid, SIGKILL);
+    BOOST_TEST(exit_code(pid) == 100 + SIGKILL);
+  }
+  BOOST_TEST(in_dev_shm(dead));
+  // What the next Lumen process's start does: the dead block goes, the
+  // one this process still maps stays, its bytes intact.
+  lumen::detail::reclaim_unmapped_blocks();
+  BOOST_TEST(!in_dev_shm(dead));
+  BOOST_TEST(in_dev_shm(kept));
+  BOOST_TEST(
+    std::equal(mine->data(), mine->data() + 100, pattern(100).begin()));
   ::close(ready[0]);
   ::close(ready[1]);
 }

@@ -13,7 +13,9 @@
 // The first process to ask for a name makes the block; the others wait for
 // it and map it. A maker that dies half way leaves nothing behind that
 // others would read: the next process to ask makes it again. The block is
-// removed when the last process that maps it lets go (or dies).
+// removed when the last process that maps it lets go; if every process
+// that mapped it was killed, the next Lumen process to start on the
+// machine (lumen::init) removes it.
 
 #include <cstddef>
 #include <functional>
@@ -74,5 +76,13 @@ private:
 std::shared_ptr<const shared_block>
 node_shared(const std::string& name,
             const std::function<std::vector<char>()>& make);
+
+namespace detail {
+
+/// Removes this user's blocks on this machine that no process maps (their
+/// processes were all killed): lumen::init calls it.
+void reclaim_unmapped_blocks() noexcept;
+
+} // namespace detail
 
 } // namespace lumen
