@@ -207,7 +207,13 @@ float mlp::run(const float* params, const dataset& batch, float* grad,
         dw.noalias() = x.transpose() * z;
       else
         dw.noalias() = acts[l].transpose() * z;
-      db = z.colwise().sum().transpose();
+      // Row by row: each bias's sum in the same order wherever `db`
+      // lies in memory (Eigen's colwise().sum() pairs rows in its
+      // vectorised part and not in the rest, so that the bits depended
+      // on the gradient buffer's alignment).
+      db.setZero();
+      for (Eigen::Index i = 0; i < z.rows(); ++i)
+        db += z.row(i).transpose();
       if (ready != nullptr)
         (*ready)(l);
       if (l > 0) {

@@ -3,9 +3,12 @@
 
 // The models' hand-written gradients against finite differences, each
 // model learning what it should (the synthetic regression's true weights,
-// Fashion-MNIST's classes), and batches that do not fit them.
+// Fashion-MNIST's classes), the same bits wherever a gradient lies, a
+// loss that never looks good past float's range, and batches that do
+// not fit them.
 
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -105,6 +108,39 @@ BOOST_AUTO_TEST_CASE(gradients_match_finite_differences) {
   check_gradient(net, net.init(11), batch);
   BOOST_TEST(net.num_params() == 7u * 5 + 6 * 4 + 5 * 3);
   BOOST_TEST((mlp{784, {256, 128}, 10}.num_params() * 4) == 940584u);
+}
+
+BOOST_AUTO_TEST_CASE(a_gradient_has_the_same_bits_wherever_it_is_written) {
+  // Training repeats to the bit only if a step's arithmetic does not
+  // depend on where the buffers happen to lie.
+  auto batch = random_batch(32, 784, 10, 3);
+  mlp net{784, {256, 128}, 10};
+  auto w = net.init(1);
+  std::vector<float> first;
+  for (size_t shift = 0; shift < 16; ++shift) {
+    std::vector<float> buffer(w.size() + 16);
+    float* grad = buffer.data() + shift;
+    net.loss_and_gradient(w.data(), batch, grad);
+    if (first.empty())
+      first.assign(grad, grad + w.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < w.size(); ++i)
+      differ += std::memcmp(&first[i], grad + i, sizeof(float)) != 0;
+    BOOST_TEST(differ == 0u,
+               differ << " values differ " << shift << " floats along");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(logits_past_floats_range_give_nan_never_a_good_loss) {
+  auto batch = random_batch(8, 6, 3, 5);
+  mlp net{6, {5}, 3};
+  for (float scale : {1e10f, 1e20f, 1e30f, 1e38f}) {
+    auto w = net.init(2);
+    for (auto& x : w)
+      x *= scale;
+    auto loss = net.loss(w.data(), batch);
+    BOOST_TEST((std::isnan(loss) || loss >= 0), scale << ": " << loss);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(linear_regression_finds_the_true_weights) {

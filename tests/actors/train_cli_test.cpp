@@ -301,3 +301,34 @@ BOOST_AUTO_TEST_CASE(every_flag_is_checked_naming_the_flag) {
   BOOST_TEST(!fs::exists(fs::path{dir}.parent_path().parent_path() / "x"));
   fs::remove_all(dir);
 }
+
+BOOST_AUTO_TEST_CASE(the_same_seed_gives_the_same_bits_on_the_full_data_set) {
+  // All 60,000 images: an epoch of one worker, two of two, twice each,
+  // and a resume from the first of two epochs.
+  auto dir = lumen::test::fresh_dir("train-cli");
+  auto model = [&](const std::string& run, int k) {
+    return read_bytes(fs::path{dir} / run /
+                      ("checkpoint_" + std::to_string(k)) /
+                      "model.safetensors");
+  };
+  auto full = [&](const std::string& name, const std::string& workers,
+                  const std::string& epochs,
+                  std::vector<std::string> more = {}) {
+    more.insert(more.end(), {"--workers", workers, "--epochs", epochs,
+                             "--limit", "0", "--test-limit", "0"});
+    auto [code, out] = train(dir, name, more);
+    BOOST_REQUIRE_MESSAGE(code == 0, out);
+  };
+  for (auto name : {"one-a", "one-b"})
+    full(name, "1", "1");
+  BOOST_TEST((model("one-a", 0) == model("one-b", 0)));
+  for (auto name : {"two-a", "two-b"})
+    full(name, "2", "2");
+  BOOST_TEST((model("two-a", 0) == model("two-b", 0)));
+  BOOST_TEST((model("two-a", 1) == model("two-b", 1)));
+  full("two-resumed", "2", "2",
+       {"--resume", (fs::path{dir} / "two-a" / "checkpoint_0").string()});
+  BOOST_TEST((model("two-resumed", 0) == model("two-a", 1)));
+  BOOST_TEST(!model("two-a", 1).empty());
+  fs::remove_all(dir);
+}
