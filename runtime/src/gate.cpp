@@ -104,6 +104,7 @@ public:
 
 private:
   void on_first_byte() {
+    stage_ = stage::talking;
     if (first_[0] != tls_handshake_byte) {
       // A plain peer: it hears why it is refused, in its own protocol.
       plain_peer_ = true;
@@ -117,6 +118,9 @@ private:
           return;
         if (ec)
           return self->drop("refused", "TLS handshake failed: " + ec.message());
+        // Keyed by the token, or by a certificate of the cluster's CA: a
+        // peer that gets here holds the cluster's secret.
+        self->stage_ = stage::proven;
         self->read(asio::buffer(self->greeting_), &handshake::on_greeting);
       });
   }
@@ -136,6 +140,8 @@ private:
 
   void on_token() {
     verified_ = same_token(shown_, g_.creds.token) && !plain_peer_;
+    if (verified_)
+      stage_ = stage::proven;
     const std::string& reason = verified_     ? std::string{}
                                 : plain_peer_ ? tls_required_reason
                                               : wrong_token_reason;
@@ -226,9 +232,12 @@ private:
   }
 
 public:
-  /// The token checked out: it is being let in, not to be evicted.
-  bool verified() const noexcept {
-    return verified_;
+  /// How far a handshake got: a gate that must make room drops one of
+  /// the least advanced, never a proven one.
+  enum class stage { idle, talking, proven };
+
+  stage progress() const noexcept {
+    return stage_;
   }
 
   void drop(const char* verb, const std::string& why) {
@@ -261,6 +270,7 @@ private:
   std::string reply_;
   std::list<std::weak_ptr<handshake>>::iterator place_;
   bool verified_ = false;
+  stage stage_ = stage::idle;
   bool plain_peer_ = false; // a peer without TLS at a gate with it
   bool done_ = false;
 };
@@ -279,16 +289,20 @@ void gate::impl::accept() {
       });
       return;
     }
-    // The oldest handshake has had the most time: it makes room, so that
-    // a crowd of dawdlers cannot keep a prompt peer out.
-    if (waiting.size() >= limits.max_pending)
+    // The oldest of the least advanced handshakes makes room: a crowd of
+    // silent or dawdling strangers cannot push out a peer whose handshake
+    // is under way, and none pushes out a peer that proved the secret.
+    if (waiting.size() >= limits.max_pending) {
+      std::shared_ptr<handshake> evict;
       for (auto& w : waiting)
-        if (auto oldest = w.lock(); oldest && !oldest->verified()) {
-          oldest->drop("dropped", "the oldest of " +
-                                    std::to_string(waiting.size()) +
-                                    " handshakes under way, to make room");
-          break;
-        }
+        if (auto h = w.lock(); h && h->progress() != handshake::stage::proven &&
+                               (!evict || h->progress() < evict->progress()))
+          evict = h;
+      if (evict)
+        evict->drop("dropped", "the oldest of the least advanced of " +
+                                 std::to_string(waiting.size()) +
+                                 " handshakes under way, to make room");
+    }
     std::make_shared<handshake>(*this, std::move(s))->start();
     accept();
   });

@@ -12,10 +12,12 @@
 //
 // Integers are little-endian. A refused peer hears why; junk is dropped
 // without a word. The whole handshake has a deadline, and only so many
-// handshakes wait at once: past that the oldest is dropped to make room,
-// so that dawdlers cannot keep a prompt peer out. All handshakes of a gate run
-// on its one event-loop thread; an admitted socket is handed on, in blocking
-// mode, to the protocol of its port.
+// handshakes wait at once: past that the oldest of the least advanced
+// (silent, then still in TLS) is dropped to make room, so that dawdlers
+// cannot keep a prompt peer out, and a peer whose TLS session proved the
+// cluster's secret is never dropped for a stranger. All handshakes of a gate
+// run on its one event-loop thread; an admitted socket is handed on, in
+// blocking mode, to the protocol of its port.
 //
 // With TLS (tls.hpp) the same handshake runs inside a TLS session, and what
 // is handed on is the plaintext end of the session's relay. A gate tells a
@@ -36,7 +38,8 @@ namespace lumen::detail {
 struct gate_limits {
   /// How long a peer has for the whole handshake.
   std::chrono::milliseconds deadline{2000};
-  /// Handshakes under way at once; a new one drops the oldest past that.
+  /// Handshakes under way at once; a new one drops the oldest of the
+  /// least advanced past that.
   size_t max_pending = 128;
 };
 

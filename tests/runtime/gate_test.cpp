@@ -26,6 +26,7 @@
 
 #include "certificates.hpp"
 #include "gate.hpp"
+#include "gate_wire.hpp"
 #include "wiretap.hpp"
 
 namespace {
@@ -323,6 +324,71 @@ BOOST_AUTO_TEST_CASE(a_plain_peer_at_a_tls_gate_hears_to_use_tls) {
              what);
   BOOST_TEST(what.find("pass --tls") != std::string::npos, what);
   BOOST_TEST(f.next_admitted() == -1);
+}
+
+BOOST_AUTO_TEST_CASE(strangers_make_room_before_a_peer_that_proved_the_key) {
+  auto creds = tls("s3cret");
+  gate_fixture f{{seconds(30), 4}, creds};
+  // A peer whose TLS session is up (keyed by the token) but that has not
+  // shown the token yet, and a stranger who began a TLS record.
+  int proven =
+    creds.tls
+      ->connect(raw_connect(f.g.port()), steady_clock::now() + seconds(2))
+      .fd;
+  BOOST_REQUIRE(proven >= 0);
+  int talking = raw_connect(f.g.port());
+  const char start[] = {0x16, 0x03, 0x01, 0x02, 0x00};
+  ::send(talking, start, sizeof(start), MSG_NOSIGNAL);
+  std::this_thread::sleep_for(milliseconds(100)); // the gate has read both
+  // Silent strangers past the bound: each drops the oldest silent one.
+  std::vector<int> silent;
+  for (int i = 0; i < 6; ++i)
+    silent.push_back(raw_connect(f.g.port()));
+  for (int i = 0; i < 4; ++i)
+    BOOST_TEST(seconds_until_closed(silent[size_t(i)]) >= 0, "silent " << i);
+  pollfd p{talking, POLLIN, 0};
+  BOOST_TEST(::poll(&p, 1, 200) == 0); // the stranger who talks still waits
+  // The proven peer was never dropped: it shows the token and gets in.
+  std::string hello(lumen::detail::gate_magic.begin(),
+                    lumen::detail::gate_magic.end());
+  hello.resize(lumen::detail::greeting_size);
+  lumen::detail::put_u16(hello.data() + lumen::detail::gate_magic.size(), 6);
+  hello += "s3cret";
+  BOOST_REQUIRE(::send(proven, hello.data(), hello.size(), MSG_NOSIGNAL) ==
+                static_cast<ssize_t>(hello.size()));
+  char verdict[3] = {1, 0, 0};
+  BOOST_TEST(::recv(proven, verdict, sizeof(verdict), MSG_WAITALL) == 3);
+  BOOST_TEST(static_cast<int>(verdict[0]) ==
+             static_cast<int>(lumen::detail::verdict_admitted));
+  BOOST_TEST(f.next_admitted() >= 0);
+  for (int fd : silent)
+    ::close(fd);
+  ::close(talking);
+  ::close(proven);
+}
+
+BOOST_AUTO_TEST_CASE(a_link_dropped_during_the_tls_handshake_is_tried_again) {
+  auto creds = tls("s3cret");
+  gate_fixture f{{}, creds};
+  {
+    wiretap busy{f.g.port(), 2}; // two tries dropped, the third relayed
+    int fd =
+      pass_gate({"127.0.0.1", busy.port()}, creds, "the head", seconds(5));
+    BOOST_TEST(fd >= 0);
+    BOOST_TEST(f.next_admitted() >= 0);
+    ::close(fd);
+  }
+  wiretap gone{f.g.port(), 4}; // every try dropped
+  std::string what;
+  auto code = code_of_failure(
+    [&] {
+      pass_gate({"127.0.0.1", gone.port()}, creds, "the head", seconds(5));
+    },
+    what);
+  BOOST_TEST(
+    static_cast<int>(code) == static_cast<int>(lumen::errc::unreachable), what);
+  BOOST_TEST(what.find("4 tries") != std::string::npos, what);
+  BOOST_TEST(what.find("too busy") != std::string::npos, what);
 }
 
 BOOST_AUTO_TEST_CASE(a_tls_peer_at_a_plain_gate_hears_it_may_not_use_tls) {
