@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <thread>
 
 #include "lumen/errors.hpp"
 
@@ -15,6 +16,13 @@
 #include "token.hpp"
 
 namespace lumen::detail {
+
+namespace {
+
+/// TLS handshakes tried before a link closed without a verdict fails.
+constexpr int tls_tries = 4;
+
+} // namespace
 
 int pass_gate(const address& where, const credentials& creds,
               const std::string& what, std::chrono::milliseconds timeout) {
@@ -44,50 +52,70 @@ int pass_gate(const address& where, const credentials& creds,
       deadline - std::chrono::steady_clock::now());
     return std::max<long>(1, static_cast<long>(left.count()));
   };
-  int fd =
-    ::socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    throw unreachable(std::strerror(errno));
+  // A TCP connection, in blocking mode; throws `unreachable` if none.
+  auto connect_tcp = [&] {
+    int fd =
+      ::socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+      throw unreachable(std::strerror(errno));
+    auto fail = [&](const std::string& why) {
+      ::close(fd);
+      return unreachable(why);
+    };
+    if (::connect(fd, found->ai_addr, found->ai_addrlen) != 0) {
+      if (errno != EINPROGRESS)
+        throw fail(std::strerror(errno));
+      pollfd p{fd, POLLOUT, 0};
+      if (::poll(&p, 1, static_cast<int>(left_ms())) != 1)
+        throw fail("no answer within " + std::to_string(timeout.count()) +
+                   " ms");
+      int err = 0;
+      socklen_t len = sizeof(err);
+      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err != 0)
+        throw fail(std::strerror(err));
+    }
+    set_blocking(fd);
+    set_no_delay(fd);
+    return fd;
+  };
+  int fd = connect_tcp();
+  // A gate under a flood of strangers may drop a link whose TLS handshake
+  // is under way to make room: a link closed before any verdict is tried
+  // again while there is time, a few times.
+  for (int tries = 1; creds.tls; ++tries) {
+    auto secured = creds.tls->connect(fd, deadline);
+    if (secured.fd >= 0) {
+      fd = secured.fd; // the TCP socket belongs to the relay now
+      break;
+    }
+    if (secured.refused)
+      throw error(what + " at " + where.to_string() +
+                    " and this process could not agree on TLS keys (" +
+                    secured.why + "): " +
+                    (creds.tls->uses_certificates()
+                       ? "one's certificate is not signed by the other's "
+                         "CA; use the cluster's --tls-cert, --tls-key "
+                         "and --tls-ca"
+                       : "this process's key comes from another token; "
+                         "use the token file the head wrote with "
+                         "--token-file or LUMEN_TOKEN_FILE"),
+                  creds.tls->uses_certificates() ? errc::tls_mismatch
+                                                 : errc::wrong_token);
+    if (tries == tls_tries || std::chrono::steady_clock::now() >= deadline)
+      throw error("cannot reach " + what + " at " + where.to_string() + " (" +
+                    secured.why +
+                    (tries > 1 ? ", " + std::to_string(tries) + " tries"
+                               : std::string{}) +
+                    ")",
+                  errc::unreachable);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 * tries));
+    fd = connect_tcp();
+  }
   auto fail = [&](const std::string& why) {
     ::close(fd);
     return unreachable(why);
   };
-  if (::connect(fd, found->ai_addr, found->ai_addrlen) != 0) {
-    if (errno != EINPROGRESS)
-      throw fail(std::strerror(errno));
-    pollfd p{fd, POLLOUT, 0};
-    if (::poll(&p, 1, static_cast<int>(left_ms())) != 1)
-      throw fail("no answer within " + std::to_string(timeout.count()) + " ms");
-    int err = 0;
-    socklen_t len = sizeof(err);
-    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0)
-      throw fail(std::strerror(err));
-  }
-  set_blocking(fd);
-  set_no_delay(fd);
-  if (creds.tls) {
-    auto secured = creds.tls->connect(fd, deadline);
-    if (secured.fd < 0) {
-      if (secured.refused)
-        throw error(what + " at " + where.to_string() +
-                      " and this process could not agree on TLS keys (" +
-                      secured.why + "): " +
-                      (creds.tls->uses_certificates()
-                         ? "one's certificate is not signed by the other's "
-                           "CA; use the cluster's --tls-cert, --tls-key "
-                           "and --tls-ca"
-                         : "this process's key comes from another token; "
-                           "use the token file the head wrote with "
-                           "--token-file or LUMEN_TOKEN_FILE"),
-                    creds.tls->uses_certificates() ? errc::tls_mismatch
-                                                   : errc::wrong_token);
-      throw error("cannot reach " + what + " at " + where.to_string() + " (" +
-                    secured.why + ")",
-                  errc::unreachable);
-    }
-    fd = secured.fd; // the TCP socket belongs to the relay now
-  }
   auto bound = [&](long ms) {
     timeval tv{static_cast<time_t>(ms / 1000),
                static_cast<suseconds_t>((ms % 1000) * 1000)};

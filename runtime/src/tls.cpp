@@ -161,7 +161,8 @@ std::string describe(const error_code& ec) {
   // A plain gate drops a TLS greeting unread: the link ends or is reset.
   if (ec == asio::error::eof || ec == asio::error::connection_reset ||
       ec == asio::ssl::error::stream_truncated)
-    return "it ended the TLS handshake: does it run without --tls?";
+    return "it closed the link during the TLS handshake: it runs without "
+           "--tls, or is too busy to let this process in";
   return "TLS handshake failed: " + ec.message();
 }
 

@@ -46,15 +46,25 @@ inline int listen_any(uint16_t& port) {
   return fd;
 }
 
-/// Relays the first connection to its port on to `target`.
+/// Relays the first connection to its port on to `target`; with `drops`,
+/// the first `drops` connections are closed once they sent something
+/// (as a gate too busy to finish their handshake), the next relayed.
 class wiretap {
 public:
-  explicit wiretap(uint16_t target)
+  explicit wiretap(uint16_t target, int drops = 0)
     : listener_(listen_any(port_)) {
-    relay_ = std::thread{[this, target] {
-      int in = ::accept(listener_, nullptr, nullptr);
-      if (in < 0)
-        return;
+    relay_ = std::thread{[this, target, drops] {
+      int in = -1;
+      for (int i = 0; i <= drops; ++i) {
+        in = ::accept(listener_, nullptr, nullptr);
+        if (in < 0)
+          return;
+        if (i < drops) {
+          char some[64];
+          static_cast<void>(::recv(in, some, sizeof(some), 0));
+          ::close(in);
+        }
+      }
       int out = connect_loopback(target);
       if (out < 0) {
         ::close(in);
