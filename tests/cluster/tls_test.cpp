@@ -3,8 +3,18 @@
 
 // A cluster whose links run over TLS keyed by the token (`--tls`): work
 // crosses it as on a plain one, processes without TLS are told to use it,
-// and someone reading the wire sees neither the token nor the directory.
+// and someone reading the wire sees neither the token nor the directory; a
+// flood of strangers keeps no peer with the token out.
 // Certificates are tried on a head of their own.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
 
 #include <lumen/caf_interop.hpp>
 
@@ -91,6 +101,69 @@ BOOST_AUTO_TEST_CASE(a_process_without_tls_is_told_to_use_it) {
   auto [code, out] = cl.status();
   BOOST_TEST(code == 0, out);
   BOOST_TEST(status_of(out, "node-1") == "alive", out);
+}
+
+BOOST_AUTO_TEST_CASE(a_flood_of_strangers_keeps_no_peer_with_the_token_out) {
+  auto& cl = *the_cluster;
+  auto port = static_cast<uint16_t>(std::stoi(port_of(cl.head.address)));
+  // Strangers: connections opened as fast as two threads can, each kept
+  // open and silent while the thread's next 300 open (a handshake the
+  // gate waits for), then reset; to this machine's loopback only, for
+  // 20 s or 200,000 connections at most, stopping once the peers below
+  // are done.
+  std::atomic<bool> done{false};
+  std::atomic<int> opened{0};
+  std::vector<std::thread> flood;
+  for (int t = 0; t < 4; ++t)
+    flood.emplace_back([&] {
+      std::vector<int> held(200, -1);
+      auto until = steady_clock::now() + seconds(20);
+      for (size_t i = 0;
+           !done && opened < 200000 && steady_clock::now() < until; ++i) {
+        auto& slot = held[i % held.size()];
+        if (slot >= 0)
+          ::close(slot);
+        slot = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in to{};
+        to.sin_family = AF_INET;
+        to.sin_port = htons(port);
+        to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        linger reset{1, 0}; // no TIME_WAIT: the ports last the flood
+        ::setsockopt(slot, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+        // The start of a TLS record, the rest of which never comes.
+        const char hello[] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01};
+        if (::connect(slot, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0 &&
+            ::send(slot, hello, sizeof hello, MSG_NOSIGNAL) > 0)
+          ++opened;
+      }
+      for (auto fd : held)
+        if (fd >= 0)
+          ::close(fd);
+    });
+  while (opened < 2000)
+    std::this_thread::sleep_for(milliseconds(1));
+  // Peers with the token, meanwhile: status calls and nodes joining.
+  auto secure = cl.tls_flags();
+  for (int i = 0; i < 6; ++i) {
+    auto [code, out] = cl.status();
+    BOOST_TEST(code == 0, "status " << i << ": " << out);
+  }
+  for (int i = 0; i < 3; ++i) {
+    std::vector<std::string> argv{
+      LUMEN_CLI,      "start",       "--block",    "--address", cl.head.address,
+      "--token-file", cl.token_file, "--num-cpus", "1"};
+    argv.insert(argv.end(), secure.begin(), secure.end());
+    process node{argv, cl.env()};
+    auto out = node.await_output("(pid", seconds(30));
+    BOOST_TEST(out.has_value(), "node " << i << ": " << node.output());
+    node.kill(SIGTERM);
+  }
+  auto strangers = opened.load();
+  done = true;
+  for (auto& t : flood)
+    t.join();
+  BOOST_TEST(strangers > 5000, strangers << " strangers");
+  BOOST_TEST_MESSAGE(strangers << " strangers knocked meanwhile");
 }
 
 BOOST_AUTO_TEST_CASE(the_wire_shows_neither_the_token_nor_the_directory) {
