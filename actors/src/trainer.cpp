@@ -141,6 +141,17 @@ training_error stopped(const loop_end& failed, int restarts, run_state& st) {
   return {what, failed.why, failed.restartable, restarts, last};
 }
 
+/// True if this process lost the cluster's head: no restart can place
+/// workers without it.
+bool head_lost() {
+  try {
+    static_cast<void>(lumen::nodes());
+    return false;
+  } catch (const error& e) {
+    return e.code() == errc::head_unreachable;
+  }
+}
+
 std::string host_of(const std::string& address) {
   return address.substr(0, address.rfind(':'));
 }
@@ -359,6 +370,13 @@ train_result data_parallel_trainer::fit() {
     }
     if (!failed)
       break;
+    if (failed->restartable && head_lost())
+      failed = loop_end{"the cluster's head went down mid-run, and with it "
+                        "this driver's links to the workers (" +
+                          failed->why +
+                          "); start the head again at its address and go on "
+                          "from the last checkpoint",
+                        false};
     out.errors.push_back(failed->why);
     if (!failed->restartable || attempt >= run_.failure.max_failures)
       throw stopped(*failed, attempt, *st);

@@ -8,12 +8,14 @@
 // input refused with the fix named: damaged checkpoints, a diverging run,
 // a full disk, bad data and every flag, none of them costing a restart.
 
+#include <signal.h>
 #include <stdlib.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -330,5 +332,77 @@ BOOST_AUTO_TEST_CASE(the_same_seed_gives_the_same_bits_on_the_full_data_set) {
        {"--resume", (fs::path{dir} / "two-a" / "checkpoint_0").string()});
   BOOST_TEST((model("two-resumed", 0) == model("two-a", 1)));
   BOOST_TEST(!model("two-a", 1).empty());
+  fs::remove_all(dir);
+}
+
+namespace {
+
+/// The pids of `parent`'s children.
+std::vector<pid_t> children_of(pid_t parent) {
+  auto id = std::to_string(parent);
+  std::ifstream in{"/proc/" + id + "/task/" + id + "/children"};
+  std::vector<pid_t> out;
+  for (pid_t p; in >> p;)
+    out.push_back(p);
+  return out;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_lost_worker_without_restarts_names_the_flag) {
+  auto dir = lumen::test::fresh_dir("train-cli");
+  lumen::test::process run{{LUMEN_CLI, "train", "fashion-mnist", "--workers",
+                            "2", "--epochs", "50", "--limit", "8192",
+                            "--test-limit", "1000", "--storage", dir,
+                            "--max-failures", "0", "--progress", "lines"}};
+  BOOST_REQUIRE_MESSAGE(
+    run.await_output("epoch   2/", std::chrono::seconds(60)), run.output());
+  auto workers = children_of(run.pid());
+  BOOST_REQUIRE_MESSAGE(!workers.empty(), run.output());
+  ::kill(workers.front(), SIGKILL); // a local node process, a worker's
+  BOOST_TEST(run.wait() == 1, run.output());
+  auto out = run.output();
+  BOOST_TEST(has(out, "--max-failures N allows N restarts"), out);
+  BOOST_TEST(!has(out, "failure_config"), out);
+  BOOST_TEST(has(out, "the last good checkpoint: " + dir), out);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(a_head_killed_mid_run_stops_it_saying_so) {
+  auto dir = lumen::test::fresh_dir("train-cli");
+  auto token = dir + "/token";
+  std::vector<std::string> env{"HOME=" + dir};
+  lumen::test::process head{{LUMEN_CLI, "start", "--block", "--head", "--port",
+                             "0", "--token-file", token},
+                            env};
+  auto started = head.await_output("(pid", std::chrono::seconds(30));
+  BOOST_REQUIRE_MESSAGE(started, head.output());
+  auto address = lumen::test::parse_started(*started)->address;
+  std::vector<std::unique_ptr<lumen::test::process>> nodes;
+  for (int i = 0; i < 2; ++i) {
+    nodes.push_back(std::make_unique<lumen::test::process>(
+      std::vector<std::string>{LUMEN_CLI, "start", "--block", "--address",
+                               address, "--token-file", token},
+      env));
+    BOOST_REQUIRE_MESSAGE(
+      nodes.back()->await_output("(pid", std::chrono::seconds(30)),
+      nodes.back()->output());
+  }
+  lumen::test::process run{{LUMEN_CLI, "train", "fashion-mnist", "--address",
+                            address, "--token-file", token, "--workers", "2",
+                            "--epochs", "50", "--limit", "8192", "--test-limit",
+                            "1000", "--storage", dir, "--progress", "lines"},
+                           env};
+  BOOST_REQUIRE_MESSAGE(
+    run.await_output("epoch   2/", std::chrono::seconds(60)), run.output());
+  head.kill(SIGKILL);
+  BOOST_TEST(run.wait() == 1, run.output());
+  auto out = run.output();
+  BOOST_TEST(has(out, "the cluster's head went down mid-run"), out);
+  BOOST_TEST(has(out, "the last good checkpoint: " + dir), out);
+  BOOST_TEST(!has(out, "worker lost"), out);
+  BOOST_TEST(!has(out, "lumen train: the head at"), out);
+  for (auto& n : nodes)
+    n->kill(SIGTERM);
   fs::remove_all(dir);
 }
