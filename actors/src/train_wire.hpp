@@ -77,6 +77,10 @@ constexpr const char* train_worker_name = "lumen.train.worker";
 /// True if a loop is registered as `name` in this process.
 bool has_train_loop(const std::string& name);
 
+/// True for a folder that checkpoint::to_directory left half written (its
+/// process was killed): a run's start removes it.
+bool is_partial_checkpoint(const std::string& name);
+
 } // namespace lumen::train::detail
 
 namespace lumen {

@@ -29,8 +29,6 @@
 #include <lumen/errors.hpp>
 #include <lumen/object_store.hpp>
 
-#include "durable_file.hpp"
-#include "lumen/ml/data.hpp"
 #include "train_wire.hpp"
 
 namespace fs = std::filesystem;
@@ -116,10 +114,6 @@ train_reporter::behavior_type reporter(train_reporter::pointer self,
   };
 }
 
-/// Folders of checkpoints being written start so; a run's start clears
-/// those its killed predecessors left.
-const std::string partial_prefix = ".partial.";
-
 /// Why fit() gives up: `failed`, after `restarts`, and where the last
 /// checkpoint is.
 training_error stopped(const loop_end& failed, int restarts, run_state& st) {
@@ -180,67 +174,6 @@ std::string text_or(const loop_config& cfg, const std::string& key,
   return i->second.text;
 }
 
-checkpoint checkpoint::from_directory(const std::string& dir) {
-  checkpoint c;
-  std::error_code ec;
-  for (auto& entry : fs::directory_iterator{dir, ec}) {
-    if (!entry.is_regular_file())
-      continue;
-    std::ifstream in{entry.path(), std::ios::binary};
-    c.files[entry.path().filename().string()] =
-      std::vector<char>{std::istreambuf_iterator<char>{in}, {}};
-    if (!in && !in.eof())
-      throw error("cannot read checkpoint file " + entry.path().string());
-  }
-  if (ec)
-    throw error("cannot read the checkpoint directory " + dir + ": " +
-                ec.message());
-  return c;
-}
-
-void checkpoint::to_directory(const std::string& dir) const {
-  for (auto& [name, bytes] : files)
-    if (name.empty() || name.find('/') != std::string::npos || name == "." ||
-        name == "..")
-      throw error("a checkpoint file named '" + name +
-                  "'; names are plain file names");
-  auto target = fs::path{dir}.lexically_normal();
-  if (!target.has_filename())
-    target = target.parent_path();
-  std::error_code ec;
-  bool fresh = !fs::exists(target, ec);
-  // A new folder is filled beside its place, under a name no reader takes
-  // for a checkpoint, and renamed once whole.
-  auto place = fresh ? target.parent_path() /
-                         (partial_prefix + target.filename().string() + "-" +
-                          std::to_string(::getpid()))
-                     : target;
-  fs::create_directories(place, ec);
-  if (ec)
-    throw error("cannot make the checkpoint directory " + place.string() +
-                ": " + ec.message());
-  try {
-    for (auto& [name, bytes] : files) {
-      auto path = (place / name).string();
-      if (fresh) {
-        ml::detail::write_synced(path, bytes);
-      } else {
-        ml::detail::write_synced(path + ".partial", bytes);
-        ml::detail::rename_synced(path + ".partial", path);
-      }
-    }
-    if (fresh) {
-      ml::detail::sync_directory(place.string());
-      ml::detail::rename_synced(place.string(), target.string());
-    }
-  } catch (const ml::data_error& e) {
-    if (fresh)
-      fs::remove_all(place, ec);
-    throw error(std::string{"cannot store the checkpoint "} + target.string() +
-                ": " + e.what());
-  }
-}
-
 data_parallel_trainer::data_parallel_trainer(std::string loop, loop_config cfg,
                                              scaling_config scaling,
                                              run_config run)
@@ -291,7 +224,7 @@ train_result data_parallel_trainer::fit() {
   // there, leaving them be.
   for (auto& e : fs::directory_iterator{st->dir, ec}) {
     auto n = e.path().filename().string();
-    if (n.rfind(partial_prefix, 0) == 0)
+    if (is_partial_checkpoint(n))
       fs::remove_all(e.path(), ec);
     else if (n.rfind("checkpoint_", 0) == 0)
       st->saved = std::max(
