@@ -67,6 +67,13 @@ void expect_refused(const std::string& path, const std::string& says,
   }
 }
 
+/// The JSON header of a file's bytes; `n` is set to its length.
+nlohmann::json header_of(const std::vector<char>& bytes, uint64_t& n) {
+  std::memcpy(&n, bytes.data(), 8);
+  return nlohmann::json::parse(bytes.begin() + 8,
+                               bytes.begin() + 8 + static_cast<long>(n));
+}
+
 safetensors_file sample() {
   safetensors_file f;
   tensor w({2, 3});
@@ -197,9 +204,7 @@ BOOST_AUTO_TEST_CASE(a_model_file_rebuilds_the_model_from_the_file_alone) {
   // As numpy would read it: one tensor per layer, [in, out], named so.
   auto bytes = read_all(path);
   uint64_t n = 0;
-  std::memcpy(&n, bytes.data(), 8);
-  auto header = nlohmann::json::parse(bytes.begin() + 8,
-                                      bytes.begin() + 8 + static_cast<long>(n));
+  auto header = header_of(bytes, n);
   BOOST_TEST((header["layers.0.weight"]["shape"] == nlohmann::json{4, 3}));
   BOOST_TEST((header["layers.0.bias"]["shape"] == nlohmann::json{3}));
   BOOST_TEST((header["layers.1.weight"]["shape"] == nlohmann::json{3, 2}));
@@ -278,9 +283,7 @@ BOOST_AUTO_TEST_CASE(a_flipped_bit_anywhere_in_a_tensor_is_named) {
   save_model_file(path, f);
   auto whole = read_all(path);
   uint64_t n = 0;
-  std::memcpy(&n, whole.data(), 8);
-  auto header = nlohmann::json::parse(whole.begin() + 8,
-                                      whole.begin() + 8 + static_cast<long>(n));
+  auto header = header_of(whole, n);
   size_t tensors = 0;
   for (auto& [name, entry] : header.items()) {
     if (name == "__metadata__")
