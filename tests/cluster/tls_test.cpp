@@ -106,11 +106,11 @@ BOOST_AUTO_TEST_CASE(a_process_without_tls_is_told_to_use_it) {
 BOOST_AUTO_TEST_CASE(a_flood_of_strangers_keeps_no_peer_with_the_token_out) {
   auto& cl = *the_cluster;
   auto port = static_cast<uint16_t>(std::stoi(port_of(cl.head.address)));
-  // Strangers: connections opened as fast as two threads can, each kept
-  // open and silent while the thread's next 300 open (a handshake the
-  // gate waits for), then reset; to this machine's loopback only, for
-  // 20 s or 200,000 connections at most, stopping once the peers below
-  // are done.
+  // Strangers: connections opened as fast as four threads can, each
+  // sending the start of a TLS record and then nothing while its thread's
+  // next 200 open (a handshake the gate waits for), then reset; to this
+  // machine's loopback only, for 20 s or 200,000 connections at most,
+  // stopping once the peers below are done.
   std::atomic<bool> done{false};
   std::atomic<int> opened{0};
   std::vector<std::thread> flood;
