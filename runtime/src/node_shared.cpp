@@ -17,6 +17,8 @@
 
 #include "lumen/errors.hpp"
 
+#include "log.hpp"
+
 namespace lumen {
 
 namespace {
@@ -77,6 +79,7 @@ void detail::reclaim_unmapped_blocks() noexcept {
   DIR* dir = ::opendir("/dev/shm");
   if (dir == nullptr)
     return;
+  size_t blocks = 0, bytes = 0;
   while (auto* e = ::readdir(dir)) {
     if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) != 0)
       continue;
@@ -86,11 +89,19 @@ void detail::reclaim_unmapped_blocks() noexcept {
       continue;
     // Every process that maps a block holds a lock on it until it lets
     // go or dies: no lock, no user.
-    if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && still_named(fd, path))
-      ::unlink(path.c_str());
+    struct stat st {};
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && still_named(fd, path) &&
+        ::fstat(fd, &st) == 0 && ::unlink(path.c_str()) == 0) {
+      ++blocks;
+      bytes += static_cast<size_t>(st.st_size);
+    }
     ::close(fd);
   }
   ::closedir(dir);
+  if (blocks > 0)
+    log_line("removed " + std::to_string(blocks) +
+             " node-shared block(s) of processes that were killed (" +
+             std::to_string(bytes >> 20) + " MiB of /dev/shm)");
 }
 
 std::shared_ptr<const shared_block>
