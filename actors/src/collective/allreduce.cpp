@@ -1,0 +1,193 @@
+#include "lumen/ml/collective.hpp"
+
+#include "collective/operations.hpp"
+
+// The all-reduce of members in one process, by its two algorithms.
+
+namespace lumen::collective {
+
+using namespace detail;
+
+namespace {
+
+/// Small buffers up to here go `direct`.
+constexpr size_t direct_limit = 16 * 1024;
+
+allreduce_algorithm choose(allreduce_algorithm a, size_t bytes) {
+  if (a != allreduce_algorithm::automatic)
+    return a;
+  return bytes <= direct_limit ? allreduce_algorithm::direct
+                               : allreduce_algorithm::slices;
+}
+
+/// Every rank reduces the whole buffer over all members' buffers, in rank
+/// order (so all get the same numbers), into scratch memory; once everyone
+/// has read, each writes its result over its own buffer.
+void direct_allreduce(const membership& m, slot s, reduce_op op) {
+  auto type = s.type;
+  auto numel = s.numel;
+  char* data = s.data;
+  thread_local std::vector<char> scratch;
+  auto reduce_all = [&](const std::vector<slot>& all) {
+    auto bytes = numel * ml::size_of(type);
+    scratch.assign(all[0].data, all[0].data + bytes);
+    with_type(type, [&](auto t) {
+      using T = decltype(t);
+      auto acc = reinterpret_cast<T*>(scratch.data());
+      for (size_t q = 1; q < all.size(); ++q)
+        reduce_into(acc, elems<T>(all[q]), numel, op);
+      finish(acc, numel, op, all.size());
+    });
+  };
+  auto write_mine = [&](const std::vector<slot>&) {
+    if (numel > 0)
+      std::memcpy(data, scratch.data(), scratch.size());
+  };
+  m.group->run(
+    m.rank, std::move(s),
+    [](const std::vector<slot>& all) { return check_same(all, true); },
+    {reduce_all, write_mine}, false);
+}
+
+void allreduce_in_place(const membership& m, char* data, ml::dtype type,
+                        size_t numel, reduce_op op) {
+  op_span span{"allreduce", m, numel * ml::size_of(type)};
+  if (m.net)
+    return net_allreduce(*m.net, data, type, numel, op);
+  auto s = slot_of(data, type, numel, "allreduce");
+  s.op = op;
+  s.algorithm = choose(m.group->algorithm(), numel * ml::size_of(type));
+  if (s.algorithm == allreduce_algorithm::direct)
+    return direct_allreduce(m, std::move(s), op);
+  auto rank = static_cast<size_t>(m.rank);
+  auto world = static_cast<size_t>(m.group->world());
+  // Each rank reduces its own slice over every member's buffer, into its
+  // own buffer (nobody else reads that slice of it), then copies the
+  // others' finished slices.
+  auto reduce_mine = [&](const std::vector<slot>& all) {
+    reduce_slice_into(all, rank, rank, numel, type, op);
+  };
+  auto gather_others = [&](const std::vector<slot>& all) {
+    auto elem = ml::size_of(type);
+    for (size_t q = 0; q < world; ++q) {
+      auto c = chunk_of(numel, world, q);
+      if (q != rank && c.size() > 0)
+        std::memcpy(data + c.begin * elem, all[q].data + c.begin * elem,
+                    c.size() * elem);
+    }
+  };
+  m.group->run(
+    m.rank, std::move(s),
+    [](const std::vector<slot>& all) { return check_same(all, true); },
+    {reduce_mine, gather_others});
+}
+
+} // namespace
+
+const char* to_string(allreduce_algorithm a) noexcept {
+  switch (a) {
+    case allreduce_algorithm::automatic:
+      return "automatic";
+    case allreduce_algorithm::slices:
+      return "slices";
+    case allreduce_algorithm::direct:
+      return "direct";
+    case allreduce_algorithm::ring:
+      return "ring";
+    case allreduce_algorithm::halving_doubling:
+      return "halving_doubling";
+    case allreduce_algorithm::recursive_doubling:
+      return "recursive_doubling";
+    case allreduce_algorithm::naive:
+      return "naive";
+  }
+  return "unknown";
+}
+
+void set_algorithm(const std::string& group, allreduce_algorithm a) {
+  auto& m = member_of(group);
+  bool threads_only = a == allreduce_algorithm::slices;
+  bool processes_only = a == allreduce_algorithm::ring ||
+                        a == allreduce_algorithm::halving_doubling ||
+                        a == allreduce_algorithm::recursive_doubling ||
+                        a == allreduce_algorithm::naive;
+  if ((m.net && threads_only) || (!m.net && processes_only))
+    throw collective_error(
+      "group '" + group + "' has no algorithm '" + to_string(a) + "': " +
+      (m.net ? "across processes it has ring, halving_doubling, "
+               "recursive_doubling, direct and naive"
+             : "in one process it has slices and direct"));
+  if (m.net)
+    m.net->set_algorithm(a);
+  else
+    m.group->set_algorithm(a);
+}
+
+allreduce_algorithm algorithm_for(const std::string& group, size_t bytes) {
+  auto& m = member_of(group);
+  if (m.net)
+    return net_choose(m.net->algorithm(), bytes, m.net->world());
+  return choose(m.group->algorithm(), bytes);
+}
+
+void allreduce(ml::tensor& buf, const std::string& group, reduce_op op) {
+  allreduce_in_place(settled(group), buf.raw(), buf.type(), buf.numel(), op);
+}
+
+void allreduce(std::vector<float>& buf, const std::string& group,
+               reduce_op op) {
+  allreduce_in_place(settled(group), bytes_of(buf), ml::dtype::float32,
+                     buf.size(), op);
+}
+
+ObjectRef<void> allreduce_async(ml::tensor& buf, const std::string& group,
+                                reduce_op op) {
+  // A copy of the handle shares the storage, and keeps it alive.
+  return later(group, [b = buf, op](const membership& m) mutable {
+    allreduce_in_place(m, b.raw(), b.type(), b.numel(), op);
+  });
+}
+
+ObjectRef<void> allreduce_async(std::vector<float>& buf,
+                                const std::string& group, reduce_op op) {
+  return later(group, [b = &buf, op](const membership& m) {
+    allreduce_in_place(m, bytes_of(*b), ml::dtype::float32, b->size(), op);
+  });
+}
+
+started_allreduce allreduce_start(float* data, size_t numel,
+                                  const std::string& group, reduce_op op) {
+  started_allreduce out;
+  auto& m = member_of(group);
+  if (m.lane)
+    m.lane->drain();
+  auto bytes = numel * sizeof(float);
+  if (m.net && m.net->world() > 1 && bytes <= shared_arena::region_bytes)
+    if (auto* arena = m.net->arena()) {
+      out.net_ = m.net;
+      out.seq_ = arena->start(reinterpret_cast<char*>(data), ml::dtype::float32,
+                              numel, op);
+      return out;
+    }
+  out.ref_ = later(group, [data, numel, op](const membership& who) {
+    allreduce_in_place(who, reinterpret_cast<char*>(data), ml::dtype::float32,
+                       numel, op);
+  });
+  return out;
+}
+
+bool started_allreduce::test() {
+  if (net_)
+    return net_->open_arena()->progress(seq_, false);
+  return ref_.ready();
+}
+
+void started_allreduce::wait() {
+  if (net_) {
+    net_->open_arena()->progress(seq_, true);
+    return;
+  }
+  lumen::get(ref_);
+}
+
+} // namespace lumen::collective

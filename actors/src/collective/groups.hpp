@@ -1,0 +1,331 @@
+#pragma once
+
+// The groups of this process: who is a member of which (per thread), and
+// the rounds in which a group's members meet for each operation. The
+// operations themselves are in collective.cpp.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lumen/trace.hpp"
+
+#include "lumen/ml/collective.hpp"
+
+#include "collective/async_lane.hpp"
+#include "collective/net/net_group.hpp"
+
+namespace lumen::collective::detail {
+
+using ml::detail::async_lane;
+
+using clock = std::chrono::steady_clock;
+
+/// What one member brings to an operation.
+struct slot {
+  const void* in = nullptr; // the member's input (a tensor, a list, ...)
+  char* data = nullptr;     // its buffer, for the in-place collectives
+  ml::dtype type = ml::dtype::float32;
+  size_t numel = 0;
+  std::vector<int64_t> shape;
+  reduce_op op = reduce_op::sum;
+  bool has_root = false;
+  int root = 0;
+  allreduce_algorithm algorithm = allreduce_algorithm::automatic;
+  std::string what; // the operation, as the member called it
+};
+
+/// The members of one group in this process, and the operation under way.
+/// An operation goes in rounds: every member posts its slot and waits for
+/// the others (the last one checks that the slots agree), then each stage
+/// of work ends with every member waiting for the others again.
+class local_group {
+public:
+  local_group(std::string name, int world)
+    : name_(std::move(name))
+    , world_(world)
+    , joined_(static_cast<size_t>(world), false)
+    , left_(static_cast<size_t>(world), false)
+    , arrived_(static_cast<size_t>(world), false)
+    , slots_(static_cast<size_t>(world)) {}
+
+  const std::string& name() const noexcept {
+    return name_;
+  }
+
+  int world() const noexcept {
+    return world_;
+  }
+
+  /// Claims `rank`; false if it is taken.
+  bool join(int rank) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (joined_[static_cast<size_t>(rank)])
+      return false;
+    joined_[static_cast<size_t>(rank)] = true;
+    left_[static_cast<size_t>(rank)] = false;
+    ++members_;
+    return true;
+  }
+
+  /// Gives `rank` up; true if it was the last member.
+  bool leave(int rank) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    joined_[static_cast<size_t>(rank)] = false;
+    left_[static_cast<size_t>(rank)] = true;
+    if (count_ > 0)
+      break_with("rank " + std::to_string(rank) +
+                 " left the group (destroy_group) while the others waited");
+    return --members_ == 0;
+  }
+
+  void set_timeout(std::chrono::milliseconds t) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    timeout_ = t;
+  }
+
+  /// Runs one operation for `rank`: posts `mine`, checks all slots with
+  /// `check` (an empty answer means they agree), then runs each stage,
+  /// all members finishing a stage before any starts the next.
+  /// `end_meeting` false skips the meeting after the last stage, for a
+  /// last stage that touches only the member's own memory.
+  void
+  run(int rank, slot mine,
+      const std::function<std::string(const std::vector<slot>&)>& check,
+      const std::vector<std::function<void(const std::vector<slot>&)>>& stages,
+      bool end_meeting = true) {
+    {
+      std::unique_lock<std::mutex> lock{mtx_};
+      slots_[static_cast<size_t>(rank)] = std::move(mine);
+      arrive(lock, rank, true, [&] { return check(slots_); });
+      if (!verdict_.empty())
+        throw collective_error("group '" + name_ + "': " + verdict_);
+    }
+    for (size_t i = 0; i < stages.size(); ++i) {
+      stages[i](slots_);
+      if (i + 1 == stages.size() && !end_meeting)
+        return;
+      std::unique_lock<std::mutex> lock{mtx_};
+      arrive(lock, rank, false, nullptr);
+    }
+  }
+
+  void set_algorithm(allreduce_algorithm a) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    algorithm_ = a;
+  }
+
+  allreduce_algorithm algorithm() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return algorithm_;
+  }
+
+  /// Point to point: hands `numel` elements of `type` at `data` from `rank`
+  /// to `dst`, returning once `dst` copied them (or refused them, which
+  /// throws on both sides).
+  void send(int rank, int dst, const char* data, ml::dtype type, size_t numel) {
+    std::unique_lock<std::mutex> lock{mtx_};
+    auto& box = p2p_[{rank, dst}];
+    auto deadline = clock::now() + timeout_;
+    wait_for_peer(
+      lock, deadline, [&] { return !box.posted; }, rank, dst, "send to");
+    box = {data, type, numel, true, false, {}};
+    cv_.notify_all();
+    bool taken = cv_.wait_until(lock, deadline,
+                                [&] { return box.taken || !broken_.empty(); });
+    auto refusal = box.refusal;
+    box = {};
+    cv_.notify_all();
+    if (!taken)
+      throw collective_error(timed_out(rank, dst, "send to"));
+    if (!broken_.empty())
+      throw collective_error(broken_);
+    if (!refusal.empty())
+      throw collective_error(refusal);
+  }
+
+  /// The other end of `send`: copies what `src` sends into `data`, which
+  /// must hold `numel` elements of `type`.
+  void recv(int rank, int src, char* data, ml::dtype type, size_t numel) {
+    std::unique_lock<std::mutex> lock{mtx_};
+    auto& box = p2p_[{src, rank}];
+    wait_for_peer(
+      lock, clock::now() + timeout_, [&] { return box.posted && !box.taken; },
+      rank, src, "receive from");
+    if (box.type != type || box.numel != numel) {
+      box.refusal =
+        "group '" + name_ + "': rank " + std::to_string(src) + " sent " +
+        std::to_string(box.numel) + " " + ml::to_string(box.type) +
+        " elements, rank " + std::to_string(rank) + " receives into " +
+        std::to_string(numel) + " " + ml::to_string(type) + "; both must agree";
+    } else if (numel > 0) {
+      std::memcpy(data, box.data, numel * ml::size_of(type));
+    }
+    box.taken = true;
+    cv_.notify_all();
+    if (!box.refusal.empty())
+      throw collective_error(box.refusal);
+  }
+
+private:
+  /// One direction between two ranks: what the sender posted.
+  struct p2p_box {
+    const char* data = nullptr;
+    ml::dtype type = ml::dtype::float32;
+    size_t numel = 0;
+    bool posted = false;
+    bool taken = false;
+    std::string refusal;
+  };
+
+  template <class Ready>
+  void wait_for_peer(std::unique_lock<std::mutex>& lock,
+                     clock::time_point deadline, Ready ready, int rank,
+                     int peer, const char* what) {
+    if (!cv_.wait_until(lock, deadline,
+                        [&] { return ready() || !broken_.empty(); }))
+      throw collective_error(timed_out(rank, peer, what));
+    if (!broken_.empty())
+      throw collective_error(broken_);
+  }
+
+  std::string timed_out(int rank, int peer, const char* what) const {
+    return "group '" + name_ + "': rank " + std::to_string(rank) + " waited " +
+           std::to_string(timeout_.count()) + " ms to " + what + " rank " +
+           std::to_string(peer) + ", which did not come";
+  }
+
+  /// Waits for every member to arrive here; the last runs `last` and wakes
+  /// the rest. Throws once the group is broken.
+  void arrive(std::unique_lock<std::mutex>& lock, int rank, bool starting,
+              const std::function<std::string()>& last) {
+    if (!broken_.empty())
+      throw collective_error(broken_);
+    if (starting)
+      for (size_t r = 0; r < left_.size(); ++r)
+        if (left_[r])
+          throw collective_error(
+            "group '" + name_ + "': rank " + std::to_string(r) +
+            " left the group (destroy_group, or its thread ended); a member "
+            "must take its rank again before the group can go on");
+    auto generation = generation_.load();
+    arrived_[static_cast<size_t>(rank)] = true;
+    if (++count_ == world_) {
+      verdict_ = last ? last() : std::string{};
+      count_ = 0;
+      std::fill(arrived_.begin(), arrived_.end(), false);
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    // Members of one process come close together: a short spin answers
+    // small operations in microseconds, sleeping on the condition variable
+    // costs tens of them.
+    lock.unlock();
+    auto spin_until = clock::now() + std::chrono::microseconds(50);
+    while (generation_.load(std::memory_order_acquire) == generation &&
+           clock::now() < spin_until)
+      std::this_thread::yield();
+    lock.lock();
+    auto woken = [&] { return generation_ != generation || !broken_.empty(); };
+    // Only the start of an operation has a deadline: once every member is
+    // in, each finishes its stage (local work on memory the others may be
+    // reading), and none may leave early and free its buffer.
+    bool woke = true;
+    if (starting)
+      woke = cv_.wait_until(lock, clock::now() + timeout_, woken);
+    else
+      cv_.wait(lock, woken);
+    if (!woke) {
+      std::string missing;
+      for (size_t r = 0; r < arrived_.size(); ++r)
+        if (!arrived_[r])
+          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      auto& what = slots_[static_cast<size_t>(rank)].what;
+      break_with("rank " + std::to_string(rank) + " waited " +
+                 std::to_string(timeout_.count()) + " ms to " +
+                 (starting ? "start " : "finish a step of ") + what +
+                 " for rank(s) " + missing +
+                 ", which did not come; destroy the group and make it again");
+    }
+    if (!broken_.empty())
+      throw collective_error(broken_);
+  }
+
+  void break_with(const std::string& why) {
+    broken_ = "group '" + name_ + "': " + why;
+    cv_.notify_all();
+  }
+
+  std::string name_;
+  int world_;
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  std::vector<bool> joined_;
+  std::vector<bool> left_; // joined, then left: the group cannot go on
+  int members_ = 0;
+  std::chrono::milliseconds timeout_{30000};
+  allreduce_algorithm algorithm_ = allreduce_algorithm::automatic;
+  // The round under way.
+  std::atomic<uint64_t> generation_{0}; // read unlocked while spinning
+  int count_ = 0;
+  std::vector<bool> arrived_;
+  std::vector<slot> slots_;
+  std::string verdict_;
+  std::string broken_; // set for good once a member failed to come
+  std::map<std::pair<int, int>, p2p_box> p2p_; // by (sender, receiver)
+};
+
+/// A thread's place in a group: in a `threads` group (`group`) or a
+/// `processes` one (`net`), never both.
+struct membership {
+  std::shared_ptr<local_group> group;
+  int rank = 0;
+  std::shared_ptr<async_lane> lane; // made by the first _async call
+  std::shared_ptr<net_group> net;
+  bool declared = false; // joined through create_group's declaration
+
+  const std::string& name() const noexcept {
+    return net ? net->name() : group->name();
+  }
+  int world() const noexcept {
+    return net ? net->world() : group->world();
+  }
+};
+
+/// A collective's span in a trace: what it is, the caller's rank and the
+/// bytes of its buffer.
+class op_span {
+public:
+  op_span(const char* what, const membership& m, size_t bytes) noexcept
+    : span_(what, "collective") {
+    span_.arg("rank", m.rank).arg("bytes", static_cast<int64_t>(bytes));
+  }
+
+private:
+  trace::span span_;
+};
+
+/// The calling thread's membership of `group`; throws `collective_error`
+/// if it has none.
+membership& member_of(const std::string& group);
+
+/// The calling thread's membership once the all-reduces it started
+/// (allreduce_start) are done: any other operation comes after them.
+membership& caught_up(const std::string& group);
+
+/// The calling thread's membership once its _async operations ran: a
+/// blocking call comes after them, in the order they were asked for.
+const membership& settled(const std::string& group);
+
+} // namespace lumen::collective::detail

@@ -1,0 +1,339 @@
+#include "collective/net/net_shared.hpp"
+
+#include <fcntl.h>
+#include <immintrin.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "collective/net/net_ops.hpp"
+
+namespace lumen::collective::detail {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+/// Descriptors a member keeps: it starts operation k only once everyone
+/// is done with k - ring_ops, whose descriptor k's takes the place of.
+constexpr uint64_t ring_ops = 64;
+
+/// How long a waiting member spins before it sleeps, and how long it
+/// sleeps at most before it looks at its channels again.
+constexpr auto spin_time = std::chrono::microseconds(50);
+constexpr timespec nap{0, 2'000'000};
+
+constexpr const char* doing = "allreduce_start";
+
+long futex(std::atomic<uint32_t>* word, int op, uint32_t value,
+           const timespec* timeout) {
+  return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value,
+                   timeout, nullptr, 0);
+}
+
+} // namespace
+
+struct shared_arena::descriptor {
+  uint64_t seq;
+  uint64_t offset;
+  uint64_t numel;
+  uint32_t type;
+  uint32_t op;
+};
+
+struct alignas(64) shared_arena::member_state {
+  std::atomic<uint64_t> published; // the last operation whose data are in
+  std::atomic<uint64_t> done;      // the last operation it reduced
+  alignas(64) descriptor ops[ring_ops];
+};
+
+/// The segment's first page: a doorbell that every publish and every
+/// finish rings, and how many members sleep on it.
+struct alignas(64) doorbell {
+  std::atomic<uint32_t> rings;
+  std::atomic<uint32_t> sleepers;
+};
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free &&
+                std::atomic<uint32_t>::is_always_lock_free,
+              "the arena's counters are shared between processes");
+
+namespace {
+
+constexpr size_t page = 4096;
+
+/// The doorbell's page, then a page of state for each member.
+size_t header_bytes(int world) {
+  return page * (1 + static_cast<size_t>(world));
+}
+
+size_t segment_bytes_for(int world) {
+  return header_bytes(world) +
+         static_cast<size_t>(world) * shared_arena::region_bytes;
+}
+
+void* map_segment(int fd, size_t bytes) {
+  auto p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                  MAP_SHARED | MAP_NORESERVE, fd, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+/// True if `behind(q)` holds for no member q of the `world`.
+template <class Behind>
+bool none_behind(int world, Behind behind) {
+  for (int q = 0; q < world; ++q)
+    if (behind(q))
+      return false;
+  return true;
+}
+
+} // namespace
+
+std::unique_ptr<shared_arena> shared_arena::open(net_links& links) {
+  static_assert(sizeof(member_state) <= page, "a member's state in a page");
+  int world = links.world(), rank = links.rank();
+  auto bytes = segment_bytes_for(world);
+  char name[64] = {};
+  void* map = nullptr;
+  uint8_t all_ok = 0;
+  if (rank == 0) {
+    bool local = true;
+    for (int p = 1; p < world; ++p)
+      local = local && links.is_loopback(p);
+    if (local) {
+      std::snprintf(name, sizeof name, "/lumen-collective-%d-%016llx",
+                    static_cast<int>(::getpid()),
+                    static_cast<unsigned long long>(std::random_device{}()) ^
+                      static_cast<unsigned long long>(
+                        clock::now().time_since_epoch().count()));
+      int fd = ::shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+      if (fd >= 0) {
+        if (::ftruncate(fd, static_cast<off_t>(bytes)) == 0)
+          map = map_segment(fd, bytes);
+        ::close(fd);
+      }
+      if (map == nullptr) {
+        if (fd >= 0)
+          ::shm_unlink(name);
+        name[0] = 0;
+      }
+    }
+    for (int p = 1; p < world; ++p)
+      links.post_copy(p, frame_kind::data, name, sizeof name);
+    all_ok = map != nullptr;
+    for (int p = 1; p < world; ++p) {
+      uint8_t ok = 0;
+      links.read_data(p, &ok, 1, doing);
+      all_ok &= ok;
+    }
+    if (name[0] != 0)
+      ::shm_unlink(name); // everyone that maps it did: nothing to leave
+    for (int p = 1; p < world; ++p)
+      links.post_copy(p, frame_kind::data, &all_ok, 1);
+  } else {
+    links.read_data(0, name, sizeof name, doing);
+    name[sizeof name - 1] = 0;
+    if (name[0] != 0 && links.is_loopback(0)) {
+      int fd = ::shm_open(name, O_RDWR, 0);
+      struct stat st {};
+      if (fd >= 0 && ::fstat(fd, &st) == 0 &&
+          static_cast<size_t>(st.st_size) == bytes)
+        map = map_segment(fd, bytes);
+      if (fd >= 0)
+        ::close(fd);
+    }
+    uint8_t ok = map != nullptr;
+    links.post_copy(0, frame_kind::data, &ok, 1);
+    links.read_data(0, &all_ok, 1, doing);
+  }
+  if (!all_ok) {
+    if (map != nullptr)
+      ::munmap(map, bytes);
+    return nullptr;
+  }
+  return std::unique_ptr<shared_arena>{new shared_arena(links, map, bytes)};
+}
+
+shared_arena::shared_arena(net_links& links, void* map, size_t map_size)
+  : links_(links)
+  , map_(map)
+  , map_size_(map_size)
+  , world_(links.world())
+  , rank_(links.rank()) {}
+
+shared_arena::~shared_arena() {
+  ::munmap(map_, map_size_);
+}
+
+shared_arena::member_state& shared_arena::state(int rank) const noexcept {
+  auto base = static_cast<char*>(map_) + page;
+  return *reinterpret_cast<member_state*>(base +
+                                          static_cast<size_t>(rank) * page);
+}
+
+char* shared_arena::region(int rank) const noexcept {
+  return static_cast<char*>(map_) + header_bytes(world_) +
+         static_cast<size_t>(rank) * region_bytes;
+}
+
+void shared_arena::ring() noexcept {
+  auto& bell = *static_cast<doorbell*>(map_);
+  bell.rings.fetch_add(1);
+  if (bell.sleepers.load() > 0)
+    futex(&bell.rings, FUTEX_WAKE, INT32_MAX, nullptr);
+}
+
+template <class Behind>
+void shared_arena::wait_for(Behind behind, const char* what) {
+  auto ready = [&] { return none_behind(world_, behind); };
+  auto start = clock::now();
+  while (clock::now() - start < spin_time)
+    for (int i = 0; i < 16; ++i) {
+      if (ready())
+        return;
+      _mm_pause();
+    }
+  auto& bell = *static_cast<doorbell*>(map_);
+  auto deadline = start + links_.timeout();
+  for (;;) {
+    // A peer that died or broke the group says so on its channel.
+    for (int p = 0; p < world_; ++p)
+      if (p != rank_)
+        links_.watch_peer(p, doing);
+    auto rung = bell.rings.load();
+    bell.sleepers.fetch_add(1);
+    if (!ready())
+      futex(&bell.rings, FUTEX_WAIT, rung, &nap);
+    bell.sleepers.fetch_sub(1);
+    if (ready())
+      return;
+    if (clock::now() > deadline) {
+      std::string late;
+      for (int q = 0; q < world_; ++q)
+        if (behind(q))
+          late += (late.empty() ? "" : ", ") + std::to_string(q);
+      links_.fail("group '" + links_.group() + "': rank " +
+                  std::to_string(rank_) + " waited " +
+                  std::to_string(links_.timeout().count()) + " ms for rank " +
+                  late + " to " + what +
+                  "; is it stopped, or calling another collective?");
+    }
+  }
+}
+
+uint64_t shared_arena::start(char* data, ml::dtype type, size_t numel,
+                             reduce_op op) {
+  if (auto cause = links_.broken(); !cause.empty())
+    links_.fail(cause);
+  auto bytes = numel * ml::size_of(type);
+  auto seq = started_ + 1;
+  // A descriptor's place is free once every member is done with the
+  // operation ring_ops before; a region's bytes once every member is done
+  // with the operations that used them. The lowest free place is taken,
+  // so that a training step reuses the last one's bytes, still in the
+  // cache, rather than walking through the whole region.
+  if (seq > ring_ops)
+    wait_done(seq - ring_ops);
+  size_t begin = 0;
+  for (;;) {
+    forget_done();
+    begin = 0;
+    for (auto& u : used_) // by place
+      if (begin + bytes > u.begin && u.end > begin)
+        begin = u.end;
+    if (begin + bytes <= region_bytes)
+      break;
+    wait_done(std::min_element(
+                used_.begin(), used_.end(),
+                [](const used& a, const used& b) { return a.seq < b.seq; })
+                ->seq); // the oldest, wherever it is
+  }
+  auto end = begin + bytes;
+  if (bytes > 0)
+    std::memcpy(region(rank_) + begin, data, bytes);
+  auto& me = state(rank_);
+  me.ops[seq % ring_ops] = {seq, begin, numel, static_cast<uint32_t>(type),
+                            static_cast<uint32_t>(op)};
+  me.published.store(seq, std::memory_order_release);
+  ring();
+  used_.insert(
+    std::upper_bound(used_.begin(), used_.end(), begin,
+                     [](size_t b, const used& u) { return b < u.begin; }),
+    {seq, begin, end});
+  started_ = seq;
+  pending_.push_back({seq, data, type, numel, op});
+  return seq;
+}
+
+uint64_t shared_arena::all_done() const noexcept {
+  auto least = started_;
+  for (int p = 0; p < world_; ++p)
+    least = std::min(least, state(p).done.load(std::memory_order_acquire));
+  return least;
+}
+
+void shared_arena::forget_done() {
+  auto least = all_done();
+  used_.erase(std::remove_if(used_.begin(), used_.end(),
+                             [&](const used& u) { return u.seq <= least; }),
+              used_.end());
+}
+
+void shared_arena::wait_done(uint64_t seq) {
+  if (all_done() >= seq)
+    return;
+  progress(seq, true);
+  wait_for(
+    [&](int q) { return state(q).done.load(std::memory_order_acquire) < seq; },
+    "finish the all-reduces before");
+}
+
+bool shared_arena::progress(uint64_t seq, bool block) {
+  while (done_ < seq) {
+    if (auto cause = links_.broken(); !cause.empty())
+      links_.fail(cause);
+    auto p = pending_.front();
+    auto not_in = [&](int q) {
+      return state(q).published.load(std::memory_order_acquire) < p.seq;
+    };
+    if (!none_behind(world_, not_in)) {
+      if (!block)
+        return false;
+      wait_for(not_in, "start the same all-reduce");
+    }
+    copies_.resize(static_cast<size_t>(world_));
+    for (int q = 0; q < world_; ++q) {
+      auto& d = state(q).ops[p.seq % ring_ops];
+      if (d.seq != p.seq || d.numel != p.numel ||
+          d.type != static_cast<uint32_t>(p.type) ||
+          d.op != static_cast<uint32_t>(p.op))
+        links_.fail(
+          "group '" + links_.group() + "': rank " + std::to_string(q) +
+          " started all-reduce " + std::to_string(p.seq) + " of " +
+          std::to_string(d.numel) + " " +
+          ml::to_string(static_cast<ml::dtype>(d.type)) + " elements (" +
+          to_string(static_cast<reduce_op>(d.op)) + "), rank " +
+          std::to_string(rank_) + " of " + std::to_string(p.numel) + " " +
+          ml::to_string(p.type) + " elements (" + to_string(p.op) +
+          "); every member must start the same all-reduces in the same "
+          "order");
+      copies_[static_cast<size_t>(q)] = region(q) + d.offset;
+    }
+    reduce_in_rank_order(copies_, p.data, p.type, p.numel, p.op);
+    done_ = p.seq;
+    pending_.pop_front();
+    auto& me = state(rank_);
+    me.done.store(done_, std::memory_order_release);
+    ring();
+  }
+  return true;
+}
+
+} // namespace lumen::collective::detail

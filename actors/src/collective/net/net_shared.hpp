@@ -1,0 +1,111 @@
+#pragma once
+
+// The members of a process group that share a machine all-reduce through
+// one shared-memory segment, driven by the threads that start the
+// operations (allreduce_start): no bytes through the kernel, no hand-off
+// to another thread, no sleeping peer to wake on a busy machine.
+//
+// The segment holds, per member, a state block (what it published, what
+// it finished) and a data region. Starting operation k, a
+// member copies its buffer into its region, writes a descriptor (where,
+// how many elements, which op) and publishes k. Once every member
+// published k, each reduces all members' copies in rank order into its
+// own buffer, so all get the same bits, and marks k done; a region's
+// bytes are written again only once every member is done with the
+// operation that used them, the lowest free place first. A member that waits
+// spins briefly, then sleeps on a futex in the segment, and looks at its
+// channels to the others between naps: a dead peer or a peer's abort
+// (net_link.hpp) fails the group as on the sockets.
+//
+// Only members whose channels to each other run over loopback take part
+// (members on other machines, or in network namespaces of their own,
+// have no memory in common); rank 0 makes the segment, the others map it,
+// and it is unlinked as soon as all did, so nothing is left behind when a
+// process dies.
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lumen/ml/collective.hpp"
+
+#include "collective/net/net_link.hpp"
+
+namespace lumen::collective::detail {
+
+class shared_arena {
+public:
+  /// Bytes of a member's data region: a larger operation goes over the
+  /// channels. Untouched pages of the segment take no memory.
+  static constexpr size_t region_bytes = size_t{64} << 20;
+
+  /// Called by every member of the group at the same point (the first
+  /// allreduce_start): the arena, or nullptr where the members do not all
+  /// share this machine's memory (then all of them get nullptr).
+  static std::unique_ptr<shared_arena> open(net_links& links);
+
+  ~shared_arena();
+  shared_arena(const shared_arena&) = delete;
+  shared_arena& operator=(const shared_arena&) = delete;
+
+  /// Publishes `data` (`numel` elements of `type`) as the next operation
+  /// and returns its number; `data` must stay untouched until it is done.
+  uint64_t start(char* data, ml::dtype type, size_t numel, reduce_op op);
+
+  /// Finishes the started operations up to `seq`, in order; without
+  /// `block`, only those whose peers' data are all in. True once `seq`
+  /// is done. Throws collective_error if the group broke.
+  bool progress(uint64_t seq, bool block);
+
+  /// Finishes everything started.
+  void finish_all() {
+    progress(started_, true);
+  }
+
+private:
+  struct member_state;
+  struct descriptor;
+  struct pending {
+    uint64_t seq;
+    char* data;
+    ml::dtype type;
+    size_t numel;
+    reduce_op op;
+  };
+  struct used {
+    uint64_t seq;
+    size_t begin, end;
+  };
+
+  shared_arena(net_links& links, void* map, size_t map_size);
+
+  member_state& state(int rank) const noexcept;
+  char* region(int rank) const noexcept;
+  /// Waits until `behind(q)` holds for no member q, watching the peers
+  /// and the timeout (whose error names the members still behind).
+  template <class Behind>
+  void wait_for(Behind behind, const char* what);
+  /// Wakes the members that sleep in wait_for.
+  void ring() noexcept;
+  /// The last operation every member is done with.
+  uint64_t all_done() const noexcept;
+  /// Drops the places of operations every member is done with.
+  void forget_done();
+  /// Finishes this member's operations up to `seq` and waits until every
+  /// member did.
+  void wait_done(uint64_t seq);
+
+  net_links& links_;
+  void* map_;
+  size_t map_size_;
+  int world_, rank_;
+  uint64_t started_ = 0, done_ = 0;
+  std::deque<pending> pending_;
+  std::vector<used> used_;          // places in the region still read, by place
+  std::vector<const char*> copies_; // the members' copies of an operation
+};
+
+} // namespace lumen::collective::detail

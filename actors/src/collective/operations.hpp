@@ -1,0 +1,141 @@
+#pragma once
+
+// What the collectives' operations share: a member's slot for a round,
+// the checks that the slots agree, the slice reduction, and how an _async
+// form queues an operation on the member's lane.
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "lumen/ml/collective.hpp"
+
+#include "collective/groups.hpp"
+#include "collective/net/net_ops.hpp"
+
+namespace lumen::collective::detail {
+
+/// Dispatches on a dtype to `fn(T{})`.
+template <class F>
+void with_type(ml::dtype t, F&& fn) {
+  switch (t) {
+    case ml::dtype::float32:
+      return fn(float{});
+    case ml::dtype::float64:
+      return fn(double{});
+    case ml::dtype::int32:
+      return fn(int32_t{});
+    case ml::dtype::int64:
+      return fn(int64_t{});
+  }
+}
+
+inline std::string describe(const slot& s) {
+  return std::to_string(s.numel) + " " + ml::to_string(s.type);
+}
+
+/// The slots disagree on dtype, length or op: who and how.
+inline std::string check_same(const std::vector<slot>& slots, bool same_op) {
+  for (size_t r = 1; r < slots.size(); ++r) {
+    if (slots[r].what != slots[0].what)
+      return "rank " + std::to_string(r) + " called " + slots[r].what +
+             " while rank 0 called " + slots[0].what +
+             "; every rank must call the same collective in the same order";
+    if (slots[r].type != slots[0].type || slots[r].numel != slots[0].numel)
+      return "rank " + std::to_string(r) + " passed " + describe(slots[r]) +
+             " elements, rank 0 passed " + describe(slots[0]) +
+             "; every rank must pass the same dtype and length";
+    if (slots[r].algorithm != slots[0].algorithm)
+      return "rank " + std::to_string(r) + " all-reduces " +
+             to_string(slots[r].algorithm) + ", rank 0 " +
+             to_string(slots[0].algorithm) +
+             "; every member must use the same algorithm";
+    if (same_op && slots[r].op != slots[0].op)
+      return "rank " + std::to_string(r) + " asked for " +
+             to_string(slots[r].op) + ", rank 0 for " + to_string(slots[0].op);
+    if (slots[r].root != slots[0].root)
+      return "rank " + std::to_string(r) + " named rank " +
+             std::to_string(slots[r].root) + " as the root, rank 0 named " +
+             std::to_string(slots[0].root);
+  }
+  auto world = static_cast<int>(slots.size());
+  if (slots[0].has_root && (slots[0].root < 0 || slots[0].root >= world))
+    return slots[0].what + " names rank " + std::to_string(slots[0].root) +
+           ", which is out of range: the group has ranks 0 to " +
+           std::to_string(world - 1);
+  return {};
+}
+
+inline slot slot_of(const ml::tensor& t, std::string what) {
+  slot s;
+  s.type = t.type();
+  s.numel = t.numel();
+  s.shape = t.shape();
+  s.what = std::move(what);
+  return s;
+}
+
+/// A member's buffer, for the in-place collectives.
+inline slot slot_of(char* data, ml::dtype type, size_t numel,
+                    std::string what) {
+  slot s;
+  s.data = data;
+  s.type = type;
+  s.numel = numel;
+  s.shape = {static_cast<int64_t>(numel)};
+  s.what = std::move(what);
+  return s;
+}
+
+template <class T>
+T* elems(const slot& s) {
+  return reinterpret_cast<T*>(s.data);
+}
+
+/// Reduces slice `slice` of every member's buffer with `op` into that slice
+/// of member `owner`'s buffer, which holds the owner's own values to start
+/// with. Only the member whose slice it is touches it, in any buffer.
+inline void reduce_slice_into(const std::vector<slot>& all, size_t slice,
+                              size_t owner, size_t numel, ml::dtype type,
+                              reduce_op op) {
+  with_type(type, [&](auto t) {
+    using T = decltype(t);
+    auto c = chunk_of(numel, all.size(), slice);
+    T* acc = elems<T>(all[owner]) + c.begin;
+    for (size_t q = 0; q < all.size(); ++q)
+      if (q != owner)
+        reduce_into(acc, elems<T>(all[q]) + c.begin, c.size(), op);
+    finish(acc, c.size(), op, all.size());
+  });
+}
+
+inline const ml::tensor& tensor_in(const slot& s) {
+  return *static_cast<const ml::tensor*>(s.in);
+}
+
+/// Queues `op` on the member's lane; its ref is ready once `op` ran.
+template <class Op>
+ObjectRef<void> later(const std::string& group, Op op) {
+  auto& m = caught_up(group);
+  if (!m.lane)
+    m.lane = std::make_shared<detail::async_lane>();
+  auto done = std::make_shared<promise<void>>();
+  auto ref = done->ref();
+  // Not the lane itself: a closure holding it could end it on its thread.
+  membership who{m.group, m.rank, nullptr, m.net};
+  m.lane->post([who, op, done]() mutable {
+    try {
+      op(who);
+      done->set_value();
+    } catch (...) {
+      done->set_error(std::current_exception());
+    }
+  });
+  return ref;
+}
+
+inline char* bytes_of(std::vector<float>& v) {
+  return reinterpret_cast<char*>(v.data());
+}
+
+} // namespace lumen::collective::detail

@@ -1,0 +1,63 @@
+#include "lumen/ml/collective.hpp"
+
+#include "collective/groups.hpp"
+#include "collective/net/net_ops.hpp"
+
+// send and recv: one member hands a buffer to another.
+
+namespace lumen::collective {
+
+using detail::membership;
+using detail::settled;
+
+namespace {
+
+/// Rank `peer` exists and is not the caller: a message needs two ends.
+void check_peer(const membership& m, int peer, const char* what) {
+  if (peer < 0 || peer >= m.world() || peer == m.rank)
+    throw collective_error(
+      "group '" + m.name() + "': rank " + std::to_string(m.rank) + " cannot " +
+      what + " rank " + std::to_string(peer) + ": name another member, 0 to " +
+      std::to_string(m.world() - 1));
+}
+
+void send_from(const membership& m, const char* data, ml::dtype type,
+               size_t numel, int dst) {
+  check_peer(m, dst, "send to");
+  detail::op_span span{"send", m, numel * ml::size_of(type)};
+  if (m.net)
+    return net_send(*m.net, data, type, numel, dst);
+  m.group->send(m.rank, dst, data, type, numel);
+}
+
+void recv_into(const membership& m, char* data, ml::dtype type, size_t numel,
+               int src) {
+  check_peer(m, src, "receive from");
+  detail::op_span span{"recv", m, numel * ml::size_of(type)};
+  if (m.net)
+    return net_recv(*m.net, data, type, numel, src);
+  m.group->recv(m.rank, src, data, type, numel);
+}
+
+} // namespace
+
+void send(const ml::tensor& buf, int dst_rank, const std::string& group) {
+  send_from(settled(group), buf.raw(), buf.type(), buf.numel(), dst_rank);
+}
+
+void send(const std::vector<float>& buf, int dst_rank,
+          const std::string& group) {
+  send_from(settled(group), reinterpret_cast<const char*>(buf.data()),
+            ml::dtype::float32, buf.size(), dst_rank);
+}
+
+void recv(ml::tensor& buf, int src_rank, const std::string& group) {
+  recv_into(settled(group), buf.raw(), buf.type(), buf.numel(), src_rank);
+}
+
+void recv(std::vector<float>& buf, int src_rank, const std::string& group) {
+  recv_into(settled(group), reinterpret_cast<char*>(buf.data()),
+            ml::dtype::float32, buf.size(), src_rank);
+}
+
+} // namespace lumen::collective

@@ -1,0 +1,373 @@
+// `lumen train fashion-mnist`: the driver side of the Fashion-MNIST run.
+// It parses the flags (the cluster's go to lumen::init), starts the
+// workers' processes, checks what would fail late (the data set, the
+// checkpoint to resume), runs the trainer, and shows its progress: a bar
+// on a terminal, a line per epoch otherwise, and the metrics as CSV and
+// SVG beside the checkpoints.
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+
+#include <lumen/init.hpp>
+
+#include "lumen/ml/data.hpp"
+#include "lumen/ml/model_file.hpp"
+#include "lumen/ml/plot.hpp"
+#include "lumen/train/fashion_mnist.hpp"
+#include "train/train_flags.hpp"
+
+namespace lumen::train {
+
+namespace {
+
+namespace fs = std::filesystem;
+using detail::add_flags;
+using detail::train_flags;
+using clock_type = std::chrono::steady_clock;
+
+/// Debian's Fashion-MNIST training set (a --data of another size is
+/// checked by the loop).
+constexpr size_t fashion_mnist_train_rows = 60000;
+
+/// The CSV's columns: the loop's epoch report, in this order.
+const std::vector<std::string> columns{"epoch",
+                                       "loss",
+                                       "test_loss",
+                                       "test_accuracy",
+                                       "epoch_seconds",
+                                       "samples_per_second",
+                                       "exposed_allreduce_seconds",
+                                       "drift"};
+
+/// A checkpoint's model file, read and verified.
+struct resume_point {
+  fs::path path;
+  std::vector<char> bytes;
+  ml::model_file file;
+};
+
+resume_point read_checkpoint(const fs::path& path) {
+  std::ifstream in{path, std::ios::binary};
+  if (!in)
+    throw ml::data_error(path.string() +
+                         ": cannot be opened; give a checkpoint's folder "
+                         "or its model.safetensors");
+  resume_point p{path, {std::istreambuf_iterator<char>{in}, {}}, {}};
+  p.file = ml::parse_model_file(p.bytes, path.string());
+  if (p.file.metadata.count("epochs_done") == 0)
+    throw ml::data_error(path.string() +
+                         ": no epochs_done in its metadata; it is not a "
+                         "checkpoint of lumen train");
+  return p;
+}
+
+/// The checkpoint `path` names: a checkpoint's folder, or its file.
+/// "latest" is the run's highest-numbered checkpoint_N that verifies; the
+/// ones above it are named with why they were skipped.
+resume_point checkpoint_to_resume(const std::string& path,
+                                  const fs::path& run) {
+  if (path != "latest")
+    return read_checkpoint(fs::is_directory(path)
+                             ? fs::path{path} / model_file_name
+                             : fs::path{path});
+  std::vector<std::pair<long, fs::path>> found;
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator{run, ec}) {
+    auto n = e.path().filename().string();
+    char* end = nullptr;
+    auto k = std::strtol(n.c_str() + 11, &end, 10);
+    if (n.rfind("checkpoint_", 0) == 0 && *end == '\0' && e.is_directory())
+      found.emplace_back(k, e.path());
+  }
+  if (found.empty())
+    throw usage_error("--resume: no checkpoint in " + run.string() +
+                      "; give the checkpoint's folder or file");
+  std::sort(found.rbegin(), found.rend());
+  for (auto& [k, dir] : found) {
+    try {
+      return read_checkpoint(dir / model_file_name);
+    } catch (const ml::data_error& e) {
+      std::printf("skipping %s: %s\n", dir.c_str(), e.what());
+    }
+  }
+  throw ml::data_error("--resume: none of the " + std::to_string(found.size()) +
+                       " checkpoints in " + run.string() +
+                       " can be read (each is named above with why)");
+}
+
+/// The rows of a metrics.csv written before, up to epoch `upto`.
+std::vector<metrics> earlier_rows(const fs::path& csv, double upto) {
+  std::vector<metrics> rows;
+  std::ifstream in{csv};
+  std::string line;
+  if (!std::getline(in, line))
+    return rows;
+  while (std::getline(in, line)) {
+    std::stringstream cells{line};
+    metrics m;
+    std::string cell;
+    for (size_t c = 0; c < columns.size() && std::getline(cells, cell, ',');
+         ++c)
+      m[columns[c]] = std::strtod(cell.c_str(), nullptr);
+    if (m.size() == columns.size() && m["epoch"] <= upto)
+      rows.push_back(m);
+  }
+  return rows;
+}
+
+/// metrics.csv and metrics.svg, written anew after each epoch.
+void write_outputs(const fs::path& run, const std::vector<metrics>& rows,
+                   size_t workers) {
+  std::ofstream csv{run / "metrics.csv"};
+  for (size_t c = 0; c < columns.size(); ++c)
+    csv << (c ? "," : "") << columns[c];
+  csv << "\n";
+  ml::series loss{"training loss", {}, {}}, test_loss{"test loss", {}, {}},
+    accuracy{"test accuracy", {}, {}};
+  for (auto& m : rows) {
+    for (size_t c = 0; c < columns.size(); ++c)
+      csv << (c ? "," : "") << m.at(columns[c]);
+    csv << "\n";
+    for (auto* s : {&loss, &test_loss, &accuracy})
+      s->x.push_back(m.at("epoch"));
+    loss.y.push_back(m.at("loss"));
+    test_loss.y.push_back(m.at("test_loss"));
+    accuracy.y.push_back(m.at("test_accuracy"));
+  }
+  if (!csv)
+    throw error("cannot write " + (run / "metrics.csv").string());
+  ml::write_svg_plot((run / "metrics.svg").string(),
+                     "Fashion-MNIST, " + std::to_string(workers) +
+                       (workers == 1 ? " worker" : " workers"),
+                     "epoch", "", {loss, test_loss, accuracy});
+}
+
+std::string clock_text(double seconds) {
+  auto s = long(seconds + 0.5);
+  char out[32];
+  std::snprintf(out, sizeof out, "%ld:%02ld", s / 60, s % 60);
+  return out;
+}
+
+/// What the user sees while it trains.
+class progress_view {
+public:
+  progress_view(bool bar, size_t first_epoch)
+    : bar_(bar)
+    , first_(first_epoch) {}
+
+  void step(const metrics& m) {
+    if (!bar_)
+      return;
+    auto epoch = m.at("epoch"), epochs = m.at("epochs");
+    auto step = m.at("step"), steps = m.at("steps");
+    auto done = (epoch - 1 - double(first_)) * steps + step;
+    auto left = (epochs - epoch) * steps + steps - step;
+    std::chrono::duration<double> took = clock_type::now() - start_;
+    const int width = 24;
+    auto filled = int(width * step / steps);
+    std::string bar(size_t(filled), '#');
+    bar.resize(width, '.');
+    std::printf("\r\033[Kepoch %.0f/%.0f [%s] %.0f/%.0f  loss %.4f  %.0f "
+                "samples/s  ETA %s",
+                epoch, epochs, bar.c_str(), step, steps, m.at("loss"),
+                m.at("samples_per_second"),
+                clock_text(took.count() / done * left).c_str());
+    std::fflush(stdout);
+  }
+
+  void epoch(const metrics& m, size_t epochs) {
+    std::printf("%sepoch %3.0f/%zu  loss %.4f  test loss %.4f  test accuracy "
+                "%.4f  %.2f s  %.0f samples/s  all-reduce waited %.3f s\n",
+                bar_ ? "\r\033[K" : "", m.at("epoch"), epochs, m.at("loss"),
+                m.at("test_loss"), m.at("test_accuracy"), m.at("epoch_seconds"),
+                m.at("samples_per_second"), m.at("exposed_allreduce_seconds"));
+    std::fflush(stdout);
+  }
+
+private:
+  bool bar_;
+  size_t first_;
+  clock_type::time_point start_ = clock_type::now();
+};
+
+int fashion_mnist(const train_flags& f, const std::vector<std::string>& rest) {
+  if (f.min_workers > f.workers)
+    throw usage_error("--min-workers " + std::to_string(f.min_workers) +
+                      " is above --workers " + std::to_string(f.workers) +
+                      "; give at most as many");
+  // Every worker needs a batch of its own, of training and of test rows
+  // (the loop finds out too, but only once the cluster is up).
+  auto images = f.limit > 0
+                  ? std::min<size_t>(f.limit, fashion_mnist_train_rows)
+                  : fashion_mnist_train_rows;
+  if (images / f.workers < f.batch)
+    throw usage_error(std::to_string(images) +
+                      " training images (--limit) for " +
+                      std::to_string(f.workers) + " workers (--workers) of " +
+                      std::to_string(f.batch) +
+                      " rows a step (--batch): not one batch each; give a "
+                      "larger --limit or a smaller --batch");
+  if (f.test_limit > 0 && f.test_limit < f.workers)
+    throw usage_error("--test-limit " + std::to_string(f.test_limit) + " for " +
+                      std::to_string(f.workers) +
+                      " workers: each tests on a share; give at least one "
+                      "image a worker, or 0 for all");
+  auto opts = parse_init_flags(rest);
+  if (opts.address.empty())
+    opts.local_nodes = int(f.workers);
+  lumen::init(opts); // a local node process serves from here on
+  struct stop_at_exit {
+    ~stop_at_exit() {
+      lumen::shutdown();
+    }
+  } stop;
+  // What would fail only in the workers, found before they start.
+  ml::load_fashion_mnist(ml::split::test, f.data);
+  static_cast<void>(detail::hidden_widths(f.hidden));
+  run_config cfg;
+  cfg.name = f.name;
+  cfg.storage_path = f.storage;
+  cfg.failure.max_failures = f.max_failures;
+  cfg.checkpoint_score = "test_accuracy";
+  fs::path run = run_dir(cfg);
+  size_t first = 0;
+  std::vector<metrics> rows;
+  if (!f.resume.empty()) {
+    auto [path, bytes, file] = checkpoint_to_resume(f.resume, run);
+    first = std::stoul(file.metadata.at("epochs_done"));
+    if (first >= f.epochs)
+      throw usage_error("the checkpoint has " + std::to_string(first) +
+                        " epochs done already; ask for more with --epochs");
+    // The loop finds the model as model.safetensors, whatever its name.
+    cfg.resume_from.emplace();
+    cfg.resume_from->files[model_file_name] = std::move(bytes);
+    rows = earlier_rows(run / "metrics.csv", double(first));
+    std::printf("resuming from %s (%zu epochs done)\n", path.c_str(), first);
+  }
+  bool bar =
+    f.progress == "bar" || (f.progress == "auto" && ::isatty(STDOUT_FILENO) &&
+                            std::getenv("TERM") != nullptr &&
+                            std::string{std::getenv("TERM")} != "dumb");
+  progress_view view{bar, first};
+  cfg.on_progress = [&](const metrics& m) { view.step(m); };
+  cfg.on_restart = [&](const std::string& why, size_t workers) {
+    std::printf("%sworker lost (%s); going on from the last checkpoint with "
+                "%zu %s\n",
+                bar ? "\r\033[K" : "", why.c_str(), workers,
+                workers == 1 ? "worker" : "workers");
+    std::fflush(stdout);
+  };
+  cfg.on_report = [&](const metrics& m) {
+    view.epoch(m, f.epochs);
+    rows.push_back(m);
+    write_outputs(run, rows, f.workers);
+  };
+  auto widths = f.hidden;
+  std::replace(widths.begin(), widths.end(), ',', '-');
+  std::printf("training an MLP 784-%s-10 on Fashion-MNIST: %zu workers, "
+              "%zu epochs, batch %zu per worker\n",
+              widths.c_str(), f.workers, f.epochs, f.batch);
+  data_parallel_trainer trainer{fashion_mnist_loop,
+                                {{"epochs", f.epochs},
+                                 {"lr", f.lr},
+                                 {"weight_decay", f.weight_decay},
+                                 {"batch", f.batch},
+                                 {"seed", double(f.seed)},
+                                 {"hidden", f.hidden},
+                                 {"limit", f.limit},
+                                 {"test_limit", f.test_limit},
+                                 {"data", f.data}},
+                                {f.workers, f.min_workers},
+                                cfg};
+  train_result result;
+  try {
+    result = trainer.fit();
+  } catch (const training_error& e) {
+    // The trainer's words, in the flags of this command.
+    std::string why = "training stopped";
+    if (e.restarts() > 0)
+      why += " after " + std::to_string(e.restarts()) + " restarts";
+    why += ": " + e.cause();
+    if (e.restartable() && e.restarts() == 0)
+      why += "; --max-failures N allows N restarts from the last checkpoint";
+    if (!e.last_checkpoint().empty())
+      why += "\nthe last good checkpoint: " + e.last_checkpoint() +
+             " (go on from it with --resume " + e.last_checkpoint() + ")";
+    throw error(why);
+  }
+  std::printf(
+    "test accuracy %.4f after %.0f epochs%s\n"
+    "best checkpoint: %s/model.safetensors\n"
+    "metrics: %s, plot: %s\n",
+    result.last.at("test_accuracy"), result.last.at("epoch"),
+    result.failures > 0
+      ? (" (" + std::to_string(result.failures) + " restarts)").c_str()
+      : "",
+    result.best_checkpoint.c_str(), (run / "metrics.csv").c_str(),
+    (run / "metrics.svg").c_str());
+  std::fflush(stdout);
+  return 0;
+}
+
+int train_main(int argc, char** argv) {
+  CLI::App app{"Train a model data-parallel on an embedded cluster of local "
+               "processes, or on a cluster's nodes (--address).",
+               "lumen train"};
+  app.require_subcommand(1);
+  train_flags f;
+  auto fm = app.add_subcommand(
+    "fashion-mnist", "an MLP on Debian's Fashion-MNIST (60,000 training "
+                     "images, 10,000 test images)");
+  add_flags(*fm, f);
+  fm->allow_extras(); // the cluster's flags, for lumen::init
+  fm->footer(init_flags_help());
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    bool sub = argc > 1 && std::string{argv[1]} == fm->get_name();
+    std::cout << (sub ? fm->help() : app.help());
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "lumen train: " << e.what()
+              << "\nRun `lumen train fashion-mnist --help` for the flags.\n";
+    return 2;
+  }
+  try {
+    // CLI11 checks no empty value of a flag whose value may be left out.
+    if (fm->count("--resume") > 0 && f.resume.empty())
+      throw usage_error("--resume: an empty path; give a checkpoint's folder "
+                        "or file, or --resume alone for the run's latest");
+    return fashion_mnist(f, fm->remaining());
+  } catch (const usage_error& e) {
+    std::cerr << "lumen train: " << e.what()
+              << "\nRun `lumen train fashion-mnist --help` for the flags.\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "lumen train: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+} // namespace
+
+cli_verb train_verb() {
+  static_cast<void>(detail::fashion_mnist_registered());
+  return {"train",
+          "train a model data-parallel: `lumen train fashion-mnist "
+          "--workers 2`",
+          train_main};
+}
+
+} // namespace lumen::train
