@@ -321,11 +321,9 @@ gate::gate(const std::string& host, uint16_t port, credentials creds,
     resolver.resolve(host, std::to_string(port), tcp::resolver::passive, ec);
   if (ec || found.empty())
     throw usage_error("cannot listen on " + where +
-                      ": the host does not "
-                      "resolve (" +
-                      ec.message() +
-                      "); pass --host with an "
-                      "address of this machine, e.g. 127.0.0.1");
+                      ": the host does not resolve (" + ec.message() +
+                      "); pass --host with an address of this machine, "
+                      "e.g. 127.0.0.1");
   auto endpoint = found.begin()->endpoint();
   auto& acc = impl_->acceptor;
   acc.open(endpoint.protocol(), ec);
