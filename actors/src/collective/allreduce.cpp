@@ -162,11 +162,11 @@ started_allreduce allreduce_start(float* data, size_t numel,
   if (m.lane)
     m.lane->drain();
   auto bytes = numel * sizeof(float);
-  if (m.net && m.net->world() > 1 && bytes <= shared_arena::region_bytes)
-    if (auto* arena = m.net->arena()) {
+  if (m.net && m.net->world() > 1 && bytes <= host_segment::region_bytes)
+    if (auto* segment = m.net->segment()) {
       out.net_ = m.net;
-      out.seq_ = arena->start(reinterpret_cast<char*>(data), ml::dtype::float32,
-                              numel, op);
+      out.seq_ = segment->start(reinterpret_cast<char*>(data),
+                                ml::dtype::float32, numel, op);
       return out;
     }
   out.ref_ = later(group, [data, numel, op](const membership& who) {
@@ -178,13 +178,13 @@ started_allreduce allreduce_start(float* data, size_t numel,
 
 bool started_allreduce::test() {
   if (net_)
-    return net_->open_arena()->progress(seq_, false);
+    return net_->open_segment()->progress(seq_, false);
   return ref_.ready();
 }
 
 void started_allreduce::wait() {
   if (net_) {
-    net_->open_arena()->progress(seq_, true);
+    net_->open_segment()->progress(seq_, true);
     return;
   }
   lumen::get(ref_);

@@ -133,7 +133,7 @@ membership& member_of(const std::string& group) {
 membership& caught_up(const std::string& group) {
   auto& m = member_of(group);
   if (m.net)
-    if (auto* a = m.net->open_arena())
+    if (auto* a = m.net->open_segment())
       a->finish_all();
   return m;
 }

@@ -280,12 +280,12 @@ std::string net_group::disagreement(const op_descriptor& theirs, int p,
   return {};
 }
 
-shared_arena* net_group::arena() {
-  if (!arena_tried_) {
-    arena_tried_ = true;
-    arena_ = shared_arena::open(*links_);
+host_segment* net_group::segment() {
+  if (!segment_tried_) {
+    segment_tried_ = true;
+    segment_ = host_segment::open(*links_);
   }
-  return arena_.get();
+  return segment_.get();
 }
 
 std::vector<char>& net_group::scratch(size_t i, size_t bytes) {

@@ -97,11 +97,11 @@ public:
   /// The members' shared memory (net_shared.hpp), opened by the first
   /// call, which every member makes at the same point (its first
   /// allreduce_start); nullptr where they do not all share this machine.
-  shared_arena* arena();
+  host_segment* segment();
 
-  /// The arena if one is open; never opens it.
-  shared_arena* open_arena() const noexcept {
-    return arena_.get();
+  /// The segment if one is open; never opens it.
+  host_segment* open_segment() const noexcept {
+    return segment_.get();
   }
 
 private:
@@ -113,8 +113,8 @@ private:
 
   lumen::channel_listener listener_; // holds the rank while the group lives
   std::unique_ptr<net_links> links_;
-  std::unique_ptr<shared_arena> arena_; // goes before the links it uses
-  bool arena_tried_ = false;
+  std::unique_ptr<host_segment> segment_; // goes before the links it uses
+  bool segment_tried_ = false;
   allreduce_algorithm algorithm_ = allreduce_algorithm::automatic;
   uint64_t seq_ = 0;
   std::vector<std::vector<char>> scratch_; // sized once: refs stay valid

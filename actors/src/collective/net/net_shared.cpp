@@ -40,7 +40,7 @@ long futex(std::atomic<uint32_t>* word, int op, uint32_t value,
 
 } // namespace
 
-struct shared_arena::descriptor {
+struct host_segment::descriptor {
   uint64_t seq;
   uint64_t offset;
   uint64_t numel;
@@ -48,7 +48,7 @@ struct shared_arena::descriptor {
   uint32_t op;
 };
 
-struct alignas(64) shared_arena::member_state {
+struct alignas(64) host_segment::member_state {
   std::atomic<uint64_t> published; // the last operation whose data are in
   std::atomic<uint64_t> done;      // the last operation it reduced
   alignas(64) descriptor ops[ring_ops];
@@ -63,7 +63,7 @@ struct alignas(64) doorbell {
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free &&
                 std::atomic<uint32_t>::is_always_lock_free,
-              "the arena's counters are shared between processes");
+              "the segment's counters are shared between processes");
 
 namespace {
 
@@ -76,7 +76,7 @@ size_t header_bytes(int world) {
 
 size_t segment_bytes_for(int world) {
   return header_bytes(world) +
-         static_cast<size_t>(world) * shared_arena::region_bytes;
+         static_cast<size_t>(world) * host_segment::region_bytes;
 }
 
 void* map_segment(int fd, size_t bytes) {
@@ -96,7 +96,7 @@ bool none_behind(int world, Behind behind) {
 
 } // namespace
 
-std::unique_ptr<shared_arena> shared_arena::open(net_links& links) {
+std::unique_ptr<host_segment> host_segment::open(net_links& links) {
   static_assert(sizeof(member_state) <= page, "a member's state in a page");
   int world = links.world(), rank = links.rank();
   auto bytes = segment_bytes_for(world);
@@ -158,32 +158,32 @@ std::unique_ptr<shared_arena> shared_arena::open(net_links& links) {
       ::munmap(map, bytes);
     return nullptr;
   }
-  return std::unique_ptr<shared_arena>{new shared_arena(links, map, bytes)};
+  return std::unique_ptr<host_segment>{new host_segment(links, map, bytes)};
 }
 
-shared_arena::shared_arena(net_links& links, void* map, size_t map_size)
+host_segment::host_segment(net_links& links, void* map, size_t map_size)
   : links_(links)
   , map_(map)
   , map_size_(map_size)
   , world_(links.world())
   , rank_(links.rank()) {}
 
-shared_arena::~shared_arena() {
+host_segment::~host_segment() {
   ::munmap(map_, map_size_);
 }
 
-shared_arena::member_state& shared_arena::state(int rank) const noexcept {
+host_segment::member_state& host_segment::state(int rank) const noexcept {
   auto base = static_cast<char*>(map_) + page;
   return *reinterpret_cast<member_state*>(base +
                                           static_cast<size_t>(rank) * page);
 }
 
-char* shared_arena::region(int rank) const noexcept {
+char* host_segment::region(int rank) const noexcept {
   return static_cast<char*>(map_) + header_bytes(world_) +
          static_cast<size_t>(rank) * region_bytes;
 }
 
-void shared_arena::ring() noexcept {
+void host_segment::ring() noexcept {
   auto& bell = *static_cast<doorbell*>(map_);
   bell.rings.fetch_add(1);
   if (bell.sleepers.load() > 0)
@@ -191,7 +191,7 @@ void shared_arena::ring() noexcept {
 }
 
 template <class Behind>
-void shared_arena::wait_for(Behind behind, const char* what) {
+void host_segment::wait_for(Behind behind, const char* what) {
   auto ready = [&] { return none_behind(world_, behind); };
   auto start = clock::now();
   while (clock::now() - start < spin_time)
@@ -228,7 +228,7 @@ void shared_arena::wait_for(Behind behind, const char* what) {
   }
 }
 
-uint64_t shared_arena::start(char* data, ml::dtype type, size_t numel,
+uint64_t host_segment::start(char* data, ml::dtype type, size_t numel,
                              reduce_op op) {
   if (auto cause = links_.broken(); !cause.empty())
     links_.fail(cause);
@@ -272,21 +272,21 @@ uint64_t shared_arena::start(char* data, ml::dtype type, size_t numel,
   return seq;
 }
 
-uint64_t shared_arena::all_done() const noexcept {
+uint64_t host_segment::all_done() const noexcept {
   auto least = started_;
   for (int p = 0; p < world_; ++p)
     least = std::min(least, state(p).done.load(std::memory_order_acquire));
   return least;
 }
 
-void shared_arena::forget_done() {
+void host_segment::forget_done() {
   auto least = all_done();
   used_.erase(std::remove_if(used_.begin(), used_.end(),
                              [&](const used& u) { return u.seq <= least; }),
               used_.end());
 }
 
-void shared_arena::wait_done(uint64_t seq) {
+void host_segment::wait_done(uint64_t seq) {
   if (all_done() >= seq)
     return;
   progress(seq, true);
@@ -295,7 +295,7 @@ void shared_arena::wait_done(uint64_t seq) {
     "finish the all-reduces before");
 }
 
-bool shared_arena::progress(uint64_t seq, bool block) {
+bool host_segment::progress(uint64_t seq, bool block) {
   while (done_ < seq) {
     if (auto cause = links_.broken(); !cause.empty())
       links_.fail(cause);

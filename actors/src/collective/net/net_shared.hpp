@@ -36,20 +36,20 @@
 
 namespace lumen::collective::detail {
 
-class shared_arena {
+class host_segment {
 public:
   /// Bytes of a member's data region: a larger operation goes over the
   /// channels. Untouched pages of the segment take no memory.
   static constexpr size_t region_bytes = size_t{64} << 20;
 
   /// Called by every member of the group at the same point (the first
-  /// allreduce_start): the arena, or nullptr where the members do not all
+  /// allreduce_start): the segment, or nullptr where the members do not all
   /// share this machine's memory (then all of them get nullptr).
-  static std::unique_ptr<shared_arena> open(net_links& links);
+  static std::unique_ptr<host_segment> open(net_links& links);
 
-  ~shared_arena();
-  shared_arena(const shared_arena&) = delete;
-  shared_arena& operator=(const shared_arena&) = delete;
+  ~host_segment();
+  host_segment(const host_segment&) = delete;
+  host_segment& operator=(const host_segment&) = delete;
 
   /// Publishes `data` (`numel` elements of `type`) as the next operation
   /// and returns its number; `data` must stay untouched until it is done.
@@ -80,7 +80,7 @@ private:
     size_t begin, end;
   };
 
-  shared_arena(net_links& links, void* map, size_t map_size);
+  host_segment(net_links& links, void* map, size_t map_size);
 
   member_state& state(int rank) const noexcept;
   char* region(int rank) const noexcept;
