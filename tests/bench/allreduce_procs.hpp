@@ -22,7 +22,7 @@
 #include <lumen/lumen.hpp>
 #include <lumen/ml.hpp>
 
-#include "../cluster/process.hpp"
+#include "../support/process.hpp"
 #include "bench_report.hpp"
 #include "tcp_baseline.hpp"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "../cluster/process.hpp"
+#include "../support/process.hpp"
 
 namespace lumen::bench {
 
