@@ -63,9 +63,13 @@ uint32_t crc32_of(const char* data, size_t n) {
   return c ^ 0xffffffffu;
 }
 
+/// The metadata key of tensor `name`'s checksum.
+std::string checksum_key(const std::string& name) {
+  return std::string{checksum_prefix} + "." + name;
+}
+
 bool is_checksum_key(const std::string& key) {
-  std::string prefix = checksum_prefix;
-  return key == prefix || key.rfind(prefix + ".", 0) == 0;
+  return key == checksum_prefix || key.rfind(checksum_key(""), 0) == 0;
 }
 
 std::string hex_of(uint32_t x) {
@@ -102,18 +106,17 @@ dtype dtype_of_code(const std::string& path, const std::string& name,
 /// by another tool) is taken as it is.
 void verify_checksums(const std::string& path, safetensors_file& file) {
   auto& meta = file.metadata;
-  auto own = meta.find(checksum_prefix);
-  if (own == meta.end() && std::none_of(meta.begin(), meta.end(), [](auto& kv) {
-        return is_checksum_key(kv.first);
-      }))
+  if (std::none_of(meta.begin(), meta.end(),
+                   [](auto& kv) { return is_checksum_key(kv.first); }))
     return;
+  auto own = meta.find(checksum_prefix);
   auto damaged = "; the file is damaged (a flipped bit, a torn write): take "
                  "another checkpoint";
   if (own == meta.end() || own->second != hex_of(metadata_crc(meta)))
     fail(path,
          std::string{"its metadata does not match its checksum"} + damaged);
   for (auto& [name, t] : file.tensors) {
-    auto kept = meta.find(std::string{checksum_prefix} + "." + name);
+    auto kept = meta.find(checksum_key(name));
     if (kept == meta.end())
       fail(path, "tensor '" + name +
                    "' has no checksum while the file's others do" + damaged);
@@ -127,11 +130,12 @@ void verify_checksums(const std::string& path, safetensors_file& file) {
       ++i;
       continue;
     }
-    auto name = i->first.substr(
-      std::min(i->first.size(), std::string{checksum_prefix}.size() + 1));
-    if (i->first != checksum_prefix && file.tensors.count(name) == 0)
-      fail(path, "has a checksum for a tensor '" + name + "' it does not hold" +
-                   damaged);
+    if (i->first != checksum_prefix) {
+      auto name = i->first.substr(checksum_key("").size());
+      if (file.tensors.count(name) == 0)
+        fail(path, "has a checksum for a tensor '" + name +
+                     "' it does not hold" + damaged);
+    }
     i = meta.erase(i);
   }
 }
@@ -147,8 +151,7 @@ std::vector<char> safetensors_bytes(const safetensors_file& file) {
                     {"shape", t.shape()},
                     {"data_offsets", {offset, offset + t.nbytes()}}};
     offset += t.nbytes();
-    metadata[std::string{checksum_prefix} + "." + name] =
-      hex_of(crc32_of(t.raw(), t.nbytes()));
+    metadata[checksum_key(name)] = hex_of(crc32_of(t.raw(), t.nbytes()));
   }
   metadata[checksum_prefix] = hex_of(metadata_crc(metadata));
   header["__metadata__"] = metadata;
