@@ -22,8 +22,8 @@
 #include <lumen/lumen.hpp>
 #include <lumen/ml.hpp>
 
-#include "../support/process.hpp"
 #include "bench_report.hpp"
+#include "process.hpp"
 #include "tcp_baseline.hpp"
 
 namespace lumen::bench {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "../support/process.hpp"
+#include "process.hpp"
 
 namespace lumen::bench {
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "../../runtime/src/socket_io.hpp"
+#include "transport/socket_io.hpp"
 
 namespace lumen::bench {
 

@@ -25,8 +25,8 @@
 #include <lumen/errors.hpp>
 
 #include "certificates.hpp"
-#include "gate.hpp"
-#include "gate_wire.hpp"
+#include "security/gate.hpp"
+#include "security/gate_wire.hpp"
 #include "wiretap.hpp"
 
 namespace {

@@ -10,7 +10,7 @@
 
 #include <lumen/errors.hpp>
 
-#include "placement_groups.hpp"
+#include "node/placement_groups.hpp"
 
 using lumen::node_info;
 using lumen::placement_strategy;

@@ -1,0 +1,38 @@
+#pragma once
+
+// The verbs of the `lumen` command, each given its parsed flags; cli.cpp
+// parses them. Each returns the exit code: 0 done, 1 failed, 2 misuse.
+
+#include <string>
+#include <vector>
+
+#include "lumen/init.hpp"
+
+#include "node/node_manager.hpp"
+
+namespace lumen::detail {
+
+constexpr int exit_ok = 0;
+constexpr int exit_failed = 1;
+constexpr int exit_usage = 2;
+
+struct start_options {
+  bool head = false;
+  bool block = false;
+  init_options init;    // --num-cpus, --address (the head's), --token-file
+  node_settings serve;  // --host, --port, --resources, --when-given-up
+  std::string log_file; // empty: default_log_file
+  std::vector<std::string> code_paths;
+};
+
+struct status_options {
+  std::string address; // empty: $LUMEN_ADDRESS, else 127.0.0.1:6380
+  std::string token_file;
+  tls_options tls;
+};
+
+int run_start(const start_options& o);
+int run_status(const status_options& o);
+int run_stop();
+
+} // namespace lumen::detail

@@ -1,0 +1,74 @@
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <caf/actor.hpp>
+
+#include "cluster/directory_cache.hpp"
+#include "cluster/head_link.hpp"
+#include "core/process_services.hpp"
+#include "security/credentials.hpp"
+#include "transport/data_client.hpp"
+
+namespace lumen::detail {
+
+/// A driver's connections to the nodes it works with, made on first use:
+/// for each node, its manager's handle on the control plane (monitored, so
+/// that a node's death is heard even on a cut link) and a data-plane
+/// client. A failed connection is retired once: the first to see it fail
+/// marks the node dead and hands the connection on to `on_lost`.
+class node_links {
+public:
+  struct link {
+    caf::actor manager;
+    std::shared_ptr<data_client> data;
+  };
+
+  /// Receives a lost node's id, why, and its retired connection (to fail
+  /// what is pending on it), on the thread that saw it fail.
+  using lost_fn = std::function<void(std::string node, std::string why,
+                                     std::shared_ptr<data_client> data)>;
+
+  node_links(process_services& rt, credentials creds, head_link& head,
+             directory_cache& directory, lost_fn on_lost);
+
+  /// The link to `node_id`, connecting and saying hello if needed; throws
+  /// `error` if the node cannot be reached.
+  link get(const std::string& node_id);
+
+  /// The connection of `node_id` that is `failed` (any, if null) is gone
+  /// for `why`. Does nothing if the node has a newer connection already.
+  void lose(const std::string& node_id, const data_client* failed,
+            const std::string& why);
+
+  /// The open data connection of the linked node whose CAF node is `nid`,
+  /// or null.
+  std::shared_ptr<data_client> linked(const caf::node_id& nid);
+
+  /// The node whose manager is `manager`, or "" if none.
+  std::string node_of(const caf::actor_addr& manager);
+
+  /// Closes every connection and waits for their readers, so that no
+  /// callback runs afterwards.
+  void close_all();
+
+private:
+  process_services& rt_;
+  credentials creds_;
+  head_link& head_;
+  directory_cache& directory_;
+  lost_fn on_lost_;
+  std::mutex mtx_;
+  std::unordered_map<std::string, link> links_;
+  // Connections of lost nodes. Kept, not destroyed, since the last
+  // reference could otherwise drop on the connection's own reader thread,
+  // which joins it.
+  std::vector<std::shared_ptr<data_client>> retired_;
+};
+
+} // namespace lumen::detail

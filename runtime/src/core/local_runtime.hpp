@@ -1,0 +1,227 @@
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/event_based_actor.hpp>
+
+#include "lumen/caf_interop.hpp"
+#include "lumen/cluster.hpp"
+#include "lumen/detail/runtime.hpp"
+#include "lumen/init.hpp"
+
+#include "channels/channel_hub.hpp"
+#include "core/actor_host.hpp"
+#include "core/process_services.hpp"
+#include "core/task_pool.hpp"
+#include "head/kv_store.hpp"
+#include "security/credentials.hpp"
+
+namespace lumen::detail {
+
+class data_client;
+
+/// The embedded role, and the base of the cluster roles: one CAF actor
+/// system whose detached actors host Lumen actors, a task pool, the names
+/// of this process's actors, and the requester actor.
+class local_runtime : public runtime, public process_services {
+public:
+  /// `networked` loads CAF's middleman, with the heartbeats failure
+  /// detection needs (the cluster roles).
+  local_runtime(const init_options& opts, bool networked);
+
+  /// Kills every actor, stops the task pool and waits for CAF to finish.
+  ~local_runtime() override;
+
+  void submit_task(std::shared_ptr<task_spec> t) override;
+  std::shared_ptr<actor_ref> spawn_actor(const actor_class_entry& cls,
+                                         std::unique_ptr<actor_factory> f,
+                                         const actor_options& opts) override;
+  void submit_call(const actor_ref& a, std::shared_ptr<actor_call> c) override;
+  std::shared_ptr<actor_ref> find_actor(const std::string& name) override;
+  void kill_actor(const actor_ref& a) override;
+  void kill_core(actor_core& core) override;
+  void create_placement_group(
+    const std::shared_ptr<placement_group_state>& g) override;
+  void remove_placement_group(placement_group_state& g) override;
+  void force_end(const std::string& why) override;
+
+  /// The cluster's nodes: this process alone.
+  virtual std::vector<node_info> nodes();
+
+  /// The control handle of cluster node `node_id`; throws `usage_error`:
+  /// this process is in no cluster.
+  virtual caf::actor manager_of(const std::string& node_id);
+
+  /// The data connections to the cluster's other live nodes, connecting
+  /// where needed; a node out of reach is left out. Outside a cluster,
+  /// none.
+  virtual std::vector<std::pair<std::string, std::shared_ptr<data_client>>>
+  node_connections();
+
+  /// The data-plane connection to the cluster process whose CAF node is
+  /// `nid`, for typed actors' requests; null if there is none (outside a
+  /// cluster, or a process that is no node).
+  virtual std::shared_ptr<data_client> typed_route(const caf::node_id& nid);
+
+  caf::actor_system& system() override {
+    return *sys_;
+  }
+  void
+  run_as_requester(std::function<void(caf::event_based_actor*)> job) override;
+  void run_local(std::shared_ptr<task_spec> t) override;
+  resource_ledger& resources() override {
+    return resources_;
+  }
+  caf::actor bundle_keeper() override {
+    return bundle_keeper_;
+  }
+  std::shared_ptr<actor_ref>
+  spawn_local_actor(const actor_class_entry& cls,
+                    std::unique_ptr<actor_factory> f,
+                    const actor_options& opts) override;
+  std::shared_ptr<actor_ref>
+  adopt_remote_actor(std::shared_ptr<actor_core> core) override;
+  void adopt(caf::actor h) override;
+
+  /// Outside a cluster there is no other process: throws `usage_error`.
+  std::shared_ptr<data_client> connect_to(const std::string& address) override;
+
+  /// See lumen::detail::export_actor and import_actor; outside a cluster
+  /// they throw `usage_error`.
+  virtual actor_wire export_actor(const std::shared_ptr<actor_ref>& a);
+  virtual std::shared_ptr<actor_ref> import_actor(const actor_wire& w);
+
+  /// Channels (lumen/channel.hpp): starts queuing what is opened to
+  /// `name` in this process's hub (made on first use) and registers the
+  /// name where peers look it up; throws `usage_error` (`errc::name_taken`)
+  /// if a listener has it.
+  std::shared_ptr<channel_listener::queue>
+  open_channel_name(const std::string& name);
+
+  /// Gives `name` up.
+  void close_channel_name(const std::string& name);
+
+  /// Where the listener of `name` is (HOST:PORT), or nothing.
+  virtual std::optional<std::string> find_endpoint(const std::string& name);
+
+  /// The cluster's key-value store (lumen/kv.hpp): the head's; outside a
+  /// cluster, this process's own. Bounds are checked by the store.
+  virtual kv_store::put_result kv_put(const std::string& key,
+                                      const std::string& value, bool overwrite);
+  virtual std::optional<std::string> kv_get(const std::string& key);
+  virtual bool kv_erase(const std::string& key);
+
+  /// What a channel shows at a hub's gate.
+  const credentials& link_credentials() const noexcept {
+    return link_creds_;
+  }
+
+  /// See lumen::detail::watch; requester thread only.
+  uint64_t watch(caf::event_based_actor* self, const caf::actor& whom,
+                 std::function<void()> fail);
+
+  /// See lumen::detail::unwatch; requester thread only.
+  void unwatch(const caf::actor_addr& whom, uint64_t token);
+
+protected:
+  /// A cluster role: channels listen on `host` and show `creds`; call
+  /// before the first channel.
+  void serve_channels(std::string host, credentials creds);
+
+  /// Registers the channel name `name` at `address` where other processes
+  /// look it up; false if it is taken. Outside a cluster there are none.
+  virtual bool bind_endpoint(const std::string& name,
+                             const std::string& address);
+
+  virtual void drop_endpoint(const std::string& name);
+
+  /// Ends the channel hub; a cluster role calls it before its client goes.
+  void stop_channels();
+
+  /// Hands every down message the requester hears to `f` too, on its
+  /// thread; a cluster role sets it before it monitors anything.
+  void on_down(std::function<void(const caf::down_msg&)> f);
+
+  /// Ends an actor of another process known from a handle it sent (no CAF
+  /// handle here); outside a cluster there is none.
+  virtual void kill_elsewhere(actor_core& core);
+
+  /// Ends every actor, the task pool and the requester, and waits for CAF's
+  /// actors; safe to call twice. A cluster role calls it before it frees
+  /// what actors still use.
+  void stop_actors();
+
+  std::shared_ptr<actor_ref> register_actor(std::shared_ptr<actor_core> core);
+
+  /// Ends the actor of `core` without restart, for `reason`.
+  void end_core(actor_core& core, const std::string& reason);
+
+  /// A task placed in a placement group: checked now, then, once the group
+  /// is ready, submitted again placed on its bundle's node.
+  void submit_to_bundle(std::shared_ptr<task_spec> t);
+
+  /// An actor's options placed in a placement group, as they are once the
+  /// group is ready (this waits for it): on its bundle's node, asking for
+  /// the bundle's resources.
+  actor_options in_bundle_options(const actor_options& opts);
+
+  /// Throws `usage_error` (`errc::name_taken`) if an actor here goes by
+  /// `name`.
+  void require_free_name(const std::string& name);
+
+  /// Drops `core` from this process's names, if it has its name.
+  void forget_name(const actor_core& core);
+
+private:
+  void require_free_name_locked(const std::string& name) const;
+
+  /// Spawns the requester (local_requester.cpp).
+  void start_requester();
+
+  /// Whom to ask for a bundle on `node`: this process's keeper, or that
+  /// node's manager.
+  caf::actor group_target(const std::string& node);
+
+  caf::actor_system_config cfg_;
+  std::unique_ptr<caf::actor_system> sys_;
+  std::mutex requester_mtx_;
+  caf::actor requester_; // under requester_mtx_ once other threads run
+  resource_ledger resources_;
+  caf::actor bundle_keeper_; // this process's share of placement groups
+  task_pool pool_;
+  std::mutex mtx_;
+  std::unordered_map<std::string, std::shared_ptr<actor_ref>> names_;
+  std::vector<std::weak_ptr<actor_core>> actors_;
+  std::vector<caf::actor> adopted_;
+  bool stopped_ = false;
+  // Requester thread only: what to fail when a watched actor goes down,
+  // and who else hears of it.
+  std::unordered_map<caf::actor_addr,
+                     std::unordered_map<uint64_t, std::function<void()>>>
+    watched_;
+  uint64_t next_watch_ = 1;
+  std::set<caf::actor_addr> monitored_;
+  std::function<void(const caf::down_msg&)> on_down_;
+  // Channels.
+  std::mutex channel_mtx_;
+  std::string channel_host_ = "127.0.0.1";
+  credentials link_creds_;
+  std::unique_ptr<channel_hub> hub_;
+  kv_store kv_;
+};
+
+/// The process's runtime, whatever its role; throws `usage_error` if Lumen
+/// is not running.
+local_runtime& this_runtime();
+
+/// The configuration steps LUMEN_TYPED_ACTOR recorded.
+std::vector<config_step>& config_steps();
+
+} // namespace lumen::detail

@@ -1,0 +1,43 @@
+#include "head/head_endpoints.hpp"
+
+#include <caf/all.hpp>
+
+#include "transport/protocol.hpp"
+
+namespace lumen::detail {
+
+namespace {
+
+caf::behavior endpoint_owner() {
+  return {[](drop_endpoint_atom) {}};
+}
+
+} // namespace
+
+head_endpoints::head_endpoints(process_services& rt, head_link& head)
+  : sys_(rt.system())
+  , head_(head)
+  , owner_(sys_.spawn(endpoint_owner)) {
+  rt.adopt(owner_);
+}
+
+bool head_endpoints::bind(const std::string& name, const std::string& address) {
+  bool bound = false;
+  head_.ask([&](bool ok) { bound = ok; }, endpoint_atom::value, name, address,
+            owner_);
+  return bound;
+}
+
+std::optional<std::string> head_endpoints::find(const std::string& name) {
+  return head_.ask_for_string(find_endpoint_atom::value, name);
+}
+
+void head_endpoints::drop(const std::string& name) {
+  try {
+    caf::anon_send(head_.get(), drop_endpoint_atom::value, name, owner_);
+  } catch (const error&) {
+    // The head is lost; a new one starts with no names.
+  }
+}
+
+} // namespace lumen::detail

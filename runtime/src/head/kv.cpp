@@ -1,0 +1,108 @@
+#include "lumen/kv.hpp"
+
+#include "lumen/errors.hpp"
+
+#include "core/local_runtime.hpp"
+#include "head/kv_store.hpp"
+
+namespace lumen {
+
+namespace detail {
+
+std::string kv_misfit(const std::string& key, size_t value_size) {
+  if (key.empty() || key.size() > kv_max_key)
+    return "a key of " + std::to_string(key.size()) +
+           " bytes; give one of 1 to " + std::to_string(kv_max_key);
+  if (value_size > kv_max_value)
+    return "a value of " + std::to_string(value_size) + " bytes for key '" +
+           key + "'; values hold up to 1 MiB: keep data in objects " +
+           "(lumen::put) and the key-value store for small declarations";
+  return {};
+}
+
+kv_store::put_result kv_store::put(const std::string& key, std::string value,
+                                   bool overwrite) {
+  if (auto misfit = kv_misfit(key, value.size()); !misfit.empty())
+    return {false, misfit};
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto i = entries_.find(key);
+  if (i != entries_.end() && !overwrite)
+    return {false, {}};
+  size_t before = i == entries_.end() ? 0 : key.size() + i->second.size();
+  size_t after = bytes_ - before + key.size() + value.size();
+  if (after > kv_max_total)
+    return {false, "the key-value store is full (64 MiB); erase keys no "
+                   "longer needed (lumen::kv::erase)"};
+  bytes_ = after;
+  entries_[key] = std::move(value);
+  return {true, {}};
+}
+
+std::optional<std::string> kv_store::get(const std::string& key) const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto i = entries_.find(key);
+  if (i == entries_.end())
+    return std::nullopt;
+  return i->second;
+}
+
+bool kv_store::erase(const std::string& key) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto i = entries_.find(key);
+  if (i == entries_.end())
+    return false;
+  bytes_ -= key.size() + i->second.size();
+  entries_.erase(i);
+  return true;
+}
+
+kv_store::put_result local_runtime::kv_put(const std::string& key,
+                                           const std::string& value,
+                                           bool overwrite) {
+  return kv_.put(key, value, overwrite);
+}
+
+std::optional<std::string> local_runtime::kv_get(const std::string& key) {
+  return kv_.get(key);
+}
+
+bool local_runtime::kv_erase(const std::string& key) {
+  return kv_.erase(key);
+}
+
+} // namespace detail
+
+namespace kv {
+
+namespace {
+
+/// Throws the `usage_error` for a key or value out of bounds, before any
+/// of it goes to the head.
+void require_fit(const char* call, const std::string& key, size_t size) {
+  if (auto misfit = detail::kv_misfit(key, size); !misfit.empty())
+    throw usage_error(std::string{"lumen::kv::"} + call + ": " + misfit);
+}
+
+} // namespace
+
+bool put(const std::string& key, const std::string& value, bool overwrite) {
+  require_fit("put", key, value.size());
+  auto result = detail::this_runtime().kv_put(key, value, overwrite);
+  if (!result.refusal.empty())
+    throw usage_error("lumen::kv::put: " + result.refusal);
+  return result.stored;
+}
+
+std::optional<std::string> get(const std::string& key) {
+  require_fit("get", key, 0);
+  return detail::this_runtime().kv_get(key);
+}
+
+bool erase(const std::string& key) {
+  require_fit("erase", key, 0);
+  return detail::this_runtime().kv_erase(key);
+}
+
+} // namespace kv
+
+} // namespace lumen

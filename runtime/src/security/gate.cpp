@@ -1,0 +1,400 @@
+#include "security/gate.hpp"
+
+#include <unistd.h>
+
+#include <array>
+#include <future>
+#include <list>
+#include <optional>
+#include <thread>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+
+#include "lumen/errors.hpp"
+
+#include "core/log.hpp"
+#include "security/gate_wire.hpp"
+#include "security/token.hpp"
+
+namespace lumen::detail {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+namespace {
+
+/// Compares every byte whatever the first difference, so that the time an
+/// answer takes does not tell how much of a guess was right.
+bool same_token(const std::string& shown, const std::string& token) {
+  if (token.empty())
+    return false;
+  unsigned diff = shown.size() == token.size() ? 0 : 1;
+  for (size_t i = 0; i < shown.size(); ++i)
+    diff |= static_cast<unsigned>(shown[i] ^ token[i % token.size()]);
+  return diff == 0;
+}
+
+std::string describe(const tcp::socket& s) {
+  error_code ec;
+  auto ep = s.remote_endpoint(ec);
+  if (ec)
+    return "an unknown address";
+  return ep.address().to_string() + ":" + std::to_string(ep.port());
+}
+
+} // namespace
+
+struct gate::impl {
+  asio::io_context io;
+  tcp::acceptor acceptor{io};
+  asio::steady_timer backoff{io};
+  credentials creds;
+  std::string what;
+  uint16_t port = 0; // kept: the acceptor forgets it once closed
+  bool closed = false;
+  gate_limits limits;
+  admit_fn admit;
+  log_budget log;
+  class handshake;
+  // Handshakes under way, oldest first.
+  std::list<std::weak_ptr<handshake>> waiting;
+  std::thread loop;
+
+  void accept();
+  void stop_accepting();
+};
+
+/// One peer's way through the gate; owned by the handlers waiting for it.
+class gate::impl::handshake
+  : public std::enable_shared_from_this<gate::impl::handshake> {
+public:
+  handshake(gate::impl& g, tcp::socket s)
+    : g_(g)
+    , sock_(std::move(s))
+    , timer_(g.io)
+    , peer_(describe(sock_)) {}
+
+  void start() {
+    place_ = g_.waiting.insert(g_.waiting.end(), weak_from_this());
+    timer_.expires_after(g_.limits.deadline);
+    timer_.async_wait([self = shared_from_this()](error_code ec) {
+      if (!ec)
+        self->drop("dropped",
+                   "no token within " +
+                     std::to_string(self->g_.limits.deadline.count()) + " ms");
+    });
+    if (!g_.creds.tls)
+      return read(asio::buffer(greeting_), &handshake::on_greeting);
+    // Peek, so that a TLS session starts from the very first byte.
+    sock_.async_receive(asio::buffer(first_), tcp::socket::message_peek,
+                        [self = shared_from_this()](error_code ec, size_t) {
+                          if (ec)
+                            return self->lost(ec);
+                          self->on_first_byte();
+                        });
+  }
+
+private:
+  void on_first_byte() {
+    stage_ = stage::talking;
+    if (first_[0] != tls_handshake_byte) {
+      // A plain peer: it hears why it is refused, in its own protocol.
+      plain_peer_ = true;
+      return read(asio::buffer(greeting_), &handshake::on_greeting);
+    }
+    tls_.emplace(std::move(sock_), g_.creds.tls->server());
+    tls_->async_handshake(
+      asio::ssl::stream_base::server,
+      [self = shared_from_this()](error_code ec) {
+        if (ec == asio::error::operation_aborted)
+          return;
+        if (ec)
+          return self->drop("refused", "TLS handshake failed: " + ec.message());
+        // Keyed by the token, or by a certificate of the cluster's CA: a
+        // peer that gets here holds the cluster's secret.
+        self->stage_ = stage::proven;
+        self->read(asio::buffer(self->greeting_), &handshake::on_greeting);
+      });
+  }
+
+  void on_greeting() {
+    if (!std::equal(gate_magic.begin(), gate_magic.end(), greeting_.begin()))
+      return drop("dropped",
+                  static_cast<unsigned char>(greeting_[0]) == tls_handshake_byte
+                    ? "it speaks TLS, and this cluster runs without --tls"
+                    : "not a Lumen peer (no gate greeting)");
+    auto len = get_u16(greeting_.data() + gate_magic.size());
+    if (len == 0 || len > max_token_size)
+      return drop("dropped", "a token of " + std::to_string(len) + " bytes");
+    shown_.resize(len);
+    read(asio::buffer(shown_), &handshake::on_token);
+  }
+
+  void on_token() {
+    verified_ = same_token(shown_, g_.creds.token) && !plain_peer_;
+    if (verified_)
+      stage_ = stage::proven;
+    const std::string& reason = verified_     ? std::string{}
+                                : plain_peer_ ? tls_required_reason
+                                              : wrong_token_reason;
+    reply_.assign(3, '\0');
+    reply_[0] =
+      static_cast<char>(verified_ ? verdict_admitted : verdict_refused);
+    put_u16(reply_.data() + 1, reason.size());
+    reply_ += reason;
+    write(asio::buffer(reply_), &handshake::on_replied);
+  }
+
+  void on_replied() {
+    if (done_)
+      return; // dropped (deadline, close) while the reply was on its way
+    if (!verified_)
+      return drop("refused", plain_peer_ ? "it does not use TLS, this "
+                                           "cluster does"
+                                         : wrong_token_reason);
+    pass();
+  }
+
+  void pass() {
+    finish();
+    int fd = -1;
+    error_code ec;
+    // Small control messages go out at once, with or without TLS.
+    lowest().set_option(tcp::no_delay(true), ec);
+    if (tls_) {
+      fd = relay(std::move(*tls_));
+      if (fd < 0)
+        ec = asio::error::no_descriptors;
+    } else {
+      fd = sock_.release(ec);
+    }
+    if (fd < 0) {
+      log_line("lost a " + g_.what + " connection from " + peer_ + ": " +
+               ec.message());
+      return;
+    }
+    set_blocking(fd);
+    try {
+      g_.admit(fd, peer_);
+    } catch (const std::exception& e) {
+      // Out of memory or threads: this peer is refused, the gate goes on.
+      ::close(fd);
+      log_line("could not serve a " + g_.what + " connection from " + peer_ +
+               ": " + e.what());
+    }
+  }
+
+  /// Reads all of `into` from the peer, then runs `then`.
+  template <class Buffer>
+  void read(Buffer into, void (handshake::*then)()) {
+    auto next = [self = shared_from_this(), then](error_code ec, size_t) {
+      if (ec)
+        return self->lost(ec);
+      ((*self).*then)();
+    };
+    if (tls_)
+      asio::async_read(*tls_, into, std::move(next));
+    else
+      asio::async_read(sock_, into, std::move(next));
+  }
+
+  /// Writes all of `what` to the peer, then runs `then`.
+  template <class Buffer>
+  void write(Buffer what, void (handshake::*then)()) {
+    auto next = [self = shared_from_this(), then](error_code ec, size_t) {
+      if (ec)
+        return self->lost(ec);
+      ((*self).*then)();
+    };
+    if (tls_)
+      asio::async_write(*tls_, what, std::move(next));
+    else
+      asio::async_write(sock_, what, std::move(next));
+  }
+
+  tcp::socket& lowest() {
+    return tls_ ? tls_->next_layer() : sock_;
+  }
+
+  void lost(const error_code& ec) {
+    if (ec == asio::error::operation_aborted)
+      return; // dropped already
+    drop("dropped", ec == asio::error::eof ? "it left before showing a token"
+                                           : ec.message());
+  }
+
+public:
+  /// How far a handshake got: a gate that must make room drops one of
+  /// the least advanced, never a proven one.
+  enum class stage { idle, talking, proven };
+
+  stage progress() const noexcept {
+    return stage_;
+  }
+
+  void drop(const char* verb, const std::string& why) {
+    if (done_)
+      return;
+    finish();
+    g_.log.say(std::string{verb} + " a " + g_.what + " connection from " +
+               peer_ + ": " + why);
+    error_code ec;
+    lowest().close(ec);
+  }
+
+private:
+  void finish() {
+    if (done_)
+      return;
+    done_ = true;
+    g_.waiting.erase(place_);
+    timer_.cancel();
+  }
+
+  gate::impl& g_;
+  tcp::socket sock_;
+  std::optional<tls_stream> tls_; // the session, once the peer began one
+  asio::steady_timer timer_;
+  std::string peer_;
+  std::array<unsigned char, 1> first_{};
+  std::array<char, greeting_size> greeting_{};
+  std::string shown_;
+  std::string reply_;
+  std::list<std::weak_ptr<handshake>>::iterator place_;
+  bool verified_ = false;
+  stage stage_ = stage::idle;
+  bool plain_peer_ = false; // a peer without TLS at a gate with it
+  bool done_ = false;
+};
+
+void gate::impl::accept() {
+  acceptor.async_accept([this](error_code ec, tcp::socket s) {
+    if (ec == asio::error::operation_aborted)
+      return;
+    if (ec) {
+      // Out of descriptors, say: wait for handshakes to end and free some,
+      // instead of spinning on the error.
+      backoff.expires_after(std::chrono::milliseconds(10));
+      backoff.async_wait([this](error_code e) {
+        if (!e)
+          accept();
+      });
+      return;
+    }
+    // The oldest of the least advanced handshakes makes room: a crowd of
+    // silent or dawdling strangers cannot push out a peer whose handshake
+    // is under way, and none pushes out a peer that proved the secret.
+    if (waiting.size() >= limits.max_pending) {
+      std::shared_ptr<handshake> evict;
+      for (auto& w : waiting)
+        if (auto h = w.lock(); h && h->progress() != handshake::stage::proven &&
+                               (!evict || h->progress() < evict->progress()))
+          evict = h;
+      if (evict)
+        evict->drop("dropped", "the oldest of the least advanced of " +
+                                 std::to_string(waiting.size()) +
+                                 " handshakes under way, to make room");
+    }
+    std::make_shared<handshake>(*this, std::move(s))->start();
+    accept();
+  });
+}
+
+gate::gate(const std::string& host, uint16_t port, credentials creds,
+           std::string what, gate_limits limits)
+  : impl_(std::make_unique<impl>()) {
+  impl_->creds = std::move(creds);
+  impl_->what = std::move(what);
+  impl_->limits = limits;
+  auto where = host + ":" + std::to_string(port);
+  error_code ec;
+  tcp::resolver resolver{impl_->io};
+  auto found =
+    resolver.resolve(host, std::to_string(port), tcp::resolver::passive, ec);
+  if (ec || found.empty())
+    throw usage_error("cannot listen on " + where +
+                      ": the host does not resolve (" + ec.message() +
+                      "); pass --host with an address of this machine, "
+                      "e.g. 127.0.0.1");
+  auto endpoint = found.begin()->endpoint();
+  auto& acc = impl_->acceptor;
+  acc.open(endpoint.protocol(), ec);
+  if (!ec)
+    acc.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec)
+    acc.bind(endpoint, ec);
+  if (!ec)
+    acc.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec)
+    throw usage_error("cannot listen on " + where + " (" + ec.message() +
+                      "); pick another --port, or 0 for any free one");
+  impl_->port = acc.local_endpoint(ec).port();
+}
+
+gate::~gate() {
+  if (impl_->loop.joinable()) {
+    impl_->io.stop();
+    impl_->loop.join();
+  }
+}
+
+void gate::impl::stop_accepting() {
+  error_code ec;
+  acceptor.close(ec);
+  backoff.cancel();
+  while (!waiting.empty()) {
+    auto next = waiting.front().lock();
+    if (!next) {
+      waiting.pop_front();
+      continue;
+    }
+    next->drop("dropped", "the " + what + " gate closed");
+  }
+}
+
+void gate::close() {
+  if (impl_->closed)
+    return;
+  impl_->closed = true;
+  if (!impl_->loop.joinable())
+    return impl_->stop_accepting();
+  std::promise<void> done;
+  asio::post(impl_->io, [&] {
+    impl_->stop_accepting();
+    done.set_value();
+  });
+  done.get_future().wait();
+}
+
+uint16_t gate::port() const noexcept {
+  return impl_->port;
+}
+
+void gate::open(admit_fn admit) {
+  impl_->admit = std::move(admit);
+  impl_->accept();
+  // The loop runs until the gate is destroyed, even with nothing to do, so
+  // that close() always finds it.
+  auto work = asio::make_work_guard(impl_->io);
+  impl_->loop = std::thread{[this, work] {
+    // A handler that throws must not end the process, nor the gate.
+    for (;;) {
+      try {
+        impl_->io.run();
+        return;
+      } catch (const std::exception& e) {
+        log_line("the " + impl_->what + " gate recovered from: " + e.what());
+      }
+    }
+  }};
+}
+
+} // namespace lumen::detail

@@ -1,0 +1,87 @@
+#pragma once
+
+// The gate: Lumen's own listener in front of both ports of a head or node.
+// A peer shows the cluster token before a single byte of it reaches CAF's
+// BASP parser (the control port) or the data plane (the data port), so a
+// stranger can make a process allocate a few hundred bytes at most, and
+// never holds a thread.
+//
+//   peer -> gate   "LMNGATE1", u16 token length (1..256), the token
+//   gate -> peer   u8 verdict (0 admitted, 1 refused), u16 reason length,
+//                  the reason (at most 256 bytes)
+//
+// Integers are little-endian. A refused peer hears why; junk is dropped
+// without a word. The whole handshake has a deadline, and only so many
+// handshakes wait at once: past that the oldest of the least advanced
+// (silent, then still in TLS) is dropped to make room, so that dawdlers
+// cannot keep a prompt peer out, and a peer whose TLS session proved the
+// cluster's secret is never dropped for a stranger. All handshakes of a gate
+// run on its one event-loop thread; an admitted socket is handed on, in
+// blocking mode, to the protocol of its port.
+//
+// With TLS (tls.hpp) the same handshake runs inside a TLS session, and what
+// is handed on is the plaintext end of the session's relay. A gate tells a
+// TLS peer from a plain one by the first byte, so that either learns in a
+// sentence that the cluster and it disagree.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "security/credentials.hpp"
+#include "transport/address.hpp"
+
+namespace lumen::detail {
+
+struct gate_limits {
+  /// How long a peer has for the whole handshake.
+  std::chrono::milliseconds deadline{2000};
+  /// Handshakes under way at once; a new one drops the oldest of the
+  /// least advanced past that.
+  size_t max_pending = 128;
+};
+
+class gate {
+public:
+  /// Receives each admitted socket (it owns it from then on) and the peer's
+  /// address, on the gate's thread.
+  using admit_fn = std::function<void(int fd, const std::string& peer)>;
+
+  /// Listens on `host`:`port` (0: the OS picks); throws `error` naming the
+  /// address and what to do. `what` names the port in the log ("control",
+  /// "data").
+  gate(const std::string& host, uint16_t port, credentials creds,
+       std::string what, gate_limits limits = {});
+
+  /// Closes the gate and the TLS links it relays, and joins its thread.
+  ~gate();
+
+  gate(const gate&) = delete;
+  gate& operator=(const gate&) = delete;
+
+  uint16_t port() const noexcept;
+
+  /// Starts admitting peers; call once.
+  void open(admit_fn admit);
+
+  /// Stops accepting and drops the handshakes under way; links admitted
+  /// already go on (with TLS, until the gate is destroyed).
+  void close();
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+/// Connects to the gate at `where` and shows the token, over TLS if
+/// `creds` say so; returns the admitted socket (with TLS, the plaintext end
+/// of its relay) in blocking mode. Throws `error` with code
+/// `errc::unreachable` (nothing listens, or no answer within `timeout`),
+/// `errc::wrong_token` or `errc::tls_mismatch`; its message names `what`
+/// and the address. A TLS link lasts as long as `creds.tls` is kept.
+int pass_gate(const address& where, const credentials& creds,
+              const std::string& what, std::chrono::milliseconds timeout);
+
+} // namespace lumen::detail
