@@ -8,10 +8,14 @@ namespace lumen {
 
 /// What went wrong, for callers that branch on it: compare `error::code()`,
 /// never the message or the exception's type. The codes travel between
-/// processes unchanged.
+/// processes unchanged. Each code has one exception class it arrives as
+/// from another process or the control plane (its row in the table of
+/// src/core/errors.cpp), named in brackets below; a subsystem's own class
+/// (`channel_error`, `collective::collective_error`, `ml::data_error`) may
+/// carry any code.
 enum class errc : uint8_t {
   unspecified = 1,
-  /// Misuse of the API, a bad flag or value.
+  /// Misuse of the API, a bad flag or value (`usage_error`).
   usage,
   /// A remote function or method threw (`task_error`).
   task_failed,
@@ -25,20 +29,24 @@ enum class errc : uint8_t {
   head_unreachable,
   /// A peer refused this process's cluster token.
   wrong_token,
-  /// The token file is missing, empty, or readable by others.
+  /// The token file is missing, empty, or readable by others
+  /// (`usage_error`).
   bad_token_file,
   /// No node of that id in the cluster.
   no_such_node,
   /// The node is dead.
   node_dead,
-  /// A node does not know the class or function (wrong --code-path).
+  /// A node does not know the class or function (wrong --code-path;
+  /// `usage_error`).
   not_registered,
-  /// The actor name is taken in the cluster.
+  /// The actor name is taken in the cluster (`usage_error`).
   name_taken,
   /// This process and the peer disagree on TLS (one uses it, one does
-  /// not), or a TLS certificate or key file cannot be used.
+  /// not, or their keys differ); a TLS certificate or key file that cannot
+  /// be used is this code on a `usage_error`.
   tls_mismatch,
-  /// The other end of a channel closed it, or its process died.
+  /// The other end of a channel closed it, or its process died
+  /// (`channel_error`).
   channel_closed,
   /// The process that owns an object (made it with `put` or ran the task
   /// that returned it) is gone, and the value with it (`owner_died`).
@@ -46,8 +54,21 @@ enum class errc : uint8_t {
   /// `lumen::cancel` stopped the task or call (`task_cancelled`).
   task_cancelled,
   /// No node (or not the one named) has as much of a resource as a task
-  /// or actor asks for (a `usage_error`).
+  /// or actor asks for (`usage_error`).
   infeasible,
+  /// A member of a collective group (or a process it needed) died, left or
+  /// lost its link in the middle of an operation.
+  peer_lost,
+  /// The members of a group disagree: world size, lengths, element types,
+  /// a rank claimed twice.
+  mismatch,
+  /// A file or data set is not where it was asked for.
+  missing_file,
+  /// A file is malformed, damaged (a checksum fails), of another format,
+  /// or holds NaN or infinity where numbers are expected.
+  bad_file,
+  /// A file could not be written whole (a full disk, no permission).
+  write_failed,
 };
 
 /// The code's name, e.g. "wrong_token".

@@ -11,6 +11,7 @@
 
 #include "lumen/errors.hpp"
 
+#include "core/error_table.hpp"
 #include "security/gate_wire.hpp"
 #include "security/token.hpp"
 #include "transport/socket_io.hpp"
@@ -90,18 +91,18 @@ int pass_gate(const address& where, const credentials& creds,
       break;
     }
     if (secured.refused)
-      throw error(what + " at " + where.to_string() +
-                    " and this process could not agree on TLS keys (" +
-                    secured.why + "): " +
-                    (creds.tls->uses_certificates()
-                       ? "one's certificate is not signed by the other's "
-                         "CA; use the cluster's --tls-cert, --tls-key "
-                         "and --tls-ca"
-                       : "this process's key comes from another token; "
-                         "use the token file the head wrote with "
-                         "--token-file or LUMEN_TOKEN_FILE"),
-                  creds.tls->uses_certificates() ? errc::tls_mismatch
-                                                 : errc::wrong_token);
+      std::rethrow_exception(make_error(
+        creds.tls->uses_certificates() ? errc::tls_mismatch : errc::wrong_token,
+        what + " at " + where.to_string() +
+          " and this process could not agree on TLS keys (" + secured.why +
+          "): " +
+          (creds.tls->uses_certificates()
+             ? "one's certificate is not signed by the other's "
+               "CA; use the cluster's --tls-cert, --tls-key "
+               "and --tls-ca"
+             : "this process's key comes from another token; "
+               "use the token file the head wrote with "
+               "--token-file or LUMEN_TOKEN_FILE")));
     if (tries == tls_tries || std::chrono::steady_clock::now() >= deadline)
       throw error("cannot reach " + what + " at " + where.to_string() + " (" +
                     secured.why +
@@ -138,15 +139,15 @@ int pass_gate(const address& where, const credentials& creds,
   if (static_cast<uint8_t>(verdict[0]) != verdict_admitted) {
     ::close(fd);
     bool tls = reason == tls_required_reason;
-    throw error(what + " at " + where.to_string() +
-                  " refused this process: " + reason +
-                  (tls ? std::string{}
-                       : "; use the token file the head wrote (`lumen start "
-                         "--head` prints its path) with --token-file or "
-                         "LUMEN_TOKEN_FILE"),
-                tls                            ? errc::tls_mismatch
-                : reason == wrong_token_reason ? errc::wrong_token
-                                               : errc::unreachable);
+    std::rethrow_exception(make_error(
+      tls                            ? errc::tls_mismatch
+      : reason == wrong_token_reason ? errc::wrong_token
+                                     : errc::unreachable,
+      what + " at " + where.to_string() + " refused this process: " + reason +
+        (tls ? std::string{}
+             : "; use the token file the head wrote (`lumen start "
+               "--head` prints its path) with --token-file or "
+               "LUMEN_TOKEN_FILE")));
   }
   bound(0);
   return fd;

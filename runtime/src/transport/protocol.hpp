@@ -72,7 +72,7 @@ caf::error make_control_error(errc code, std::string text);
 caf::error control_refusal(const std::exception_ptr& err);
 
 /// Throws the Lumen error for a failed control-plane request: the code and
-/// text of a Lumen refusal (a `usage_error` for misuse), else `fallback`
+/// text of a Lumen refusal (the class the code is thrown as), else `fallback`
 /// with CAF's rendering appended. `context` ("cannot start Counter on
 /// node-1") leads the message.
 [[noreturn]] void throw_control_error(caf::actor_system& sys,
