@@ -27,6 +27,7 @@ BOOST_AUTO_TEST_CASE(mismatched_lengths_fail_on_every_rank_naming_them) {
         allreduce(t, g);
       });
       for (auto& e : errors) {
+        BOOST_TEST(e.rfind("[mismatch] ", 0) == 0, e);
         BOOST_TEST(e.find("group '" + g + "'") != std::string::npos, e);
         BOOST_TEST(e.find("rank 1 passed " + std::to_string(length - 1) +
                           " float32") != std::string::npos,
@@ -48,15 +49,20 @@ BOOST_AUTO_TEST_CASE(mismatched_dtypes_and_roots_fail_on_every_rank) {
     tensor t({8}, r == 0 ? dtype::float32 : dtype::float64);
     allreduce(t, g);
   });
-  for (auto& e : errors)
+  for (auto& e : errors) {
+    BOOST_TEST(e.rfind("[mismatch] ", 0) == 0, e);
     BOOST_TEST(e.find("same dtype") != std::string::npos, e);
+  }
   auto h = fresh_group();
   errors = on_ranks(2, h, [&](int) {
     tensor t({8});
     broadcast(t, 5, h);
   });
-  for (auto& e : errors)
+  // The same root everywhere, but not a rank: a usage error, not a mismatch.
+  for (auto& e : errors) {
+    BOOST_TEST(e.rfind("[usage] ", 0) == 0, e);
     BOOST_TEST(e.find("out of range") != std::string::npos, e);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(different_collectives_on_different_ranks_fail_cleanly) {
@@ -132,12 +138,15 @@ BOOST_AUTO_TEST_CASE(a_member_whose_thread_ends_leaves_its_group) {
   // The others hear at once who left, not after the timeout.
   auto start = std::chrono::steady_clock::now();
   std::string seen;
+  auto code = lumen::errc::unspecified;
   try {
     barrier(g);
   } catch (const collective_error& e) {
     seen = e.what();
+    code = e.code();
   }
   BOOST_TEST(seen.find("rank 1 left the group") != std::string::npos, seen);
+  BOOST_TEST(lumen::to_string(code) == "peer_lost");
   BOOST_TEST(
     std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count() < 2.0);
@@ -173,12 +182,14 @@ BOOST_AUTO_TEST_CASE(a_member_whose_thread_ends_leaves_its_group) {
 BOOST_AUTO_TEST_CASE(bad_ranks_and_unknown_groups_are_clear_errors) {
   BOOST_CHECK_EXCEPTION(set_timeout("t", std::chrono::milliseconds(0)),
                         collective_error, [](const collective_error& e) {
-                          return std::string{e.what()}.find("positive") !=
-                                 std::string::npos;
+                          return e.code() == lumen::errc::usage &&
+                                 std::string{e.what()}.find("positive") !=
+                                   std::string::npos;
                         });
   BOOST_CHECK_EXCEPTION(
     init_group(4, 4, "x"), collective_error, [](const collective_error& e) {
-      return std::string{e.what()}.find("ranks 0 to 3") != std::string::npos;
+      return e.code() == lumen::errc::usage &&
+             std::string{e.what()}.find("ranks 0 to 3") != std::string::npos;
     });
   BOOST_CHECK_EXCEPTION(
     [] {
@@ -250,9 +261,39 @@ BOOST_AUTO_TEST_CASE(a_member_that_never_comes_fails_the_others_in_time) {
     std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
   BOOST_TEST(took < 5.0);
-  for (int r = 0; r < 2; ++r)
-    BOOST_TEST(errors[static_cast<size_t>(r)].find("rank") != std::string::npos,
-               errors[static_cast<size_t>(r)]);
+  // It left (destroy_group) while they waited: a lost peer.
+  for (int r = 0; r < 2; ++r) {
+    auto& e = errors[static_cast<size_t>(r)];
+    BOOST_TEST(e.rfind("[peer_lost] ", 0) == 0, e);
+    BOOST_TEST(e.find("rank") != std::string::npos, e);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_member_that_stays_but_never_calls_times_the_others_out) {
+  auto g = fresh_group();
+  std::atomic<int> failed{0};
+  auto errors = on_ranks(3, g, [&](int r) {
+    set_timeout(g, std::chrono::milliseconds(300));
+    if (r == 2) {
+      while (failed < 2) // a member still, until the others gave up
+        std::this_thread::yield();
+      return;
+    }
+    try {
+      auto t = rank_input(r, 100);
+      allreduce(t, g);
+    } catch (const collective_error&) {
+      ++failed;
+      throw;
+    }
+  });
+  for (int r = 0; r < 2; ++r) {
+    auto& e = errors[static_cast<size_t>(r)];
+    BOOST_TEST(e.rfind("[timeout] ", 0) == 0, e);
+    BOOST_TEST((e.find("rank 2 ") != std::string::npos ||
+                e.find("rank(s) 2,") != std::string::npos),
+               e);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -61,12 +61,14 @@ std::string idx_header(std::vector<uint32_t> dims) {
 }
 
 template <class F>
-bool fails_with(F f, const std::string& text) {
+bool fails_with(F f, const std::string& text,
+                lumen::errc code = lumen::errc::bad_file) {
   try {
     f();
   } catch (const data_error& e) {
     BOOST_TEST_MESSAGE(e.what());
-    return std::string{e.what()}.find(text) != std::string::npos;
+    return e.code() == code &&
+           std::string{e.what()}.find(text) != std::string::npos;
   }
   return false;
 }
@@ -123,10 +125,11 @@ BOOST_AUTO_TEST_CASE(the_node_copy_is_the_loaded_set_viewed_in_place) {
 
 BOOST_AUTO_TEST_CASE(damaged_and_missing_files_are_named_with_the_fix) {
   temp_dir dir;
-  BOOST_TEST(
-    fails_with([&] { read_idx(dir.path + "/nothing.gz"); }, "does not exist"));
+  BOOST_TEST(fails_with([&] { read_idx(dir.path + "/nothing.gz"); },
+                        "does not exist", lumen::errc::missing_file));
   BOOST_TEST(fails_with([&] { load_fashion_mnist(split::train, dir.path); },
-                        "apt-get install dataset-fashion-mnist"));
+                        "apt-get install dataset-fashion-mnist",
+                        lumen::errc::missing_file));
   auto empty = dir.gz("empty.gz", "");
   BOOST_TEST(fails_with([&] { read_idx(empty); }, "empty"));
   auto text = dir.gz("text.gz", "hello, world");

@@ -78,7 +78,7 @@ inline void report_failures() {
 }
 
 /// Runs `body(rank)` on `n` threads, each a member of group `g`; returns
-/// the message of each rank's collective_error ("" if none).
+/// each rank's collective_error as "[code] message" ("" if none).
 inline std::vector<std::string> on_ranks(int n, const std::string& g,
                                          const std::function<void(int)>& body) {
   std::vector<std::string> errors(static_cast<size_t>(n));
@@ -90,7 +90,8 @@ inline std::vector<std::string> on_ranks(int n, const std::string& g,
         set_timeout(g, std::chrono::milliseconds(3000));
         body(r);
       } catch (const collective_error& e) {
-        errors[static_cast<size_t>(r)] = e.what();
+        errors[static_cast<size_t>(r)] =
+          std::string{"["} + lumen::to_string(e.code()) + "] " + e.what();
       }
       if (is_group_initialized(g))
         destroy_group(g);

@@ -64,6 +64,10 @@ void expect_refused(const std::string& path, const std::string& says,
   } catch (const data_error& e) {
     BOOST_TEST(std::string{e.what()}.find(says) != std::string::npos, e.what());
     BOOST_TEST(std::string{e.what()}.find(path) != std::string::npos);
+    // A file that is not there is told apart from one that is damaged.
+    auto missing = says == "cannot be opened";
+    BOOST_TEST(lumen::to_string(e.code()) ==
+               (missing ? "missing_file" : "bad_file"));
   }
 }
 
@@ -366,6 +370,7 @@ BOOST_AUTO_TEST_CASE(a_save_that_cannot_finish_leaves_the_old_file_whole) {
     BOOST_TEST(std::string{e.what()}.find("No space left on device") !=
                  std::string::npos,
                e.what());
+    BOOST_TEST(lumen::to_string(e.code()) == "write_failed");
   }
   auto back = load_safetensors(path); // the first file, whole
   BOOST_CHECK(back.tensors.at("weights") == small.tensors.at("weights"));

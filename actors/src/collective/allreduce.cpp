@@ -114,9 +114,10 @@ void set_algorithm(const std::string& group, allreduce_algorithm a) {
   if ((m.net && threads_only) || (!m.net && processes_only))
     throw collective_error(
       "group '" + group + "' has no algorithm '" + to_string(a) + "': " +
-      (m.net ? "across processes it has ring, halving_doubling, "
-               "recursive_doubling, direct and naive"
-             : "in one process it has slices and direct"));
+        (m.net ? "across processes it has ring, halving_doubling, "
+                 "recursive_doubling, direct and naive"
+               : "in one process it has slices and direct"),
+      errc::usage);
   if (m.net)
     m.net->set_algorithm(a);
   else

@@ -89,16 +89,18 @@ std::optional<declared_place> place_in_declaration(const std::string& group) {
   if (!in.eof() || where < 0 || where > static_cast<int>(backend::processes) ||
       ids.empty())
     throw collective_error("the declaration of group '" + group + "' (" +
-                           declaration_key(group) +
-                           " in the key-value store) is damaged; erase it "
-                           "and call create_group again");
+                             declaration_key(group) +
+                             " in the key-value store) is damaged; erase it "
+                             "and call create_group again",
+                           errc::usage);
   auto i = std::find(ids.begin(), ids.end(), me);
   if (i == ids.end())
     throw collective_error("group '" + group + "' was declared (create_group)" +
-                           " for " + std::to_string(ids.size()) +
-                           " actors, and this actor (" + me +
-                           ") is not one of them; pass its handle to "
-                           "create_group, or use another group name");
+                             " for " + std::to_string(ids.size()) +
+                             " actors, and this actor (" + me +
+                             ") is not one of them; pass its handle to "
+                             "create_group, or use another group name",
+                           errc::usage);
   return declared_place{static_cast<int>(ids.size()),
                         static_cast<int>(i - ids.begin()),
                         static_cast<backend>(where)};
@@ -106,12 +108,13 @@ std::optional<declared_place> place_in_declaration(const std::string& group) {
 
 [[noreturn]] void throw_not_a_member(const std::string& group) {
   throw collective_error("this thread is not a member of group '" + group +
-                         "'; call lumen::collective::init_group(world_size, "
-                         "rank, \"" +
-                         group +
-                         "\") on it first, or declare the group from the "
-                         "driver with create_group(actors, \"" +
-                         group + "\")");
+                           "'; call lumen::collective::init_group(world_size, "
+                           "rank, \"" +
+                           group +
+                           "\") on it first, or declare the group from the "
+                           "driver with create_group(actors, \"" +
+                           group + "\")",
+                         errc::usage);
 }
 
 } // namespace
@@ -161,8 +164,9 @@ using detail::throw_not_a_member;
 void set_timeout(const std::string& group, std::chrono::milliseconds timeout) {
   if (timeout.count() <= 0)
     throw collective_error("group '" + group + "': a timeout of " +
-                           std::to_string(timeout.count()) +
-                           " ms; give a positive one (the default is 30 s)");
+                             std::to_string(timeout.count()) +
+                             " ms; give a positive one (the default is 30 s)",
+                           errc::usage);
   auto& mine = my_groups();
   auto i = mine.find(group);
   if (i == mine.end()) {
@@ -207,13 +211,15 @@ membership join_threads(int world_size, int rank, const std::string& group) {
   if (g->world() != world_size)
     throw collective_error(
       "group '" + group + "' has " + std::to_string(g->world()) +
-      " members, and this one says " + std::to_string(world_size) +
-      "; every member must pass the same world_size");
+        " members, and this one says " + std::to_string(world_size) +
+        "; every member must pass the same world_size",
+      errc::mismatch);
   if (!g->join(rank))
     throw collective_error("rank " + std::to_string(rank) + " of group '" +
-                           group +
-                           "' is taken: two members claim it; give each "
-                           "member its own rank");
+                             group +
+                             "' is taken: two members claim it; give each "
+                             "member its own rank",
+                           errc::mismatch);
   return {g, rank, nullptr, nullptr};
 }
 
@@ -223,17 +229,20 @@ void init_group(int world_size, int rank, const std::string& group,
                 backend where) {
   if (world_size < 1)
     throw collective_error("group '" + group + "' needs at least one member (" +
-                           "world_size " + std::to_string(world_size) + ")");
+                             "world_size " + std::to_string(world_size) + ")",
+                           errc::usage);
   if (rank < 0 || rank >= world_size)
     throw collective_error(
       "rank " + std::to_string(rank) + " is out of range for group '" + group +
-      "' of " + std::to_string(world_size) + " members (ranks 0 to " +
-      std::to_string(world_size - 1) + ")");
+        "' of " + std::to_string(world_size) + " members (ranks 0 to " +
+        std::to_string(world_size - 1) + ")",
+      errc::usage);
   if (my_groups().count(group))
     throw collective_error("this thread is a member of group '" + group +
-                           "' already (rank " +
-                           std::to_string(my_groups()[group].rank) +
-                           "); destroy_group first to join again");
+                             "' already (rank " +
+                             std::to_string(my_groups()[group].rank) +
+                             "); destroy_group first to join again",
+                           errc::usage);
   if (where == backend::automatic)
     where = in_a_cluster() ? backend::processes : backend::threads;
   auto timeout = initial_timeout(group);
@@ -245,8 +254,9 @@ void init_group(int world_size, int rank, const std::string& group,
   } else {
     if (!lumen::is_initialized())
       throw collective_error("group '" + group +
-                             "' uses the processes backend, whose members "
-                             "meet through Lumen: call lumen::init first");
+                               "' uses the processes backend, whose members "
+                               "meet through Lumen: call lumen::init first",
+                             errc::usage);
     m.net = std::make_shared<net_group>(
       group, world_size, rank,
       timeout.value_or(std::chrono::milliseconds(30000)));
@@ -259,22 +269,25 @@ void declare_group(const std::vector<std::string>& actor_ids,
                    const std::string& group, backend where) {
   if (actor_ids.empty())
     throw collective_error("create_group: group '" + group +
-                           "' needs at least one actor");
+                             "' needs at least one actor",
+                           errc::usage);
   std::string text = std::to_string(static_cast<int>(where));
   for (size_t i = 0; i < actor_ids.size(); ++i) {
     auto first = std::find(actor_ids.begin(), actor_ids.end(), actor_ids[i]);
     if (first != actor_ids.begin() + static_cast<std::ptrdiff_t>(i))
       throw collective_error(
         "create_group: group '" + group + "' lists one actor twice (ranks " +
-        std::to_string(first - actor_ids.begin()) + " and " +
-        std::to_string(i) + "); give each rank an actor of its own");
+          std::to_string(first - actor_ids.begin()) + " and " +
+          std::to_string(i) + "); give each rank an actor of its own",
+        errc::usage);
     text += "\n" + actor_ids[i];
   }
   if (!lumen::kv::put(declaration_key(group), text, false))
     throw collective_error("create_group: group '" + group +
-                           "' is declared already; a member's "
-                           "destroy_group(\"" +
-                           group + "\") withdraws it");
+                             "' is declared already; a member's "
+                             "destroy_group(\"" +
+                             group + "\") withdraws it",
+                           errc::usage);
 }
 
 void destroy_group(const std::string& group) {

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,6 +45,17 @@ struct slot {
   allreduce_algorithm algorithm = allreduce_algorithm::automatic;
   std::string what; // the operation, as the member called it
 };
+
+/// The root the members agree on is not a rank of the group: a call that
+/// cannot be right anywhere (errc::usage), not a disagreement.
+inline std::string root_out_of_range(const std::vector<slot>& slots) {
+  auto world = static_cast<int>(slots.size());
+  if (!slots[0].has_root || (slots[0].root >= 0 && slots[0].root < world))
+    return {};
+  return slots[0].what + " names rank " + std::to_string(slots[0].root) +
+         ", which is out of range: the group has ranks 0 to " +
+         std::to_string(world - 1);
+}
 
 /// The members of one group in this process, and the operation under way.
 /// An operation goes in rounds: every member posts its slot and waits for
@@ -85,7 +97,8 @@ public:
     left_[static_cast<size_t>(rank)] = true;
     if (count_ > 0)
       break_with("rank " + std::to_string(rank) +
-                 " left the group (destroy_group) while the others waited");
+                   " left the group (destroy_group) while the others waited",
+                 errc::peer_lost);
     return --members_ == 0;
   }
 
@@ -107,9 +120,18 @@ public:
     {
       std::unique_lock<std::mutex> lock{mtx_};
       slots_[static_cast<size_t>(rank)] = std::move(mine);
-      arrive(lock, rank, true, [&] { return check(slots_); });
+      arrive(lock, rank, true, [&] {
+        verdict_code_ = errc::mismatch;
+        auto why = check(slots_);
+        if (why.empty()) {
+          verdict_code_ = errc::usage;
+          why = root_out_of_range(slots_);
+        }
+        return why;
+      });
       if (!verdict_.empty())
-        throw collective_error("group '" + name_ + "': " + verdict_);
+        throw collective_error("group '" + name_ + "': " + verdict_,
+                               verdict_code_);
     }
     for (size_t i = 0; i < stages.size(); ++i) {
       stages[i](slots_);
@@ -141,17 +163,17 @@ public:
       lock, deadline, [&] { return !box.posted; }, rank, dst, "send to");
     box = {data, type, numel, true, false, {}};
     cv_.notify_all();
-    bool taken = cv_.wait_until(lock, deadline,
-                                [&] { return box.taken || !broken_.empty(); });
+    bool taken =
+      cv_.wait_until(lock, deadline, [&] { return box.taken || broken_; });
     auto refusal = box.refusal;
     box = {};
     cv_.notify_all();
     if (!taken)
-      throw collective_error(timed_out(rank, dst, "send to"));
-    if (!broken_.empty())
-      throw collective_error(broken_);
+      throw collective_error(timed_out(rank, dst, "send to"), errc::timeout);
+    if (broken_)
+      throw *broken_;
     if (!refusal.empty())
-      throw collective_error(refusal);
+      throw collective_error(refusal, errc::mismatch);
   }
 
   /// The other end of `send`: copies what `src` sends into `data`, which
@@ -174,7 +196,7 @@ public:
     box.taken = true;
     cv_.notify_all();
     if (!box.refusal.empty())
-      throw collective_error(box.refusal);
+      throw collective_error(box.refusal, errc::mismatch);
   }
 
 private:
@@ -192,11 +214,10 @@ private:
   void wait_for_peer(std::unique_lock<std::mutex>& lock,
                      clock::time_point deadline, Ready ready, int rank,
                      int peer, const char* what) {
-    if (!cv_.wait_until(lock, deadline,
-                        [&] { return ready() || !broken_.empty(); }))
-      throw collective_error(timed_out(rank, peer, what));
-    if (!broken_.empty())
-      throw collective_error(broken_);
+    if (!cv_.wait_until(lock, deadline, [&] { return ready() || broken_; }))
+      throw collective_error(timed_out(rank, peer, what), errc::timeout);
+    if (broken_)
+      throw *broken_;
   }
 
   std::string timed_out(int rank, int peer, const char* what) const {
@@ -209,15 +230,16 @@ private:
   /// the rest. Throws once the group is broken.
   void arrive(std::unique_lock<std::mutex>& lock, int rank, bool starting,
               const std::function<std::string()>& last) {
-    if (!broken_.empty())
-      throw collective_error(broken_);
+    if (broken_)
+      throw *broken_;
     if (starting)
       for (size_t r = 0; r < left_.size(); ++r)
         if (left_[r])
           throw collective_error(
             "group '" + name_ + "': rank " + std::to_string(r) +
-            " left the group (destroy_group, or its thread ended); a member "
-            "must take its rank again before the group can go on");
+              " left the group (destroy_group, or its thread ended); a member "
+              "must take its rank again before the group can go on",
+            errc::peer_lost);
     auto generation = generation_.load();
     arrived_[static_cast<size_t>(rank)] = true;
     if (++count_ == world_) {
@@ -237,7 +259,7 @@ private:
            clock::now() < spin_until)
       std::this_thread::yield();
     lock.lock();
-    auto woken = [&] { return generation_ != generation || !broken_.empty(); };
+    auto woken = [&] { return generation_ != generation || broken_; };
     // Only the start of an operation has a deadline: once every member is
     // in, each finishes its stage (local work on memory the others may be
     // reading), and none may leave early and free its buffer.
@@ -253,17 +275,22 @@ private:
           missing += (missing.empty() ? "" : ", ") + std::to_string(r);
       auto& what = slots_[static_cast<size_t>(rank)].what;
       break_with("rank " + std::to_string(rank) + " waited " +
-                 std::to_string(timeout_.count()) + " ms to " +
-                 (starting ? "start " : "finish a step of ") + what +
-                 " for rank(s) " + missing +
-                 ", which did not come; destroy the group and make it again");
+                   std::to_string(timeout_.count()) + " ms to " +
+                   (starting ? "start " : "finish a step of ") + what +
+                   " for rank(s) " + missing +
+                   ", which did not come; destroy the group and make it again",
+                 errc::timeout);
     }
-    if (!broken_.empty())
-      throw collective_error(broken_);
+    if (broken_)
+      throw *broken_;
   }
 
-  void break_with(const std::string& why) {
-    broken_ = "group '" + name_ + "': " + why;
+  // The first cause wins: a member leaving after the others timed out does
+  // not hide why they did.
+  void break_with(const std::string& why, errc code) {
+    if (broken_)
+      return;
+    broken_ = collective_error("group '" + name_ + "': " + why, code);
     cv_.notify_all();
   }
 
@@ -282,7 +309,9 @@ private:
   std::vector<bool> arrived_;
   std::vector<slot> slots_;
   std::string verdict_;
-  std::string broken_; // set for good once a member failed to come
+  errc verdict_code_ = errc::mismatch;
+  // Set for good once a member failed to come or left mid-operation.
+  std::optional<collective_error> broken_;
   std::map<std::pair<int, int>, p2p_box> p2p_; // by (sender, receiver)
 };
 

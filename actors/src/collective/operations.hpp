@@ -58,11 +58,6 @@ inline std::string check_same(const std::vector<slot>& slots, bool same_op) {
              std::to_string(slots[r].root) + " as the root, rank 0 named " +
              std::to_string(slots[0].root);
   }
-  auto world = static_cast<int>(slots.size());
-  if (slots[0].has_root && (slots[0].root < 0 || slots[0].root >= world))
-    return slots[0].what + " names rank " + std::to_string(slots[0].root) +
-           ", which is out of range: the group has ranks 0 to " +
-           std::to_string(world - 1);
   return {};
 }
 

@@ -17,8 +17,9 @@ void check_peer(const membership& m, int peer, const char* what) {
   if (peer < 0 || peer >= m.world() || peer == m.rank)
     throw collective_error(
       "group '" + m.name() + "': rank " + std::to_string(m.rank) + " cannot " +
-      what + " rank " + std::to_string(peer) + ": name another member, 0 to " +
-      std::to_string(m.world() - 1));
+        what + " rank " + std::to_string(peer) +
+        ": name another member, 0 to " + std::to_string(m.world() - 1),
+      errc::usage);
 }
 
 void send_from(const membership& m, const char* data, ml::dtype type,

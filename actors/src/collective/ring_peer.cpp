@@ -57,9 +57,10 @@ using peer_pointer = ring_peer::stateful_pointer<peer_state>;
 void require_member(const std::string& group) {
   if (!is_group_initialized(group))
     throw collective_error("this ring peer is not a member of group '" + group +
-                           "'; declare the group over the peers first: "
-                           "lumen::collective::create_group(peers, \"" +
-                           group + "\")");
+                             "'; declare the group over the peers first: "
+                             "lumen::collective::create_group(peers, \"" +
+                             group + "\")",
+                           errc::usage);
 }
 
 /// Runs `run` on the peer's member thread and answers with its result,
@@ -206,15 +207,18 @@ void create_group(const std::vector<ring_peer>& peers,
                   const std::string& group) {
   if (peers.empty())
     throw collective_error("create_group('" + group +
-                           "'): no peers given; pass one ring_peer per rank");
+                             "'): no peers given; pass one ring_peer per rank",
+                           errc::usage);
   // One thread cannot hold two ranks: its second join would wait behind
   // its first, which waits for the second.
   for (size_t i = 0; i < peers.size(); ++i)
     for (size_t j = 0; j < i; ++j)
       if (peers[i] == peers[j])
         throw collective_error("create_group('" + group + "'): ranks " +
-                               std::to_string(j) + " and " + std::to_string(i) +
-                               " are the same ring_peer; spawn one per rank");
+                                 std::to_string(j) + " and " +
+                                 std::to_string(i) +
+                                 " are the same ring_peer; spawn one per rank",
+                               errc::usage);
   ask_all(peers, group, join_atom::value);
 }
 

@@ -34,8 +34,9 @@ struct gz_closer {
   }
 };
 
-[[noreturn]] void bad_file(const std::string& path, const std::string& what) {
-  throw data_error("cannot use " + path + ": " + what);
+[[noreturn]] void bad_file(const std::string& path, const std::string& what,
+                           errc code = errc::bad_file) {
+  throw data_error("cannot use " + path + ": " + what, code);
 }
 
 /// Reads exactly `n` bytes, or throws `data_error` for a file cut short
@@ -72,10 +73,11 @@ uint32_t big_endian(const unsigned char* p) {
 idx_file read_idx(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
-    bad_file(path, "it does not exist");
+    bad_file(path, "it does not exist", errc::missing_file);
   std::unique_ptr<gzFile_s, gz_closer> f{gzopen(path.c_str(), "rb")};
   if (!f)
-    bad_file(path, std::string{"it cannot be opened: "} + std::strerror(errno));
+    bad_file(path, std::string{"it cannot be opened: "} + std::strerror(errno),
+             errc::missing_file);
   unsigned char head[4];
   if (gzread(f.get(), head, 1) == 0)
     bad_file(path, "it is empty");
@@ -113,9 +115,10 @@ dataset load_fashion_mnist(split which, const std::string& dir) {
   for (auto& path : {images_path, labels_path})
     if (::stat(path.c_str(), &st) != 0)
       throw data_error("Fashion-MNIST is not in " + dir + " (" + path +
-                       " is missing): install Debian's package, apt-get "
-                       "install dataset-fashion-mnist, or pass the "
-                       "directory that holds the files");
+                         " is missing): install Debian's package, apt-get "
+                         "install dataset-fashion-mnist, or pass the "
+                         "directory that holds the files",
+                       errc::missing_file);
   auto images = read_idx(images_path);
   auto labels = read_idx(labels_path);
   if (images.dims.size() != 3 || images.dims[1] != 28 || images.dims[2] != 28)
@@ -185,7 +188,8 @@ dataset node_fashion_mnist(split which, float mean, float stddev,
   auto n = static_cast<int64_t>(rows);
   if (block->size() != sizeof(rows) + rows * (784 * 4 + 4))
     throw data_error("the node-shared block " + block->name() +
-                     " does not hold Fashion-MNIST: remove it from /dev/shm");
+                       " does not hold Fashion-MNIST: remove it from /dev/shm",
+                     errc::bad_file);
   dataset out;
   const char* x = block->data() + sizeof(rows);
   out.features = tensor::view({n, 784}, dtype::float32, x, block);

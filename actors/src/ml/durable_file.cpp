@@ -32,7 +32,8 @@ std::string system_reason() {
 void write_synced(const std::string& path, const std::vector<char>& bytes) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
-    throw data_error("cannot write " + path + ": " + system_reason());
+    throw data_error("cannot write " + path + ": " + system_reason(),
+                     errc::write_failed);
   size_t done = 0;
   bool ok = true;
   while (ok && done < bytes.size()) {
@@ -54,8 +55,9 @@ void write_synced(const std::string& path, const std::vector<char>& bytes) {
   if (!ok) {
     ::unlink(path.c_str());
     throw data_error("cannot write " + path + " (" + std::to_string(done) +
-                     " of " + std::to_string(bytes.size()) +
-                     " bytes written): " + why);
+                       " of " + std::to_string(bytes.size()) +
+                       " bytes written): " + why,
+                     errc::write_failed);
   }
 }
 
@@ -70,7 +72,8 @@ void sync_directory(const std::string& dir) {
 void rename_synced(const std::string& from, const std::string& to) {
   if (std::rename(from.c_str(), to.c_str()) != 0)
     throw data_error("cannot put " + to + " in place (renaming " + from +
-                     "): " + system_reason());
+                       "): " + system_reason(),
+                     errc::write_failed);
   sync_directory(parent_of(to));
 }
 

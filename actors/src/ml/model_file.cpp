@@ -75,16 +75,19 @@ void check_finite(const std::string& path, const std::string& name,
   auto at = first_non_finite(t.data<float>(), t.numel());
   if (at < t.numel())
     throw data_error(path + ": tensor " + name + " holds " +
-                     std::to_string(t.data<float>()[at]) + " at element " +
-                     std::to_string(at) +
-                     "; a model's numbers are finite (did the run that "
-                     "wrote it diverge?): take another checkpoint");
+                       std::to_string(t.data<float>()[at]) + " at element " +
+                       std::to_string(at) +
+                       "; a model's numbers are finite (did the run that "
+                       "wrote it diverge?): take another checkpoint",
+                     errc::bad_file);
 }
 
 model_file from_safetensors(safetensors_file in, const std::string& path) {
   auto fail = [&](const std::string& why) -> data_error {
-    return data_error(path + ": " + why +
-                      "; it is not a model file Lumen wrote (save_model_file)");
+    return data_error(
+      path + ": " + why +
+        "; it is not a model file Lumen wrote (save_model_file)",
+      errc::bad_file);
   };
   auto kind = in.metadata.find(kind_key);
   auto arch = in.metadata.find(architecture_key);

@@ -222,13 +222,15 @@ void restore_checkpoint(ps_core& core, const std::string& path) {
     auto i = f.metadata.find(key);
     if (i == f.metadata.end())
       throw data_error("checkpoint '" + path + "' has no '" + key +
-                       "' in its metadata; it is not a parameter server's "
-                       "checkpoint (save_checkpoint writes them)");
+                         "' in its metadata; it is not a parameter server's "
+                         "checkpoint (save_checkpoint writes them)",
+                       errc::bad_file);
     return i->second;
   };
   if (meta("format") != checkpoint_format)
     throw data_error("checkpoint '" + path + "' is of format '" +
-                     meta("format") + "', not " + checkpoint_format);
+                       meta("format") + "', not " + checkpoint_format,
+                     errc::bad_file);
   auto& rule = core.update_rule();
   if (meta("optimizer") != to_string(rule.config().kind))
     throw usage_error("checkpoint '" + path + "' holds " + meta("optimizer") +
@@ -240,14 +242,16 @@ void restore_checkpoint(ps_core& core, const std::string& path) {
       return static_cast<uint64_t>(std::stoull(meta(key)));
     } catch (const std::logic_error&) {
       throw data_error("checkpoint '" + path + "': '" + key + "' is '" +
-                       meta(key) + "', not a count");
+                         meta(key) + "', not a count",
+                       errc::bad_file);
     }
   };
   auto floats = [&](const std::string& name) {
     auto i = f.tensors.find(name);
     if (i == f.tensors.end() || i->second.type() != dtype::float32)
       throw data_error("checkpoint '" + path + "' has no float32 tensor '" +
-                       name + "'");
+                         name + "'",
+                       errc::bad_file);
     return i->second.to_vector<float>();
   };
   auto state = rule.state();

@@ -88,8 +88,9 @@ uint32_t metadata_crc(const std::map<std::string, std::string>& metadata) {
   return crc32_of(all.data(), all.size());
 }
 
-[[noreturn]] void fail(const std::string& path, const std::string& what) {
-  throw data_error("safetensors file '" + path + "': " + what);
+[[noreturn]] void fail(const std::string& path, const std::string& what,
+                       errc code = errc::bad_file) {
+  throw data_error("safetensors file '" + path + "': " + what, code);
 }
 
 dtype dtype_of_code(const std::string& path, const std::string& name,
@@ -178,15 +179,17 @@ void save_safetensors(const std::string& path, const safetensors_file& file) {
     detail::rename_synced(tmp, path);
   } catch (const data_error& e) {
     std::remove(tmp.c_str());
-    fail(path, std::string{"cannot be saved: "} + e.what());
+    fail(path, std::string{"cannot be saved: "} + e.what(), e.code());
   }
 }
 
 safetensors_file load_safetensors(const std::string& path) {
   std::ifstream in{path, std::ios::binary};
   if (!in)
-    fail(path, "cannot be opened; check the path (checkpoints are written "
-               "on the node that saved them)");
+    fail(path,
+         "cannot be opened; check the path (checkpoints are written "
+         "on the node that saved them)",
+         errc::missing_file);
   return parse_safetensors(
     {std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}},
     path);

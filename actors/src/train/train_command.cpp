@@ -61,14 +61,16 @@ resume_point read_checkpoint(const fs::path& path) {
   std::ifstream in{path, std::ios::binary};
   if (!in)
     throw ml::data_error(path.string() +
-                         ": cannot be opened; give a checkpoint's folder "
-                         "or its model.safetensors");
+                           ": cannot be opened; give a checkpoint's folder "
+                           "or its model.safetensors",
+                         errc::missing_file);
   resume_point p{path, {std::istreambuf_iterator<char>{in}, {}}, {}};
   p.file = ml::parse_model_file(p.bytes, path.string());
   if (p.file.metadata.count("epochs_done") == 0)
     throw ml::data_error(path.string() +
-                         ": no epochs_done in its metadata; it is not a "
-                         "checkpoint of lumen train");
+                           ": no epochs_done in its metadata; it is not a "
+                           "checkpoint of lumen train",
+                         errc::bad_file);
   return p;
 }
 
@@ -102,8 +104,9 @@ resume_point checkpoint_to_resume(const std::string& path,
     }
   }
   throw ml::data_error("--resume: none of the " + std::to_string(found.size()) +
-                       " checkpoints in " + run.string() +
-                       " can be read (each is named above with why)");
+                         " checkpoints in " + run.string() +
+                         " can be read (each is named above with why)",
+                       errc::bad_file);
 }
 
 /// The rows of a metrics.csv written before, up to epoch `upto`.

@@ -58,15 +58,13 @@ const running_loop& in_loop(const char* what) {
 }
 
 /// True for what a lost process or node makes a loop throw: a collective
-/// whose member is gone, a peer that cannot be reached. Bad data, a full
-/// disk, a diverged run or a bug fail the same way again after a restart.
-bool lost_a_peer(const std::exception& e) {
-  if (dynamic_cast<const collective::collective_error*>(&e) != nullptr)
-    return true;
-  auto* failed = dynamic_cast<const error*>(&e);
-  if (failed == nullptr)
-    return false;
-  switch (failed->code()) {
+/// whose member is gone or silent, a peer that cannot be reached. Bad data,
+/// a full disk, a diverged run or a bug fail the same way again after a
+/// restart.
+bool lost_a_peer(errc code) {
+  switch (code) {
+    case errc::peer_lost:
+    case errc::timeout:
     case errc::unreachable:
     case errc::head_unreachable:
     case errc::node_dead:
@@ -77,6 +75,11 @@ bool lost_a_peer(const std::exception& e) {
     default:
       return false;
   }
+}
+
+std::string failed_here(const train_task& task, const char* what) {
+  return "rank " + std::to_string(task.ctx.world_rank) + " on node " +
+         lumen::this_node_id() + ": " + what;
 }
 
 /// Runs a task's loop on the calling thread.
@@ -97,10 +100,11 @@ loop_end run_task(const train_task& task) {
     collective::init_group(task.ctx.world_size, task.ctx.world_rank,
                            task.ctx.group, collective::backend::processes);
     i->second(task.cfg);
+  } catch (const error& e) {
+    end.why = failed_here(task, e.what());
+    end.restartable = lost_a_peer(e.code());
   } catch (const std::exception& e) {
-    end.why = std::string{"rank "} + std::to_string(task.ctx.world_rank) +
-              " on node " + lumen::this_node_id() + ": " + e.what();
-    end.restartable = lost_a_peer(e);
+    end.why = failed_here(task, e.what());
   }
   try {
     if (collective::is_group_initialized(task.ctx.group))

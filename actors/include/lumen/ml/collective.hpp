@@ -42,12 +42,17 @@ namespace detail {
 class net_group;
 } // namespace detail
 
-/// A collective could not run: an unknown or destroyed group, a rank out
-/// of range or claimed twice, buffers that differ across ranks, a member
-/// that did not come in time. The message names the group and the ranks.
+/// A collective could not run. The message names the group and the ranks;
+/// `code()` says which kind of failure it is:
+/// - `errc::usage`: a call that cannot be right (an unknown or destroyed
+///   group, a rank out of range, a bad timeout, an unknown algorithm);
+/// - `errc::mismatch`: the members disagree (world size, lengths, element
+///   types, a rank claimed twice);
+/// - `errc::timeout`: a member did not come in time;
+/// - `errc::peer_lost`: a member died, left, or lost its link mid-operation.
 class collective_error : public error {
 public:
-  using error::error;
+  collective_error(const std::string& what, errc code) : error(what, code) {}
 };
 
 /// How long a member waits for the others to start an operation (or, in

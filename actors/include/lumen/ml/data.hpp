@@ -23,11 +23,13 @@
 
 namespace lumen::ml {
 
-/// A data set file that cannot be used: missing, not IDX, truncated, or
-/// not matching its partner file. The message names the file and the fix.
+/// A file that cannot be used: a data set, a checkpoint, a model. The
+/// message names the file and the fix; `code()` is `errc::missing_file`
+/// (not there), `errc::bad_file` (malformed, damaged, of another format,
+/// holding NaN) or `errc::write_failed` (a full disk, no permission).
 class data_error : public error {
 public:
-  using error::error;
+  data_error(const std::string& what, errc code) : error(what, code) {}
 };
 
 /// Rows of examples in memory: `features` is float32 [n, dim], row-major;

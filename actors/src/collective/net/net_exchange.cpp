@@ -48,8 +48,9 @@ void net_links::exchange(int right, int left, exchange_plan& plan,
     if (h.kind != static_cast<uint32_t>(frame_kind::data) ||
         h.length != target.n)
       fail("group '" + group_ + "': rank " + std::to_string(left) +
-           " sent a frame out of step with the ring during " + doing +
-           "; every rank must call the same collectives in the same order");
+             " sent a frame out of step with the ring during " + doing +
+             "; every rank must call the same collectives in the same order",
+           errc::mismatch);
     have_header = true;
     in_got = std::min(target.n, rd.len - rd.pos);
     std::memcpy(target.data, rd.buf.data() + rd.pos, in_got);
@@ -94,7 +95,8 @@ void net_links::exchange(int right, int left, exchange_plan& plan,
     if (count == 0)
       // Sends come before the pieces that wait for them: cannot happen.
       fail("group '" + group_ + "': the ring's exchange stalled during " +
-           doing);
+             doing,
+           errc::unspecified);
     int ready = spin_poll(fds, count);
     if (ready == 0)
       ready = ::poll(fds, count, static_cast<int>(timeout_.count()));

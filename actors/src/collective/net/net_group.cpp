@@ -61,8 +61,9 @@ net_group::net_group(std::string name, int world, int rank,
     if (e.code() != lumen::errc::name_taken)
       throw;
     throw collective_error(prefix + "rank " + std::to_string(rank) +
-                           " is taken: two members claim it; give each "
-                           "member its own rank");
+                             " is taken: two members claim it; give each "
+                             "member its own rank",
+                           errc::mismatch);
   }
   auto deadline = clock::now() + timeout;
   std::vector<lumen::channel> peers(static_cast<size_t>(world));
@@ -72,22 +73,26 @@ net_group::net_group(std::string name, int world, int rank,
   auto check = [&](const hello& theirs, int expected_from) {
     if (theirs.magic != mine.magic)
       throw collective_error(prefix +
-                             "a peer that is not a member of a "
-                             "Lumen group connected to rank " +
-                             std::to_string(rank));
+                               "a peer that is not a member of a "
+                               "Lumen group connected to rank " +
+                               std::to_string(rank),
+                             errc::mismatch);
     if (theirs.world != world)
-      throw collective_error(
-        prefix + "rank " + std::to_string(theirs.from) +
-        " says the group has " + std::to_string(theirs.world) +
-        " members, rank " + std::to_string(rank) + " says " +
-        std::to_string(world) + "; every member must pass the same world_size");
+      throw collective_error(prefix + "rank " + std::to_string(theirs.from) +
+                               " says the group has " +
+                               std::to_string(theirs.world) +
+                               " members, rank " + std::to_string(rank) +
+                               " says " + std::to_string(world) +
+                               "; every member must pass the same world_size",
+                             errc::mismatch);
     if (theirs.to != rank || theirs.from < 0 || theirs.from >= world ||
         (expected_from >= 0 && theirs.from != expected_from) ||
         peers[static_cast<size_t>(theirs.from)])
       throw collective_error(prefix + "rank " + std::to_string(theirs.from) +
-                             " connected twice to rank " +
-                             std::to_string(rank) +
-                             ": two members claim one rank");
+                               " connected twice to rank " +
+                               std::to_string(rank) +
+                               ": two members claim one rank",
+                             errc::mismatch);
   };
   try {
     // Lower ranks first: rank 0 only accepts, and each rank accepts once
@@ -132,10 +137,11 @@ net_group::net_group(std::string name, int world, int rank,
       if (q != rank && !peers[static_cast<size_t>(q)])
         missing += (missing.empty() ? "" : ", ") + std::to_string(q);
     throw collective_error(prefix + "rank " + std::to_string(rank) +
-                           " waited " + std::to_string(timeout.count()) +
-                           " ms for rank(s) " + missing +
-                           ", which did not come (" + e.what() +
-                           "); start every member, each with its own rank");
+                             " waited " + std::to_string(timeout.count()) +
+                             " ms for rank(s) " + missing +
+                             ", which did not come (" + e.what() +
+                             "); start every member, each with its own rank",
+                           errc::timeout);
   }
   links_ =
     std::make_unique<net_links>(name, world, rank, std::move(peers), timeout);
@@ -175,7 +181,8 @@ void net_group::start(op_descriptor mine, bool same_op,
     if (auto bytes = payloads[static_cast<size_t>(p)]; bytes > 0)
       links_->read_data(p, scratch(0, bytes).data(), bytes, doing);
   links_->flush(); // our payload is out before the caller's buffer moves on
-  throw collective_error("group '" + name() + "': " + why);
+  throw collective_error("group '" + name() + "': " + why,
+                         problem.empty() ? errc::mismatch : errc::usage);
 }
 
 void net_group::agree_by_doubling(op_descriptor mine, bool same_op,
@@ -242,9 +249,10 @@ void net_group::agree_by_doubling(op_descriptor mine, bool same_op,
     return;
   throw collective_error(
     "group '" + name() + "': " +
-    (problem.empty()
-       ? disagreement(known.db, known.b, known.da, known.a, same_op)
-       : problem));
+      (problem.empty()
+         ? disagreement(known.db, known.b, known.da, known.a, same_op)
+         : problem),
+    problem.empty() ? errc::mismatch : errc::usage);
 }
 
 std::string net_group::disagreement(const op_descriptor& theirs, int p,

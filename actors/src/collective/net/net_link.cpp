@@ -54,8 +54,9 @@ net_links::~net_links() {
     done_cv_.wait_for(lock, timeout_,
                       [this] { return sent_ >= posted_ || !broken_.empty(); });
     if (break_locked("group '" + group_ + "': rank " + std::to_string(rank_) +
-                     " left the group (destroy_group, or its thread or "
-                     "process ended); make the group again to go on"))
+                       " left the group (destroy_group, or its thread or "
+                       "process ended); make the group again to go on",
+                     errc::peer_lost))
       done_cv_.wait_for(lock, abort_grace, [this] { return aborts_out_; });
     stopping_ = true;
     work_cv_.notify_all();
@@ -280,10 +281,11 @@ void net_links::write_loop() {
   }
 }
 
-bool net_links::break_locked(const std::string& why) {
+bool net_links::break_locked(const std::string& why, errc code) {
   if (!broken_.empty())
     return false;
-  broken_ = why;
+  broken_ = {why, code};
+  auto payload = static_cast<char>(code) + why;
   // Data not sent yet never will be: whoever waits for it wakes to the
   // failure. The aborts go next, one to every peer.
   queue_.clear();
@@ -300,8 +302,8 @@ bool net_links::break_locked(const std::string& why) {
       job j;
       j.peer = p;
       j.first = {frame_magic, static_cast<uint32_t>(frame_kind::abort),
-                 why.size()};
-      j.owned = why;
+                 payload.size()};
+      j.owned = payload;
       j.has_first = true;
       queue_.push_back(std::move(j));
     }
@@ -317,19 +319,19 @@ void net_links::close_all() noexcept {
     c.shutdown();
 }
 
-void net_links::fail(const std::string& why) {
-  std::string cause;
+void net_links::fail(const std::string& why, errc code) {
+  link_failure cause;
   {
     std::unique_lock<std::mutex> lock{mtx_};
-    if (break_locked(why))
+    if (break_locked(why, code))
       done_cv_.wait_for(lock, abort_grace, [this] { return aborts_out_; });
     cause = broken_;
   }
   close_all();
-  throw collective_error(cause);
+  throw collective_error(cause.why, cause.code);
 }
 
-std::string net_links::broken() {
+link_failure net_links::broken() {
   std::lock_guard<std::mutex> guard{mtx_};
   return broken_;
 }

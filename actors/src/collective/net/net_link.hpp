@@ -121,6 +121,17 @@ struct link_traffic {
 /// which is why MPI's progress loops spin too.
 int spin_poll(pollfd* fds, nfds_t count);
 
+/// Why a group's links broke: the message, and the code its
+/// `collective_error` carries (the first cause wins, on every member).
+struct link_failure {
+  std::string why;
+  errc code = errc::unspecified;
+
+  bool empty() const noexcept {
+    return why.empty();
+  }
+};
+
 class net_links {
 public:
   /// Takes the channels, one per rank (the member's own is empty).
@@ -196,11 +207,14 @@ public:
   void read_data(int peer, void* into, size_t n, const char* doing);
 
   /// Breaks the group with `why` (the first cause wins) and throws it as
-  /// a `collective_error`.
-  [[noreturn]] void fail(const std::string& why);
+  /// a `collective_error` carrying `code`.
+  [[noreturn]] void fail(const std::string& why, errc code);
+  [[noreturn]] void fail(const link_failure& f) {
+    fail(f.why, f.code);
+  }
 
   /// The group's failure, or empty.
-  std::string broken();
+  link_failure broken();
 
   link_traffic traffic();
 
@@ -248,14 +262,15 @@ private:
   void fill(int peer, void* into, size_t n);
   /// As `fill`, failing the group if the peer is gone or silent.
   void recv_exact(int peer, void* into, size_t n, const char* doing);
-  /// Records `why` and queues the aborts; true if it was the first cause.
-  bool break_locked(const std::string& why);
+  /// Records `why` and queues the aborts (their payload: the code's byte,
+  /// then `why`); true if it was the first cause.
+  bool break_locked(const std::string& why, errc code);
   void close_all() noexcept;
   [[noreturn]] void lost(int peer, const char* doing, bool timed_out);
   /// Fails with the cause if the writer lost a peer.
   void check_lost();
   /// The abort `peer` left before it closed, or that it is gone.
-  std::string last_words(int peer);
+  link_failure last_words(int peer);
   frame_header read_header(int peer, const char* doing);
 
   std::string group_;
@@ -277,7 +292,7 @@ private:
   bool writing_ = false;    // a write is under way, by either thread
   std::vector<bool> dead_;  // peers a write failed to
   bool stopping_ = false;
-  std::string broken_;
+  link_failure broken_;
   int lost_peer_ = -1;          // the first peer the writer could not send to
   bool lost_timed_out_ = false; // ... because it took nothing in time
   link_traffic traffic_;

@@ -232,7 +232,7 @@ void net_allreduce(net_group& g, char* data, ml::dtype type, size_t numel,
 void net_reduce(net_group& g, char* data, ml::dtype type, size_t numel, int dst,
                 reduce_op op) {
   if (auto problem = root_problem(g, dst, "reduce"); !problem.empty())
-    throw collective_error("group '" + g.name() + "': " + problem);
+    throw collective_error("group '" + g.name() + "': " + problem, errc::usage);
   if (g.rank() == dst)
     return net_allreduce(g, data, type, numel, op);
   // The others reduce a copy: their buffers stay as they were.
@@ -346,10 +346,11 @@ void net_send(net_group& g, const char* data, ml::dtype type, size_t numel,
   if (answer.invalid)
     throw collective_error(
       "group '" + g.name() + "': rank " + std::to_string(g.rank()) + " sent " +
-      std::to_string(numel) + " " + ml::to_string(type) + " elements, rank " +
-      std::to_string(dst) + " receives into " + std::to_string(answer.numel) +
-      " " + ml::to_string(static_cast<ml::dtype>(answer.type)) +
-      " elements; both must agree");
+        std::to_string(numel) + " " + ml::to_string(type) + " elements, rank " +
+        std::to_string(dst) + " receives into " + std::to_string(answer.numel) +
+        " " + ml::to_string(static_cast<ml::dtype>(answer.type)) +
+        " elements; both must agree",
+      errc::mismatch);
 }
 
 void net_recv(net_group& g, char* data, ml::dtype type, size_t numel, int src) {
@@ -357,10 +358,11 @@ void net_recv(net_group& g, char* data, ml::dtype type, size_t numel, int src) {
   auto theirs = l.read_op(src, "recv");
   if (theirs.what != static_cast<uint32_t>(operation_kind::send))
     l.fail("group '" + g.name() + "': rank " + std::to_string(src) +
-           " called " + to_string(static_cast<operation_kind>(theirs.what)) +
-           " while rank " + std::to_string(g.rank()) +
-           " receives from it; every rank must call the same collectives in "
-           "the same order");
+             " called " + to_string(static_cast<operation_kind>(theirs.what)) +
+             " while rank " + std::to_string(g.rank()) +
+             " receives from it; every rank must call the same collectives "
+             "in the same order",
+           errc::mismatch);
   auto d = describe(operation_kind::send, type, numel);
   d.root = g.rank();
   auto type_of = static_cast<ml::dtype>(theirs.type);
@@ -372,10 +374,11 @@ void net_recv(net_group& g, char* data, ml::dtype type, size_t numel, int src) {
     l.post_copy(src, frame_kind::op, &d, sizeof(d));
     throw collective_error(
       "group '" + g.name() + "': rank " + std::to_string(src) + " sent " +
-      std::to_string(theirs.numel) + " " + ml::to_string(type_of) +
-      " elements, rank " + std::to_string(g.rank()) + " receives into " +
-      std::to_string(numel) + " " + ml::to_string(type) +
-      " elements; both must agree");
+        std::to_string(theirs.numel) + " " + ml::to_string(type_of) +
+        " elements, rank " + std::to_string(g.rank()) + " receives into " +
+        std::to_string(numel) + " " + ml::to_string(type) +
+        " elements; both must agree",
+      errc::mismatch);
   }
   l.read_data(src, data, numel * ml::size_of(type), "recv");
   l.post_copy(src, frame_kind::op, &d, sizeof(d));

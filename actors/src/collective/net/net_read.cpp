@@ -14,6 +14,13 @@ namespace {
 
 constexpr size_t read_buffer = 64 * 1024;
 
+// An abort's payload: the code's byte, then the cause (break_locked).
+link_failure abort_of(const std::string& words) {
+  if (words.empty())
+    return {"a member aborted the group without a cause", errc::peer_lost};
+  return {words.substr(1), static_cast<errc>(static_cast<uint8_t>(words[0]))};
+}
+
 } // namespace
 
 void net_links::fill(int peer, void* into, size_t n) {
@@ -68,14 +75,15 @@ void net_links::check_lost() {
   }
   if (timed_out)
     fail("group '" + group_ + "': rank " + std::to_string(rank_) + " waited " +
-         std::to_string(timeout_.count()) + " ms for rank " +
-         std::to_string(peer) +
-         " to take its data, which it did not; is it calling the same "
-         "collective?");
+           std::to_string(timeout_.count()) + " ms for rank " +
+           std::to_string(peer) +
+           " to take its data, which it did not; is it calling the same "
+           "collective?",
+         errc::timeout);
   fail(last_words(peer));
 }
 
-std::string net_links::last_words(int peer) {
+link_failure net_links::last_words(int peer) {
   // What the peer sent before it closed is still here to read: skip its
   // frames up to an abort, if it left one.
   peers_[static_cast<size_t>(peer)].set_timeout(abort_grace);
@@ -94,9 +102,9 @@ std::string net_links::last_words(int peer) {
         break;
       if (h.kind == static_cast<uint32_t>(frame_kind::abort) &&
           h.length <= max_reason) {
-        std::string why(h.length, '\0');
-        fill(peer, why.data(), why.size());
-        return why;
+        std::string words(h.length, '\0');
+        fill(peer, words.data(), words.size());
+        return abort_of(words);
       }
       for (uint64_t left = h.length; left > 0;) {
         auto k = static_cast<size_t>(std::min<uint64_t>(left, skip.size()));
@@ -107,10 +115,11 @@ std::string net_links::last_words(int peer) {
   } catch (const lumen::channel_error&) {
     // Closed without a word: the process is gone.
   }
-  return "group '" + group_ + "': rank " + std::to_string(peer) +
-         " is gone (its process died, its machine is unreachable, or it left "
-         "the group); rank " +
-         std::to_string(rank_) + " could not send to it";
+  return {"group '" + group_ + "': rank " + std::to_string(peer) +
+            " is gone (its process died, its machine is unreachable, or it "
+            "left the group); rank " +
+            std::to_string(rank_) + " could not send to it",
+          errc::peer_lost};
 }
 
 void net_links::lost(int peer, const char* doing, bool timed_out) {
@@ -121,12 +130,14 @@ void net_links::lost(int peer, const char* doing, bool timed_out) {
   auto who = "rank " + std::to_string(peer);
   if (timed_out)
     fail("group '" + group_ + "': rank " + std::to_string(rank_) + " waited " +
-         std::to_string(timeout_.count()) + " ms for " + who + " during " +
-         doing + ", which sent nothing; is it calling the same collective?");
+           std::to_string(timeout_.count()) + " ms for " + who + " during " +
+           doing + ", which sent nothing; is it calling the same collective?",
+         errc::timeout);
   fail("group '" + group_ + "': " + who +
-       " is gone (its process died, its machine is unreachable, or it left "
-       "the group) during " +
-       doing + "; rank " + std::to_string(rank_) + " lost its link to it");
+         " is gone (its process died, its machine is unreachable, or it left "
+         "the group) during " +
+         doing + "; rank " + std::to_string(rank_) + " lost its link to it",
+       errc::peer_lost);
 }
 
 frame_header net_links::read_header(int peer, const char* doing) {
@@ -134,22 +145,24 @@ frame_header net_links::read_header(int peer, const char* doing) {
   recv_exact(peer, &h, sizeof(h), doing);
   auto junk = [&] {
     fail("group '" + group_ + "': rank " + std::to_string(peer) +
-         " sent bytes that are not a collective's frame; do all members run "
-         "the same Lumen version?");
+           " sent bytes that are not a collective's frame; do all members "
+           "run the same Lumen version?",
+         errc::mismatch);
   };
   if (h.magic != frame_magic || h.length > max_frame)
     junk();
   if (h.kind == static_cast<uint32_t>(frame_kind::abort)) {
     if (h.length > max_reason)
       junk();
-    std::string why(h.length, '\0');
+    std::string words(h.length, '\0');
     try {
-      fill(peer, why.data(), why.size());
+      fill(peer, words.data(), words.size());
     } catch (const lumen::channel_error&) {
-      why = "group '" + group_ + "': rank " + std::to_string(peer) +
-            " broke the group and left";
+      fail("group '" + group_ + "': rank " + std::to_string(peer) +
+             " broke the group and left",
+           errc::peer_lost);
     }
-    fail(why);
+    fail(abort_of(words));
   }
   if (h.kind != static_cast<uint32_t>(frame_kind::op) &&
       h.kind != static_cast<uint32_t>(frame_kind::data) &&
@@ -186,9 +199,10 @@ void net_links::watch_peer(int peer, const char* doing) {
     return;
   read_header(peer, doing); // an abort, or the channel's end, throws
   fail("group '" + group_ + "': rank " + std::to_string(peer) +
-       " sent a collective's frame while rank " + std::to_string(rank_) +
-       " waited for it to " + doing +
-       "; every rank must call the same collectives in the same order");
+         " sent a collective's frame while rank " + std::to_string(rank_) +
+         " waited for it to " + doing +
+         "; every rank must call the same collectives in the same order",
+       errc::mismatch);
 }
 
 op_descriptor net_links::read_op(int peer, const char* doing) {
@@ -202,9 +216,10 @@ void net_links::read_head(int peer, frame_kind kind, void* into, size_t n,
   auto h = read_header(peer, doing);
   if (h.kind != static_cast<uint32_t>(kind) || h.length != n)
     fail("group '" + group_ + "': rank " + std::to_string(peer) +
-         " sent data where rank " + std::to_string(rank_) +
-         " expected the start of " + doing +
-         "; every rank must call the same collectives in the same order");
+           " sent data where rank " + std::to_string(rank_) +
+           " expected the start of " + doing +
+           "; every rank must call the same collectives in the same order",
+         errc::mismatch);
   recv_exact(peer, into, n, doing);
 }
 
@@ -217,9 +232,10 @@ void net_links::read_data(int peer, void* into, size_t n, const char* doing) {
       auto h = read_header(peer, doing);
       if (h.kind != static_cast<uint32_t>(frame_kind::data))
         fail("group '" + group_ + "': rank " + std::to_string(peer) +
-             " started another operation while rank " + std::to_string(rank_) +
-             " still expected data of " + doing +
-             "; every rank must call the same collectives in the same order");
+               " started another operation while rank " +
+               std::to_string(rank_) + " still expected data of " + doing +
+               "; every rank must call the same collectives in the same order",
+             errc::mismatch);
       rd.frame_left = h.length;
       continue;
     }

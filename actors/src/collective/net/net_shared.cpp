@@ -220,10 +220,11 @@ void host_segment::wait_for(Behind behind, const char* what) {
         if (behind(q))
           late += (late.empty() ? "" : ", ") + std::to_string(q);
       links_.fail("group '" + links_.group() + "': rank " +
-                  std::to_string(rank_) + " waited " +
-                  std::to_string(links_.timeout().count()) + " ms for rank " +
-                  late + " to " + what +
-                  "; is it stopped, or calling another collective?");
+                    std::to_string(rank_) + " waited " +
+                    std::to_string(links_.timeout().count()) + " ms for rank " +
+                    late + " to " + what +
+                    "; is it stopped, or calling another collective?",
+                  errc::timeout);
     }
   }
 }
@@ -316,14 +317,15 @@ bool host_segment::progress(uint64_t seq, bool block) {
           d.op != static_cast<uint32_t>(p.op))
         links_.fail(
           "group '" + links_.group() + "': rank " + std::to_string(q) +
-          " started all-reduce " + std::to_string(p.seq) + " of " +
-          std::to_string(d.numel) + " " +
-          ml::to_string(static_cast<ml::dtype>(d.type)) + " elements (" +
-          to_string(static_cast<reduce_op>(d.op)) + "), rank " +
-          std::to_string(rank_) + " of " + std::to_string(p.numel) + " " +
-          ml::to_string(p.type) + " elements (" + to_string(p.op) +
-          "); every member must start the same all-reduces in the same "
-          "order");
+            " started all-reduce " + std::to_string(p.seq) + " of " +
+            std::to_string(d.numel) + " " +
+            ml::to_string(static_cast<ml::dtype>(d.type)) + " elements (" +
+            to_string(static_cast<reduce_op>(d.op)) + "), rank " +
+            std::to_string(rank_) + " of " + std::to_string(p.numel) + " " +
+            ml::to_string(p.type) + " elements (" + to_string(p.op) +
+            "); every member must start the same all-reduces in the same "
+            "order",
+          errc::mismatch);
       copies_[static_cast<size_t>(q)] = region(q) + d.offset;
     }
     reduce_in_rank_order(copies_, p.data, p.type, p.numel, p.op);
