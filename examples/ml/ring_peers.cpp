@@ -4,12 +4,14 @@
 // messages: the peers do the ring all-reduce between themselves.
 //
 // Alone, the peers are threads of this process:
-//   ./.build/examples/ring_peers
+//   ./.build/examples/ml/ring_peers
 // In a cluster, one peer a node in turn, their tensors going round a ring
 // of direct connections:
-//   ./.build/examples/ring_peers start --head --block        # machine A
-//   ./.build/examples/ring_peers start --address A:6380 --block   # machine B
-//   ./.build/examples/ring_peers --address=A:6380
+//   ./.build/examples/ml/ring_peers start --head --block            # A
+//   ./.build/examples/ml/ring_peers start --address A:6380 --block  # B
+//   ./.build/examples/ml/ring_peers --address=A:6380
+// Prints each rank's result (10 ... 10), the node of each peer and
+// "ring_peers: all steps ok".
 
 #include <iostream>
 #include <string>

@@ -6,7 +6,7 @@
 // CAF actors too; and an actor asking another with lumen::request. The ML
 // actors of lumen::actors are built this way.
 //
-// Run:   ./.build/examples/typed_actors
+// Run:   ./.build/examples/basics/typed_actors
 // Prints "7 / 2 = 3", the error for a division by zero, "mean of 3 and 8
 // = 5", then "typed_actors: all steps ok".
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Runs an example that is its own head and node (cluster_demo, allreduce,
-# ring_peers, parameter_server, ps_training)
-# as its header says: a head and a node from the program, then the program
-# as the script (with the arguments after the program's path), in a home of
-# its own, and ends exactly the processes it started.
+# Runs an example that is its own head and node (those of cluster/, and
+# ml/'s allreduce, ring_peers, parameter_server, ps_training) as its header
+# says: a head and a node from the program, then the program as the script
+# (with the arguments after the program's path), in a home of its own, and
+# ends exactly the processes it started.
+# Usage: run_in_cluster.sh PROGRAM [ARGS...]
 set -euo pipefail
 demo=$1
 export HOME=$(mktemp -d)

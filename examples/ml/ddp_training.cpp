@@ -1,15 +1,14 @@
-// ddp_training: your own train loop, run data-parallel the way Ray Train
-// runs one: every worker runs it in a process of its own on a model
-// replica and its share of Fashion-MNIST, and the replicas' mean gradient
-// is all-reduced bucket by bucket while the backward pass goes on, so that
-// they stay identical to the bit. Rank 0 reports each epoch's loss and a
-// checkpoint; a worker that dies is replaced from the last checkpoint; the
-// best checkpoint is tested at the end. (`lumen train fashion-mnist` is
-// the full-featured run of this: progress, CSV, plot, --resume.)
+// ddp_training: your own train loop, run data-parallel as Ray Train runs
+// one: every worker runs it in a process of its own on a model replica and
+// its share of Fashion-MNIST; the replicas' mean gradient is all-reduced
+// bucket by bucket while the backward pass goes on, so they stay identical
+// to the bit. Rank 0 reports each epoch and a checkpoint; a lost worker is
+// replaced from the last checkpoint; the best one is tested at the end.
+// (`lumen train fashion-mnist` is the full-featured run of this.)
 //
-//   ./.build/examples/ddp_training                    # 2 workers, 8 epochs
-//   ./.build/examples/ddp_training --workers=1        # the same, alone
-//   ./.build/examples/ddp_training --address=A:6380   # on a cluster's nodes
+//   ./.build/examples/ml/ddp_training                    # 2 workers, 8 epochs
+//   ./.build/examples/ml/ddp_training --workers=1        # the same, alone
+//   ./.build/examples/ml/ddp_training --address=A:6380   # on a cluster's nodes
 //
 // Without --address the workers run in local node processes of this
 // program (lumen::init's local_nodes). Prints a line per epoch, then
@@ -27,8 +26,6 @@
 
 namespace ml = lumen::ml;
 namespace train = lumen::train;
-
-namespace {
 
 // [loop]
 /// Every worker's loop: its share of the training set, the same initial
@@ -77,13 +74,10 @@ void fashion_loop(const train::loop_config& cfg) {
 LUMEN_TRAIN_LOOP(fashion_loop);
 // [/loop]
 
-} // namespace
-
 int main(int argc, char** argv) {
   CLI::App app{"Fashion-MNIST trained data-parallel"};
   size_t workers = 2;
   double epochs = 8, lr = 0.1;
-  int max_failures = 1;
   std::string storage; // ~/lumen_results
   lumen::init_options opts;
   app.add_option("--workers", workers, "workers, a process each")
@@ -92,7 +86,6 @@ int main(int argc, char** argv) {
     ->check(CLI::Range(1, 100));
   app.add_option("--lr", lr, "learning rate of plain SGD")
     ->check(CLI::PositiveNumber);
-  app.add_option("--max-failures", max_failures, "restarts allowed");
   app.add_option("--storage", storage,
                  "where checkpoints go (default ~/lumen_results)");
   app.add_option("--address", opts.address, "a cluster's head, HOST:PORT");
@@ -105,7 +98,7 @@ int main(int argc, char** argv) {
     train::run_config run;
     run.name = "ddp_training";
     run.storage_path = storage;
-    run.failure.max_failures = max_failures;
+    run.failure.max_failures = 1; // a lost worker: once from a checkpoint
     run.checkpoint_score = "loss";
     run.score_max = false;
     run.on_report = [](const train::metrics& m) {
@@ -126,10 +119,10 @@ int main(int argc, char** argv) {
     std::printf("test accuracy %.4f of %s (%d restarts)\n", accuracy,
                 result.best_checkpoint.c_str(), result.failures);
     lumen::shutdown();
-    std::printf("%s\n", accuracy >= 0.80 ? "ddp_training: all steps ok"
-                                         : "ddp_training: the accuracy "
-                                           "stayed below 0.80");
-    return accuracy >= 0.80 ? 0 : 1;
+    bool ok = accuracy >= 0.80;
+    std::printf("%s\n", ok ? "ddp_training: all steps ok"
+                           : "ddp_training: the accuracy stayed below 0.80");
+    return ok ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ddp_training: %s\n", e.what());
     lumen::shutdown();

@@ -6,11 +6,11 @@
 // the data is a linear regression whose true weights are known.
 //
 // Alone, everything runs in this process:
-//   ./.build/examples/parameter_server
+//   ./.build/examples/ml/parameter_server
 // In a cluster, the server goes to a node and the workers spread:
-//   ./.build/examples/parameter_server start --head --block        # machine A
-//   ./.build/examples/parameter_server start --address A:6380 --block
-//   ./.build/examples/parameter_server --address=A:6380
+//   ./.build/examples/ml/parameter_server start --head --block  # machine A
+//   ./.build/examples/ml/parameter_server start --address A:6380 --block
+//   ./.build/examples/ml/parameter_server --address=A:6380
 // Prints the loss every 50 steps and "parameter_server: all steps ok" once
 // the weights are the true ones to 1e-3.
 

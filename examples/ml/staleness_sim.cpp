@@ -5,7 +5,7 @@
 // each gradient takes drawn from a seed, so the numbers here are the
 // page's numbers.
 //
-//   ./.build/examples/staleness_sim
+//   ./.build/examples/ml/staleness_sim
 //
 // Prints the loss after 300 updates with the staleness fix off and on, the
 // gradients' staleness, and "staleness_sim: all steps ok" once the run

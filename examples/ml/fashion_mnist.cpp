@@ -3,7 +3,7 @@
 // trainer in Lumen splits up: take a batch, compute the loss and its
 // gradient, step the weights.
 //
-// Run:   ./.build/examples/fashion_mnist [--epochs=N]
+// Run:   ./.build/examples/ml/fashion_mnist [--epochs=N]
 // Needs Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist).
 // Prints each epoch's loss, test accuracy and examples per second, and
 // "fashion_mnist: all steps ok" once the test accuracy passes 0.85.
