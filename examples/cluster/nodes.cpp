@@ -11,6 +11,8 @@
 //   ./.build/examples/cluster/nodes start --address 127.0.0.1:6380 --block
 // the script in the second:
 //   ./.build/examples/cluster/nodes --address=127.0.0.1:6380
+// Or alone, with node processes of its own:
+//   ./.build/examples/cluster/nodes --local-nodes=2
 // The script prints the nodes, where each piece of work ran, and ends with
 // "nodes: all steps ok". The head prints the token file; nodes and scripts
 // on this machine find it on their own.
@@ -67,6 +69,12 @@ int main(int argc, char** argv) {
     std::cout << n.id << " at " << n.address << (n.alive ? "" : " (dead)")
               << "\n";
   // [/join]
+  if (lumen::this_node_id() == "local") { // no cluster: nowhere to place work
+    std::cerr << "nodes: run me in a cluster (--address=HOST:PORT, see my "
+                 "header) or with node processes of my own (--local-nodes=2)\n";
+    lumen::shutdown();
+    return 2;
+  }
 
   // [placement]
   // A task pinned to a node, then 12 spread over all live nodes.

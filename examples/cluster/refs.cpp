@@ -12,6 +12,8 @@
 //   ./.build/examples/cluster/refs start --address 127.0.0.1:6380 --block
 // the script in the second:
 //   ./.build/examples/cluster/refs --address=127.0.0.1:6380
+// Or alone, with node processes of its own:
+//   ./.build/examples/cluster/refs --local-nodes=2
 // The script prints "tally_all = 6", "mean of the head's tensor on node-1 =
 // 0.5" and "refs: all steps ok".
 
@@ -70,6 +72,12 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string{argv[1]} == "start")
     return lumen::cli_main(argc, argv);
   lumen::init(argc, argv);
+  if (lumen::this_node_id() == "local") { // no cluster: nowhere to place work
+    std::cerr << "refs: run me in a cluster (--address=HOST:PORT, see my "
+                 "header) or with node processes of my own (--local-nodes=2)\n";
+    lumen::shutdown();
+    return 2;
+  }
 
   // [handles-and-refs]
   // An actor that lives in this script, and refs this script owns, handed
