@@ -1,9 +1,10 @@
-// parameter_server: the seed's program with Lumen. A parameter server holds
-// the weights (zeros) and a learning rate; data-parallel workers, each with
-// a shard of the data, compute gradients on the weights they are given; a
-// driver loops: get the weights, every worker computes a gradient in
-// parallel, the server applies them and hands back the new weights. Here
-// the data is a linear regression whose true weights are known.
+// parameter_server: the classic parameter-server program with Lumen. A
+// parameter server holds the weights (zeros) and a learning rate;
+// data-parallel workers, each with a shard of the data, compute gradients
+// on the weights they are given; a driver loops: get the weights, every
+// worker computes a gradient in parallel, the server applies them and
+// hands back the new weights. Here the data is a linear regression whose
+// true weights are known.
 //
 // Alone, everything runs in this process:
 //   ./.build/examples/ml/parameter_server
@@ -11,8 +12,9 @@
 //   ./.build/examples/ml/parameter_server start --head --block  # machine A
 //   ./.build/examples/ml/parameter_server start --address A:6380 --block
 //   ./.build/examples/ml/parameter_server --address=A:6380
-// Prints the loss every 50 steps and "parameter_server: all steps ok" once
-// the weights are the true ones to 1e-3.
+// Prints the first weights every 50 steps, where the server ran, and
+// "parameter_server: all steps ok" once the weights are the true ones to
+// 1e-3.
 
 #include <cmath>
 #include <iostream>
@@ -28,8 +30,8 @@
 namespace ml = lumen::ml;
 
 // [worker]
-// The seed's DataParallelWorker(worker_id, shard): its shard of the data
-// (drawn from the same seed on every node) and compute_gradient(weights).
+// A DataParallelWorker(worker_id, shard): its shard of the data (drawn
+// from the same seed on every node) and compute_gradient(weights).
 class DataParallelWorker {
 public:
   DataParallelWorker(int worker_id, int workers)
