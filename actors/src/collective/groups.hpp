@@ -23,12 +23,11 @@
 
 #include "lumen/ml/collective.hpp"
 
-#include "collective/async_lane.hpp"
 #include "collective/net/net_group.hpp"
+#include "lumen/util/spin.hpp"
+#include "lumen/util/work_queue.hpp"
 
 namespace lumen::collective::detail {
-
-using ml::detail::async_lane;
 
 using clock = std::chrono::steady_clock;
 
@@ -254,10 +253,9 @@ private:
     // small operations in microseconds, sleeping on the condition variable
     // costs tens of them.
     lock.unlock();
-    auto spin_until = clock::now() + std::chrono::microseconds(50);
-    while (generation_.load(std::memory_order_acquire) == generation &&
-           clock::now() < spin_until)
-      std::this_thread::yield();
+    util::spin_until(
+      [&] { return generation_.load(std::memory_order_acquire) != generation; },
+      clock::now() + std::chrono::microseconds(50), util::poll_pause::yield);
     lock.lock();
     auto woken = [&] { return generation_ != generation || broken_; };
     // Only the start of an operation has a deadline: once every member is
@@ -320,7 +318,7 @@ private:
 struct membership {
   std::shared_ptr<local_group> group;
   int rank = 0;
-  std::shared_ptr<async_lane> lane; // made by the first _async call
+  std::shared_ptr<util::work_queue> lane; // made by the first _async call
   std::shared_ptr<net_group> net;
   bool declared = false; // joined through create_group's declaration
 

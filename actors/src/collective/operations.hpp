@@ -113,7 +113,7 @@ template <class Op>
 ObjectRef<void> later(const std::string& group, Op op) {
   auto& m = caught_up(group);
   if (!m.lane)
-    m.lane = std::make_shared<detail::async_lane>();
+    m.lane = std::make_shared<util::work_queue>();
   auto done = std::make_shared<promise<void>>();
   auto ref = done->ref();
   // Not the lane itself: a closure holding it could end it on its thread.

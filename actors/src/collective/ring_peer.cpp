@@ -14,6 +14,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include <lumen/caf_interop.hpp>
+#include <lumen/util/work_queue.hpp>
 
 #include "collective/groups.hpp"
 
@@ -40,8 +41,8 @@ struct peer_state {
   // Last: its destructor runs what is queued and joins the thread, while
   // the rest is still there (their answers find the peer gone: the
   // destructor has failed their callers, as CAF would not).
-  std::unique_ptr<detail::async_lane> member =
-    std::make_unique<detail::async_lane>();
+  std::unique_ptr<util::work_queue> member =
+    std::make_unique<util::work_queue>();
 
   ~peer_state() {
     for (auto& [id, p] : answers)

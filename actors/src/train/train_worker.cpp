@@ -23,10 +23,10 @@
 #include <lumen/cluster.hpp>
 #include <lumen/errors.hpp>
 #include <lumen/object_store.hpp>
+#include <lumen/util/work_queue.hpp>
 
 #include "lumen/ml/collective.hpp"
 
-#include "collective/async_lane.hpp"
 #include "train/train_wire.hpp"
 
 namespace lumen::train {
@@ -119,8 +119,7 @@ loop_end run_task(const train_task& task) {
 struct worker_state {
   std::vector<caf::typed_response_promise<loop_end>> waiting;
   // Last: its destructor lets the loop finish, then joins.
-  std::unique_ptr<ml::detail::async_lane> lane =
-    std::make_unique<ml::detail::async_lane>();
+  std::unique_ptr<util::work_queue> lane = std::make_unique<util::work_queue>();
 };
 
 train_worker::behavior_type

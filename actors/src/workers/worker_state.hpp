@@ -18,8 +18,8 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "lumen/ml/batch_stream.hpp"
+#include "lumen/util/work_queue.hpp"
 
-#include "collective/async_lane.hpp"
 #include "workers/worker_actor.hpp"
 
 namespace lumen::ml::detail {
@@ -75,8 +75,7 @@ struct worker_state {
   caf::typed_response_promise<worker_report> trained;
   bool training = false;
   // Last: its destructor lets what is queued finish, then joins.
-  std::unique_ptr<detail::async_lane> lane =
-    std::make_unique<detail::async_lane>();
+  std::unique_ptr<util::work_queue> lane = std::make_unique<util::work_queue>();
 };
 
 /// Computes a gradient at `weights` on the worker's thread, cut for

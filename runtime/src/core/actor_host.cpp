@@ -7,8 +7,8 @@
 
 #include "lumen/detail/arguments.hpp"
 #include "lumen/errors.hpp"
+#include "lumen/util/work_queue.hpp"
 
-#include "core/method_threads.hpp"
 #include "core/running_work.hpp"
 #include "trace/trace_log.hpp"
 
@@ -92,7 +92,7 @@ struct host_state {
   // With max_concurrency > 1: where its methods run, and how many do.
   // Declared last, so that its threads are joined before the rest goes.
   int running = 0;
-  std::unique_ptr<method_threads> threads;
+  std::unique_ptr<util::work_queue> threads;
 };
 
 using host_actor = caf::stateful_actor<host_state>;
@@ -251,7 +251,7 @@ caf::behavior host(host_actor* self, std::shared_ptr<actor_core> core,
   auto& st = self->state;
   st.core = std::move(core);
   if (st.core->opts.max_concurrency > 1)
-    st.threads = std::make_unique<method_threads>(
+    st.threads = std::make_unique<util::work_queue>(
       static_cast<size_t>(st.core->opts.max_concurrency),
       [id = current_actor] { current_actor = id; });
   if (st.core->opts.resources.empty()) {

@@ -1,0 +1,50 @@
+#pragma once
+
+// Threads that run what they are given, in the order it was posted.
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace lumen::util {
+
+/// Runs posted jobs on threads of its own, taken in the order they were
+/// posted: with one thread, one after another (a collective member's
+/// `_async` operations, a worker's gradients); with more, as many at once
+/// (the methods of an actor with max_concurrency > 1). A job reports its
+/// own outcome; an exception escaping it ends the process, as in any
+/// thread.
+class work_queue {
+public:
+  /// Starts `threads` threads, each running `on_start` first.
+  explicit work_queue(size_t threads = 1,
+                      const std::function<void()>& on_start = {});
+
+  /// Runs what is queued, then joins the threads.
+  ~work_queue();
+
+  work_queue(const work_queue&) = delete;
+  work_queue& operator=(const work_queue&) = delete;
+
+  /// Queues `job` for the next free thread.
+  void post(std::function<void()> job);
+
+  /// Returns once every job posted so far has run.
+  void drain();
+
+private:
+  void run();
+
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_; // under mtx_
+  size_t running_ = 0;                     // jobs under way, under mtx_
+  bool stopping_ = false;                  // under mtx_
+  std::vector<std::thread> threads_;
+};
+
+} // namespace lumen::util
