@@ -127,7 +127,7 @@ bool object_state::park_until(const clock::time_point* deadline) {
   auto spin_end = clock::now() + get_spin_budget;
   if (deadline != nullptr)
     spin_end = std::min(spin_end, *deadline);
-  if (spin_until([this] { return ready(); }, spin_end))
+  if (util::spin_until([this] { return ready(); }, spin_end))
     return true;
   blocking_scope lend_a_worker;
   auto& point = meeting_point_of(this);

@@ -71,12 +71,13 @@ void task_pool::run_worker() {
         idle_spun = true;
         auto seen = submissions_.load(std::memory_order_acquire);
         guard.unlock();
-        spin_until(
+        util::spin_until(
           [&] {
             return submissions_.load(std::memory_order_acquire) != seen ||
                    stopping_.load(std::memory_order_acquire);
           },
-          std::chrono::steady_clock::now() + spin_budget, poll_pause::yield);
+          std::chrono::steady_clock::now() + spin_budget,
+          util::poll_pause::yield);
         guard.lock();
         continue;
       }

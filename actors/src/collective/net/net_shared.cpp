@@ -1,7 +1,6 @@
 #include "collective/net/net_shared.hpp"
 
 #include <fcntl.h>
-#include <immintrin.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -12,6 +11,8 @@
 #include <chrono>
 #include <cstdio>
 #include <random>
+
+#include "lumen/util/spin.hpp"
 
 #include "collective/net/net_ops.hpp"
 
@@ -194,12 +195,8 @@ template <class Behind>
 void host_segment::wait_for(Behind behind, const char* what) {
   auto ready = [&] { return none_behind(world_, behind); };
   auto start = clock::now();
-  while (clock::now() - start < spin_time)
-    for (int i = 0; i < 16; ++i) {
-      if (ready())
-        return;
-      _mm_pause();
-    }
+  if (util::spin_until(ready, start + spin_time))
+    return;
   auto& bell = *static_cast<doorbell*>(map_);
   auto deadline = start + links_.timeout();
   for (;;) {
