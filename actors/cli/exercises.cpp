@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "lumen/cli.hpp"
 #include "lumen/errors.hpp"
 
 #include "exercise_build.hpp"
@@ -259,16 +260,10 @@ int exercises_main(int argc, char** argv) {
   reset_cmd->add_option("ID", id)->required();
   reset_cmd->add_flag("--yes,-y", yes, "do not ask first");
   app.require_subcommand(0, 1);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "lumen exercises: " << e.what()
-              << "\nRun `lumen exercises --help` for the commands.\n";
-    return 2;
-  }
+  if (auto code = parse_verb(
+        "exercises", [&] { app.parse(argc, argv); }, [&] { return app.help(); },
+        "Run `lumen exercises --help` for the commands."))
+    return *code;
   if (run_cmd->parsed() && run_cmd->count("--step") > 0 && step.empty())
     step = "interactive";
   try {

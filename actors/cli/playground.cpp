@@ -9,6 +9,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "lumen/cli.hpp"
+
 #include "exercise_toolchain.hpp"
 
 namespace lumen::cli {
@@ -46,16 +48,11 @@ int playground_main(int argc, char** argv) {
   bool open = false;
   app.add_option("ID", id, "e.g. ml_scratch03 (default: the index)");
   app.add_flag("--open", open, "open it in the desktop's browser (xdg-open)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "lumen playground: " << e.what()
-              << "\nRun `lumen playground --help` for the flags.\n";
-    return 2;
-  }
+  if (auto code = parse_verb(
+        "playground", [&] { app.parse(argc, argv); },
+        [&] { return app.help(); },
+        "Run `lumen playground --help` for the flags."))
+    return *code;
   if (!id.empty() && std::find(pages.begin(), pages.end(), id) == pages.end()) {
     std::cerr << "lumen playground: no page for '" << id << "'; the pages are "
               << names() << "\n";

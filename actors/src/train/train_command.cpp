@@ -336,17 +336,14 @@ int train_main(int argc, char** argv) {
   add_flags(*fm, f);
   fm->allow_extras(); // the cluster's flags, for lumen::init
   fm->footer(init_flags_help());
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    bool sub = argc > 1 && std::string{argv[1]} == fm->get_name();
-    std::cout << (sub ? fm->help() : app.help());
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "lumen train: " << e.what()
-              << "\nRun `lumen train fashion-mnist --help` for the flags.\n";
-    return 2;
-  }
+  if (auto code = parse_verb(
+        "train", [&] { app.parse(argc, argv); },
+        [&] {
+          bool sub = argc > 1 && std::string{argv[1]} == fm->get_name();
+          return sub ? fm->help() : app.help();
+        },
+        "Run `lumen train fashion-mnist --help` for the flags."))
+    return *code;
   try {
     // CLI11 checks no empty value of a flag whose value may be left out.
     if (fm->count("--resume") > 0 && f.resume.empty())

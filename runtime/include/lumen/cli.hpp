@@ -1,6 +1,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,5 +24,15 @@ struct cli_verb {
 /// `./myjob start --address H:P`.
 /// Returns the exit code: 0 done, 1 failed, 2 bad usage.
 int cli_main(int argc, char** argv, const std::vector<cli_verb>& verbs = {});
+
+/// Parses a verb's flags the way every `lumen` verb does: `parse` calls
+/// CLI11's `App::parse`; `--help` prints `help()` and means exit 0; a bad
+/// flag prints "lumen VERB: what went wrong" and the line `next` ("Run
+/// `lumen VERB --help` for the flags.") to stderr and means exit 2.
+/// Returns that exit code, or nothing when the verb goes on.
+std::optional<int> parse_verb(const std::string& verb,
+                              const std::function<void()>& parse,
+                              const std::function<std::string()>& help,
+                              const std::string& next);
 
 } // namespace lumen

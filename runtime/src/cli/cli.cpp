@@ -143,4 +143,20 @@ int cli_main(int argc, char** argv, const std::vector<cli_verb>& verbs) {
   }
 }
 
+std::optional<int> parse_verb(const std::string& verb,
+                              const std::function<void()>& parse,
+                              const std::function<std::string()>& help,
+                              const std::string& next) {
+  try {
+    parse();
+  } catch (const CLI::CallForHelp&) {
+    std::cout << help();
+    return exit_ok;
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "lumen " << verb << ": " << e.what() << "\n" << next << "\n";
+    return exit_usage;
+  }
+  return std::nullopt;
+}
+
 } // namespace lumen
