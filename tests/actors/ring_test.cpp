@@ -6,7 +6,7 @@
 
 #include <set>
 
-#include <lumen/ml/ring.hpp>
+#include <lumen/collective/ring.hpp>
 
 using namespace lumen::collective;
 

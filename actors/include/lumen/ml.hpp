@@ -4,10 +4,10 @@
 /// the parameter server and data-parallel workers (lumen::ml), and
 /// collectives (lumen::collective) with ring peers, their typed actors.
 
+#include "lumen/collective.hpp"
 #include "lumen/ml/batch_stream.hpp"
 #include "lumen/ml/broadcast.hpp"
 #include "lumen/ml/codec.hpp"
-#include "lumen/ml/collective.hpp"
 #include "lumen/ml/compress.hpp"
 #include "lumen/ml/data.hpp"
 #include "lumen/ml/data_parallel_worker.hpp"
@@ -17,8 +17,6 @@
 #include "lumen/ml/parameter_server.hpp"
 #include "lumen/ml/plot.hpp"
 #include "lumen/ml/ps_core.hpp"
-#include "lumen/ml/ring.hpp"
-#include "lumen/ml/ring_peer.hpp"
 #include "lumen/ml/safetensors.hpp"
 #include "lumen/ml/sharded_server.hpp"
 #include "lumen/ml/tensor.hpp"

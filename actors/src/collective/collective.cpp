@@ -1,4 +1,4 @@
-#include "lumen/ml/collective.hpp"
+#include "lumen/collective/collective.hpp"
 
 #include <cstring>
 

@@ -21,7 +21,7 @@
 
 #include "lumen/trace.hpp"
 
-#include "lumen/ml/collective.hpp"
+#include "lumen/collective/collective.hpp"
 
 #include "collective/net/net_group.hpp"
 #include "lumen/util/spin.hpp"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "lumen/ml/collective.hpp"
+#include "lumen/collective/collective.hpp"
 
 #include "collective/groups.hpp"
 #include "collective/net/net_ops.hpp"

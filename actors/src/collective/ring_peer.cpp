@@ -1,4 +1,4 @@
-#include "lumen/ml/ring_peer.hpp"
+#include "lumen/collective/ring_peer.hpp"
 
 #include <exception>
 #include <functional>

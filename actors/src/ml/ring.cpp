@@ -1,4 +1,4 @@
-#include "lumen/ml/ring.hpp"
+#include "lumen/collective/ring.hpp"
 
 namespace lumen::collective {
 

@@ -8,7 +8,7 @@
 #include <lumen/object_store.hpp>
 #include <lumen/trace.hpp>
 
-#include "lumen/ml/collective.hpp"
+#include "lumen/collective/collective.hpp"
 
 namespace lumen::train {
 

@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "lumen/collective/collective.hpp"
 #include "lumen/ml/batch_stream.hpp"
-#include "lumen/ml/collective.hpp"
 #include "lumen/ml/data.hpp"
 #include "lumen/ml/model_file.hpp"
 #include "lumen/ml/optimizer.hpp"

@@ -25,7 +25,7 @@
 #include <lumen/object_store.hpp>
 #include <lumen/util/work_queue.hpp>
 
-#include "lumen/ml/collective.hpp"
+#include "lumen/collective/collective.hpp"
 
 #include "train/train_wire.hpp"
 

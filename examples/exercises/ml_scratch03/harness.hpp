@@ -4,7 +4,7 @@
 // one chunk to the next rank per step. The learner's loops (starter.cpp)
 // say which chunk each rank sends and what it does with the one it gets;
 // this file carries the chunks, shows each step (--step), and checks the
-// result (--check). Plain C++ on lumen/ml/ring.hpp, no actors: a run is
+// result (--check). Plain C++ on lumen/collective/ring.hpp, no actors: a run is
 // the same every time.
 
 #include <cstdio>
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include <lumen/ml/ring.hpp>
+#include <lumen/collective/ring.hpp>
 
 #include "../exercise.hpp"
 

@@ -18,9 +18,9 @@
 #include <tuple>
 #include <vector>
 
+#include "lumen/collective/ring.hpp"
 #include "lumen/ml/compress.hpp"
 #include "lumen/ml/parameter_server.hpp"
-#include "lumen/ml/ring.hpp"
 #include "lumen/ml/tensor.hpp"
 #include "lumen/ml/wire.hpp"
 

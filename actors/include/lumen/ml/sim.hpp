@@ -20,13 +20,13 @@
 #include <string>
 #include <vector>
 
+#include "lumen/collective/ring.hpp"
 #include "lumen/ml/codec.hpp"
 #include "lumen/ml/compress.hpp"
 #include "lumen/ml/data.hpp"
 #include "lumen/ml/models.hpp"
 #include "lumen/ml/optimizer.hpp"
 #include "lumen/ml/ps_core.hpp"
-#include "lumen/ml/ring.hpp"
 #include "lumen/train/buckets.hpp"
 
 namespace lumen::ml::sim {

@@ -21,7 +21,7 @@
 
 #include <lumen/object_ref.hpp>
 
-#include "lumen/ml/collective.hpp"
+#include "lumen/collective/collective.hpp"
 #include "lumen/ml/data.hpp"
 #include "lumen/ml/models.hpp"
 #include "lumen/train/buckets.hpp"

@@ -15,7 +15,7 @@
 
 #include <lumen/channel.hpp>
 
-#include "lumen/ml/collective.hpp"
+#include "lumen/collective/collective.hpp"
 
 #include "collective/net/net_link.hpp"
 #include "collective/net/net_shared.hpp"

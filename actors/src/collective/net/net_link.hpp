@@ -34,7 +34,7 @@
 
 #include <lumen/channel.hpp>
 
-#include "lumen/ml/collective.hpp"
+#include "lumen/collective/collective.hpp"
 
 namespace lumen::collective::detail {
 

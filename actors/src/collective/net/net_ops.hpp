@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "lumen/ml/collective.hpp"
+#include "lumen/collective/collective.hpp"
 
 #include "collective/net/net_group.hpp"
 

@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "lumen/ml/collective.hpp"
+#include "lumen/collective/collective.hpp"
 
 #include "collective/net/net_link.hpp"
 

@@ -33,7 +33,7 @@
 #include <lumen/object_ref.hpp>
 #include <lumen/object_store.hpp>
 
-#include "lumen/ml/ring.hpp"
+#include "lumen/collective/ring.hpp"
 #include "lumen/ml/tensor.hpp"
 
 namespace lumen::collective {
@@ -52,7 +52,8 @@ class net_group;
 /// - `errc::peer_lost`: a member died, left, or lost its link mid-operation.
 class collective_error : public error {
 public:
-  collective_error(const std::string& what, errc code) : error(what, code) {}
+  collective_error(const std::string& what, errc code)
+    : error(what, code) {}
 };
 
 /// How long a member waits for the others to start an operation (or, in

@@ -12,7 +12,7 @@
 //                          reduce_op::sum);   // and the same on peers[1]
 //
 // Each peer runs on a thread of its own and is one member of every group
-// it joined; its collectives are those of lumen/ml/collective.hpp (in
+// it joined; its collectives are those of lumen/collective/collective.hpp (in
 // place, on the tensor it was sent: in the sender's process that is the
 // sender's storage, as for a PyTorch in-place collective; clone() to keep
 // the input). A failed collective answers with an error whose text is the
@@ -31,8 +31,8 @@
 #include <caf/typed_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "lumen/ml/collective.hpp"
-#include "lumen/ml/ring.hpp"
+#include "lumen/collective/collective.hpp"
+#include "lumen/collective/ring.hpp"
 #include "lumen/ml/tensor.hpp"
 #include "lumen/ml/wire.hpp"
 
