@@ -199,7 +199,7 @@ thread_local landed_block landed_now;
 
 } // namespace
 
-const landed_block& landed() {
+landed_block& landed() {
   return landed_now;
 }
 
@@ -258,6 +258,10 @@ void data_client::read_loop() {
     }
     if (block.place.size != 0 && !p.typed) // only a typed reply has one
       payload = put_back_together(*payload, std::exchange(block, {}));
+    // The landing is read: only the block's own hold on it goes on into
+    // the reply (and that one is let go once the reply views it).
+    to = {};
+    p.to = {};
     landed_now = std::move(block);
     p.done(static_cast<reply_status>(h.status), payload);
     landed_now = {};

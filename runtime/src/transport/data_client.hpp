@@ -16,7 +16,7 @@
 namespace lumen::detail {
 
 /// The landed block of the reply whose callback runs on this thread now.
-const landed_block& landed();
+landed_block& landed();
 
 /// A driver's connection to one node. Its reader thread keeps it alive
 /// until the connection ends; `stop` ends both.

@@ -82,7 +82,7 @@ caf::strong_actor_ptr typed_stand_ins::stand_in(uint64_t sender) {
 }
 
 void typed_stand_ins::serve(uint64_t id, std::shared_ptr<bytes> frame,
-                            const landed_block& block) {
+                            landed_block block) {
   // The handler runs on the actor's own time: the trace's arrow ends at
   // the message's delivery.
   trace::detail::runtime_span span{"typed", id};

@@ -36,8 +36,7 @@ public:
 
   /// Serves request `id`, a `typed` frame's payload, whose first large
   /// block may have come through shared memory.
-  void serve(uint64_t id, std::shared_ptr<bytes> payload,
-             const landed_block& block);
+  void serve(uint64_t id, std::shared_ptr<bytes> payload, landed_block block);
 
 private:
   /// The stand-in of `sender`, made on first use; null past the limit.

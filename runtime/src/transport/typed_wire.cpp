@@ -181,13 +181,18 @@ bool send_encoded(caf::actor_system& sys, const caf::message& msg,
 // A message that did not take the block (one of another size, or read
 // otherwise) is decoded again from the frame put back together.
 caf::error decode(caf::actor_system& sys, const std::shared_ptr<bytes>& frame,
-                  size_t offset, const landed_block& block, caf::message& out) {
+                  size_t offset, landed_block& block, caf::message& out) {
   if (block.place.size == 0)
     return decode_from(sys, frame, offset, out, nullptr, nullptr);
   bool taken = false;
   auto err = decode_from(sys, frame, offset, out, &block, &taken);
-  if (!err && taken)
+  if (!err && taken) {
+    // The message's view holds the block now; this hold goes before the
+    // reply is delivered, so that a caller that lets the view go finds
+    // its landing free again (a sharded server's next answer lands there).
+    block.place.owner.reset();
     return err;
+  }
   out = caf::message{};
   return decode_from(sys, put_back_together(*frame, block), offset, out,
                      nullptr, nullptr);

@@ -33,9 +33,10 @@ bool send_encoded(caf::actor_system& sys, const caf::message& msg,
 
 /// Decodes the padding and message at `offset` of `frame`, whose first
 /// large block may be elsewhere (`block`: at a reply's landing, or in
-/// shared memory).
+/// shared memory). Once the message views the block, `block` lets go of
+/// its hold on it.
 caf::error decode(caf::actor_system& sys, const std::shared_ptr<bytes>& frame,
-                  size_t offset, const landed_block& block, caf::message& out);
+                  size_t offset, landed_block& block, caf::message& out);
 
 /// The landing lumen::reply_landing set for this thread's next typed
 /// request, which the thread then no longer has.
