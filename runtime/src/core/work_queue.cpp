@@ -16,7 +16,7 @@ work_queue::~work_queue() {
     std::lock_guard<std::mutex> guard{mtx_};
     stopping_ = true;
   }
-  cv_.notify_all();
+  work_cv_.notify_all();
   for (auto& t : threads_)
     t.join();
 }
@@ -26,19 +26,18 @@ void work_queue::post(std::function<void()> job) {
     std::lock_guard<std::mutex> guard{mtx_};
     jobs_.push_back(std::move(job));
   }
-  // All, not one: drain() waits on the same condition.
-  cv_.notify_all();
+  work_cv_.notify_one();
 }
 
 void work_queue::drain() {
   std::unique_lock<std::mutex> lock{mtx_};
-  cv_.wait(lock, [this] { return jobs_.empty() && running_ == 0; });
+  idle_cv_.wait(lock, [this] { return jobs_.empty() && running_ == 0; });
 }
 
 void work_queue::run() {
   std::unique_lock<std::mutex> lock{mtx_};
   for (;;) {
-    cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+    work_cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
     if (jobs_.empty())
       return; // stopping, and nothing left
     auto job = std::move(jobs_.front());
@@ -48,8 +47,8 @@ void work_queue::run() {
     job();
     job = nullptr; // its captures go before drain() says it is done
     lock.lock();
-    --running_;
-    cv_.notify_all();
+    if (--running_ == 0 && jobs_.empty())
+      idle_cv_.notify_all();
   }
 }
 

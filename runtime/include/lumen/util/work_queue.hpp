@@ -40,7 +40,8 @@ private:
   void run();
 
   std::mutex mtx_;
-  std::condition_variable cv_;
+  std::condition_variable work_cv_; // the threads wait: a job, stopping
+  std::condition_variable idle_cv_; // drain() waits: nothing queued or running
   std::deque<std::function<void()>> jobs_; // under mtx_
   size_t running_ = 0;                     // jobs under way, under mtx_
   bool stopping_ = false;                  // under mtx_
