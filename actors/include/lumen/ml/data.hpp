@@ -29,7 +29,8 @@ namespace lumen::ml {
 /// holding NaN) or `errc::write_failed` (a full disk, no permission).
 class data_error : public error {
 public:
-  data_error(const std::string& what, errc code) : error(what, code) {}
+  data_error(const std::string& what, errc code)
+    : error(what, code) {}
 };
 
 /// Rows of examples in memory: `features` is float32 [n, dim], row-major;
