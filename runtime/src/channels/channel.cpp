@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "channels/channel_hub.hpp"
-#include "core/local_runtime.hpp"
+#include "core/process_runtime.hpp"
 #include "transport/socket_io.hpp"
 
 namespace lumen {

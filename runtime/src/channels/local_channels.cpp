@@ -1,8 +1,8 @@
-#include "core/local_runtime.hpp"
+#include "core/process_runtime.hpp"
 
-// The local runtime's channel names (lumen/channel.hpp): its hub, made on
-// first use, and the names' registration, which a cluster role does at the
-// head.
+// A process's channel names (lumen/channel.hpp): its hub, made on first
+// use, and the names' registration, which in a cluster is the cluster
+// part's (at the head).
 
 #include "lumen/errors.hpp"
 
@@ -10,13 +10,13 @@
 
 namespace lumen::detail {
 
-void local_runtime::serve_channels(std::string host, credentials creds) {
+void process_runtime::serve_channels(std::string host, credentials creds) {
   std::lock_guard<std::mutex> guard{channel_mtx_};
   channel_host_ = std::move(host);
   link_creds_ = std::move(creds);
 }
 
-void local_runtime::stop_channels() {
+void process_runtime::stop_channels() {
   std::unique_ptr<channel_hub> hub;
   {
     std::lock_guard<std::mutex> guard{channel_mtx_};
@@ -25,7 +25,7 @@ void local_runtime::stop_channels() {
 }
 
 std::shared_ptr<channel_listener::queue>
-local_runtime::open_channel_name(const std::string& name) {
+process_runtime::open_channel_name(const std::string& name) {
   std::shared_ptr<channel_listener::queue> q;
   std::string where;
   {
@@ -40,7 +40,8 @@ local_runtime::open_channel_name(const std::string& name) {
   }
   bool bound = false;
   try {
-    bound = bind_endpoint(name, where);
+    // Outside a cluster the hub, which refused a name it has, is all.
+    bound = !cluster_ || cluster_->bind_endpoint(name, where);
   } catch (...) {
     close_channel_name(name);
     throw;
@@ -55,29 +56,25 @@ local_runtime::open_channel_name(const std::string& name) {
   return q;
 }
 
-void local_runtime::close_channel_name(const std::string& name) {
+void process_runtime::close_channel_name(const std::string& name) {
   {
     std::lock_guard<std::mutex> guard{channel_mtx_};
     if (!hub_)
       return;
     hub_->close(name);
   }
-  drop_endpoint(name);
+  if (cluster_)
+    cluster_->drop_endpoint(name);
 }
 
 std::optional<std::string>
-local_runtime::find_endpoint(const std::string& name) {
-  // Outside a cluster the names are this process's hub's own.
+process_runtime::find_endpoint(const std::string& name) {
+  if (cluster_)
+    return cluster_->find_endpoint(name);
   std::lock_guard<std::mutex> guard{channel_mtx_};
   if (!hub_ || !hub_->listening(name))
     return std::nullopt;
   return hub_->address();
 }
-
-bool local_runtime::bind_endpoint(const std::string&, const std::string&) {
-  return true; // the hub refused a name it has already
-}
-
-void local_runtime::drop_endpoint(const std::string&) {}
 
 } // namespace lumen::detail

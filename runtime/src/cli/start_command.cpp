@@ -19,9 +19,9 @@
 
 #include "cli/commands.hpp"
 #include "cli/run_files.hpp"
-#include "core/local_runtime.hpp"
 #include "core/log.hpp"
 #include "core/node_setup.hpp"
+#include "core/process_runtime.hpp"
 #include "node/serving.hpp"
 #include "security/credentials.hpp"
 #include "security/token.hpp"

@@ -8,8 +8,8 @@
 #include "lumen/cluster.hpp"
 
 #include "cli/commands.hpp"
-#include "core/local_runtime.hpp"
 #include "core/node_setup.hpp"
+#include "core/process_runtime.hpp"
 #include "node/bundle_keeper.hpp"
 #include "security/token.hpp"
 

@@ -77,7 +77,7 @@ public:
   /// connecting to the directory's nodes until one is; null if none is.
   std::shared_ptr<data_client> typed_route(const caf::node_id& nid);
 
-  /// See local_runtime::node_connections.
+  /// See process_runtime::node_connections.
   std::vector<std::pair<std::string, std::shared_ptr<data_client>>>
   node_connections();
 

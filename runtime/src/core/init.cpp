@@ -16,12 +16,10 @@
 
 #include "lumen/cluster.hpp"
 
-#include "cluster/driver_runtime.hpp"
 #include "cluster/local_nodes.hpp"
-#include "core/local_runtime.hpp"
 #include "core/log.hpp"
 #include "core/node_setup.hpp"
-#include "node/node_runtime.hpp"
+#include "core/process_runtime.hpp"
 #include "security/credentials.hpp"
 #include "security/token.hpp"
 #include "trace/trace_session.hpp"
@@ -31,12 +29,12 @@ namespace lumen {
 namespace {
 
 std::mutex init_mtx;
-std::unique_ptr<detail::local_runtime> the_runtime; // under init_mtx
+std::unique_ptr<detail::process_runtime> the_runtime; // under init_mtx
 // The embedded cluster's node processes, if it has any; under init_mtx.
 std::unique_ptr<detail::local_nodes> the_local_nodes;
 // What the API reads, lock-free; cleared before the runtime is torn down,
 // so that calls made during shutdown fail cleanly.
-std::atomic<detail::local_runtime*> live_runtime{nullptr};
+std::atomic<detail::process_runtime*> live_runtime{nullptr};
 // The timeline this process records as a driver, if asked; under init_mtx.
 std::unique_ptr<detail::trace_session> the_trace;
 
@@ -51,9 +49,9 @@ struct shutdown_at_exit {
   }
 } shutdown_guard;
 
-/// The runtime class of `role`.
-std::unique_ptr<detail::local_runtime> make_runtime(const init_options& opts,
-                                                    detail::cluster_role role) {
+/// The runtime of `role`, assembled.
+std::unique_ptr<detail::process_runtime>
+make_runtime(const init_options& opts, detail::cluster_role role) {
   using detail::cluster_role;
   auto creds =
     role.kind == cluster_role::embedded
@@ -61,15 +59,19 @@ std::unique_ptr<detail::local_runtime> make_runtime(const init_options& opts,
       : detail::make_credentials(role.token, detail::resolve_tls(opts.tls));
   switch (role.kind) {
     case cluster_role::embedded:
-      return std::make_unique<detail::local_runtime>(opts, false);
-    case cluster_role::driver:
-      return std::make_unique<detail::driver_runtime>(opts, role.head_address,
-                                                      creds, role.hello_role);
+      return std::make_unique<detail::process_runtime>(opts, false);
+    case cluster_role::driver: {
+      auto rt = std::make_unique<detail::process_runtime>(opts, true);
+      rt->join_as_driver(role.head_address, creds, role.hello_role);
+      return rt;
+    }
     case cluster_role::head:
-    case cluster_role::node:
+    case cluster_role::node: {
       role.serve.is_head = role.kind == cluster_role::head;
-      return std::make_unique<detail::node_runtime>(opts, role.serve,
-                                                    role.head_address, creds);
+      auto rt = std::make_unique<detail::process_runtime>(opts, true);
+      rt->join_as_node(role.serve, role.head_address, creds);
+      return rt;
+    }
   }
   throw usage_error("unknown cluster role");
 }
@@ -254,7 +256,7 @@ std::string this_node() {
   return name.id;
 }
 
-local_runtime& this_runtime() {
+process_runtime& this_runtime() {
   auto* rt = live_runtime.load(std::memory_order_acquire);
   if (rt == nullptr)
     throw usage_error("Lumen is not running; call lumen::init() first (or "

@@ -1,7 +1,7 @@
 // The requester: the event-based actor that issues every request this
 // process makes (typed CAF calls, remote tasks and actor calls, placement
 // groups' reserves) and hears when a watched peer goes down.
-#include "core/local_runtime.hpp"
+#include "core/process_runtime.hpp"
 
 #include <caf/all.hpp>
 
@@ -31,7 +31,7 @@ caf::behavior requester(caf::event_based_actor* self,
 
 } // namespace
 
-void local_runtime::start_requester() {
+void process_runtime::start_requester() {
   requester_ = sys_->spawn(requester, [this](const caf::down_msg& msg) {
     monitored_.erase(msg.source);
     auto i = watched_.find(msg.source);
@@ -46,13 +46,14 @@ void local_runtime::start_requester() {
   });
 }
 
-void local_runtime::on_down(std::function<void(const caf::down_msg&)> f) {
+void process_runtime::hear_downs() {
   // Set on the requester's thread, the only one that reads it.
-  run_as_requester(
-    [this, f = std::move(f)](caf::event_based_actor*) { on_down_ = f; });
+  run_as_requester([this, part = cluster_.get()](caf::event_based_actor*) {
+    on_down_ = [part](const caf::down_msg& msg) { part->on_down(msg); };
+  });
 }
 
-void local_runtime::run_as_requester(
+void process_runtime::run_as_requester(
   std::function<void(caf::event_based_actor*)> job) {
   caf::actor requester;
   {
@@ -64,9 +65,9 @@ void local_runtime::run_as_requester(
   caf::anon_send(requester, requester_job{std::move(job)});
 }
 
-uint64_t local_runtime::watch(caf::event_based_actor* self,
-                              const caf::actor& whom,
-                              std::function<void()> fail) {
+uint64_t process_runtime::watch(caf::event_based_actor* self,
+                                const caf::actor& whom,
+                                std::function<void()> fail) {
   auto& fails = watched_[whom.address()];
   if (monitored_.insert(whom.address()).second)
     self->monitor(whom); // once: each monitor delivers its own down_msg
@@ -75,7 +76,7 @@ uint64_t local_runtime::watch(caf::event_based_actor* self,
   return token;
 }
 
-void local_runtime::unwatch(const caf::actor_addr& whom, uint64_t token) {
+void process_runtime::unwatch(const caf::actor_addr& whom, uint64_t token) {
   auto i = watched_.find(whom);
   if (i == watched_.end())
     return;

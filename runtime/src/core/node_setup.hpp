@@ -9,8 +9,8 @@
 
 namespace lumen::detail {
 
-/// How this process takes part in a cluster; each kind is a runtime class
-/// of its own (local_runtime, driver_runtime, node_runtime).
+/// How this process takes part in a cluster; each kind is an assembly
+/// of parts in one process_runtime (process_runtime.hpp).
 struct cluster_role {
   enum kind_t { embedded, driver, head, node } kind = embedded;
   address head_address; // driver and node: where the head listens

@@ -2,7 +2,7 @@
 
 #include "lumen/errors.hpp"
 
-#include "core/local_runtime.hpp"
+#include "core/process_runtime.hpp"
 #include "head/kv_store.hpp"
 
 namespace lumen {
@@ -56,18 +56,20 @@ bool kv_store::erase(const std::string& key) {
   return true;
 }
 
-kv_store::put_result local_runtime::kv_put(const std::string& key,
-                                           const std::string& value,
-                                           bool overwrite) {
-  return kv_.put(key, value, overwrite);
+// In a cluster the store is the head's; outside, this process's own.
+kv_store::put_result process_runtime::kv_put(const std::string& key,
+                                             const std::string& value,
+                                             bool overwrite) {
+  return cluster_ ? cluster_->kv_put(key, value, overwrite)
+                  : kv_.put(key, value, overwrite);
 }
 
-std::optional<std::string> local_runtime::kv_get(const std::string& key) {
-  return kv_.get(key);
+std::optional<std::string> process_runtime::kv_get(const std::string& key) {
+  return cluster_ ? cluster_->kv_get(key) : kv_.get(key);
 }
 
-bool local_runtime::kv_erase(const std::string& key) {
-  return kv_.erase(key);
+bool process_runtime::kv_erase(const std::string& key) {
+  return cluster_ ? cluster_->kv_erase(key) : kv_.erase(key);
 }
 
 } // namespace detail

@@ -1,5 +1,5 @@
 // Placement groups: the public class, the layout of bundles over nodes, and
-// the part of local_runtime (every role's base) that reserves and removes
+// the part of process_runtime (every role's) that reserves and removes
 // them and places work in them. The bundles themselves are held by each
 // node's keeper (bundle_keeper.hpp).
 #include "node/placement_groups.hpp"
@@ -15,7 +15,7 @@
 #include "lumen/caf_interop.hpp"
 #include "lumen/errors.hpp"
 
-#include "core/local_runtime.hpp"
+#include "core/process_runtime.hpp"
 #include "core/resource_ledger.hpp"
 #include "node/bundle_keeper.hpp"
 #include "transport/protocol.hpp"
@@ -271,11 +271,11 @@ std::set<std::string> mark_removed(placement_group_state& g) {
 
 } // namespace
 
-caf::actor local_runtime::group_target(const std::string& node) {
+caf::actor process_runtime::group_target(const std::string& node) {
   return node == this_node() ? bundle_keeper_ : manager_of(node);
 }
 
-void local_runtime::create_placement_group(
+void process_runtime::create_placement_group(
   const std::shared_ptr<placement_group_state>& g) {
   auto where = plan_bundles(nodes(), g->bundles, g->strategy, g->id);
   std::vector<caf::actor> targets;
@@ -326,7 +326,7 @@ void local_runtime::create_placement_group(
   });
 }
 
-void local_runtime::remove_placement_group(placement_group_state& g) {
+void process_runtime::remove_placement_group(placement_group_state& g) {
   // Synchronous, unlike Ray's: once it returns, the group's work was told
   // to end on every node that answered. A node out of reach took its
   // bundles with it, or gives them back when it sees this process go.
@@ -342,7 +342,7 @@ void local_runtime::remove_placement_group(placement_group_state& g) {
   }
 }
 
-void local_runtime::submit_to_bundle(std::shared_ptr<task_spec> t) {
+void process_runtime::submit_to_bundle(std::shared_ptr<task_spec> t) {
   check_group_work(t->where, t->resources);
   auto ready = t->where.group->ready;
   ready->on_ready([this, t = std::move(t), ready]() mutable {
@@ -355,7 +355,7 @@ void local_runtime::submit_to_bundle(std::shared_ptr<task_spec> t) {
   });
 }
 
-actor_options local_runtime::in_bundle_options(const actor_options& opts) {
+actor_options process_runtime::in_bundle_options(const actor_options& opts) {
   check_group_work(opts.where, opts.resources);
   opts.where.group->ready->wait();
   auto out = opts;

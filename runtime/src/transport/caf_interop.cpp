@@ -4,7 +4,7 @@
 
 #include "lumen/errors.hpp"
 
-#include "core/local_runtime.hpp"
+#include "core/process_runtime.hpp"
 #include "transport/protocol.hpp"
 #include "transport/typed_requests.hpp"
 
@@ -96,7 +96,7 @@ void unwatch(const caf::actor_addr& whom, uint64_t token) {
 
 bool send_typed(const caf::strong_actor_ptr& target, uint64_t sender,
                 const caf::message& msg, typed_done done) {
-  local_runtime* rt = nullptr;
+  process_runtime* rt = nullptr;
   try {
     rt = &this_runtime();
   } catch (const usage_error&) {

@@ -1,4 +1,4 @@
-#include "core/local_runtime.hpp"
+#include "core/process_runtime.hpp"
 
 #include <malloc.h>
 
@@ -12,6 +12,7 @@
 #include "lumen/caf_interop.hpp"
 #include "lumen/errors.hpp"
 
+#include "cluster/cluster_member.hpp"
 #include "core/log.hpp"
 #include "node/bundle_keeper.hpp"
 #include "objects/object_exchange.hpp"
@@ -57,7 +58,9 @@ usage_error not_in_a_cluster(const std::string& node_id) {
 
 } // namespace
 
-local_runtime::local_runtime(const init_options& opts, bool networked)
+cluster_part::~cluster_part() = default;
+
+process_runtime::process_runtime(const init_options& opts, bool networked)
   : resources_(offered(opts))
   , pool_(cpu_count(opts), resources_) {
   // CAF's default of 4 scheduler threads oversubscribes small machines; its
@@ -90,13 +93,58 @@ local_runtime::local_runtime(const init_options& opts, bool networked)
   set_this_node("local");
 }
 
-local_runtime::~local_runtime() {
+process_runtime::~process_runtime() {
+  if (cluster_)
+    cluster_->stop();
   stop_channels();
+  // Hosts and the requester use the cluster part until they are done.
   stop_actors();
+  cluster_.reset();
   sys_.reset();
 }
 
-void local_runtime::stop_actors() {
+void process_runtime::join_as_driver(const address& head,
+                                     const credentials& creds,
+                                     const std::string& hello_role) {
+  serve_channels(local_host_towards(head), creds);
+  auto member = std::make_unique<cluster_member>(*this);
+  auto& m = *member;
+  join(std::move(member));
+  // A one-off query sends no refs, so it serves none.
+  if (hello_role == "driver")
+    m.serve_data(local_host_towards(head), head, creds);
+  m.connect(head, creds, hello_role);
+  hear_downs();
+  m.watch_head(nullptr);
+}
+
+void process_runtime::join_as_node(node_settings serve, const address& head,
+                                   const credentials& creds) {
+  auto member = std::make_unique<cluster_member>(*this);
+  auto& m = *member;
+  join(std::move(member));
+  auto control = m.serve_node(serve, head, creds);
+  serve_channels(serve.host, creds);
+  // Tasks and actors running here may send work to other nodes too.
+  m.connect(serve.is_head ? address{serve.host, control} : head, creds,
+            "client");
+  hear_downs();
+  if (!serve.is_head)
+    m.watch_head(m.rejoin());
+}
+
+void process_runtime::join(std::unique_ptr<cluster_part> part) {
+  cluster_ = std::move(part);
+}
+
+bool process_runtime::here(const placement& where) const {
+  if (!cluster_)
+    return true; // checked by the caller: a node that is not this one fails
+  return where.kind == placement::local ||
+         (where.kind == placement::node && where.node_id == this_node());
+}
+
+void process_runtime::stop_actors() {
   if (stopped_)
     return;
   stopped_ = true;
@@ -139,15 +187,17 @@ void local_runtime::stop_actors() {
     c->handle = nullptr;
 }
 
-void local_runtime::submit_task(std::shared_ptr<task_spec> t) {
+void process_runtime::submit_task(std::shared_ptr<task_spec> t) {
   if (t->where.kind == placement::in_group)
     return submit_to_bundle(std::move(t));
+  if (!here(t->where))
+    return cluster_->submit_task(std::move(t));
   if (t->where.kind == placement::node && t->where.node_id != this_node())
     throw not_in_a_cluster(t->where.node_id);
   run_local(std::move(t));
 }
 
-void local_runtime::run_local(std::shared_ptr<task_spec> t) {
+void process_runtime::run_local(std::shared_ptr<task_spec> t) {
   trace::detail::runtime_span span{"submit"};
   if (span.on() && t->trace_flow == 0)
     t->trace_flow = span.submits(t->function().name);
@@ -179,22 +229,33 @@ void local_runtime::run_local(std::shared_ptr<task_spec> t) {
 }
 
 std::shared_ptr<actor_ref>
-local_runtime::spawn_actor(const actor_class_entry& cls,
-                           std::unique_ptr<actor_factory> f,
-                           const actor_options& opts) {
+process_runtime::spawn_actor(const actor_class_entry& cls,
+                             std::unique_ptr<actor_factory> f,
+                             const actor_options& opts) {
   if (opts.where.kind == placement::in_group)
     return spawn_actor(cls, std::move(f), in_bundle_options(opts));
+  // A detached actor must outlive this script: a node hosts it.
+  if (cluster_ && opts.detached && opts.where.kind == placement::local &&
+      !cluster_->is_node()) {
+    auto on_a_node = opts;
+    on_a_node.where = {placement::spread, {}};
+    return spawn_actor(cls, std::move(f), on_a_node);
+  }
+  if (!here(opts.where)) {
+    require_free_name(opts.name);
+    return cluster_->spawn_actor(cls, std::move(f), opts);
+  }
   if (opts.where.kind == placement::node && opts.where.node_id != this_node())
     throw not_in_a_cluster(opts.where.node_id);
   return spawn_local_actor(cls, std::move(f), opts);
 }
 
-void local_runtime::require_free_name(const std::string& name) {
+void process_runtime::require_free_name(const std::string& name) {
   std::lock_guard<std::mutex> guard{mtx_};
   require_free_name_locked(name);
 }
 
-void local_runtime::require_free_name_locked(const std::string& name) const {
+void process_runtime::require_free_name_locked(const std::string& name) const {
   if (!name.empty() && names_.count(name) > 0)
     throw usage_error("an actor named '" + name +
                         "' already exists; pick another name, or look it up "
@@ -204,9 +265,9 @@ void local_runtime::require_free_name_locked(const std::string& name) const {
 }
 
 std::shared_ptr<actor_ref>
-local_runtime::spawn_local_actor(const actor_class_entry& cls,
-                                 std::unique_ptr<actor_factory> f,
-                                 const actor_options& opts) {
+process_runtime::spawn_local_actor(const actor_class_entry& cls,
+                                   std::unique_ptr<actor_factory> f,
+                                   const actor_options& opts) {
   resources_.require_feasible(opts.resources, "node " + this_node());
   auto core = std::make_shared<actor_core>(cls, std::move(f), opts);
   {
@@ -223,12 +284,12 @@ local_runtime::spawn_local_actor(const actor_class_entry& cls,
 }
 
 std::shared_ptr<actor_ref>
-local_runtime::adopt_remote_actor(std::shared_ptr<actor_core> core) {
+process_runtime::adopt_remote_actor(std::shared_ptr<actor_core> core) {
   return register_actor(std::move(core));
 }
 
 std::shared_ptr<actor_ref>
-local_runtime::register_actor(std::shared_ptr<actor_core> core) {
+process_runtime::register_actor(std::shared_ptr<actor_core> core) {
   core->on_dead = [this](actor_core& c) { forget_name(c); };
   auto ref = std::make_shared<actor_ref>(core);
   std::lock_guard<std::mutex> guard{mtx_};
@@ -245,8 +306,15 @@ local_runtime::register_actor(std::shared_ptr<actor_core> core) {
   return ref;
 }
 
-void local_runtime::submit_call(const actor_ref& a,
-                                std::shared_ptr<actor_call> c) {
+void process_runtime::submit_call(const actor_ref& a,
+                                  std::shared_ptr<actor_call> c) {
+  if (a.core->remote) {
+    // Only a cluster part makes remote actors.
+    c->core = a.core;
+    if (a.core->dead)
+      return; // c fails with actor_died as it goes out of scope
+    return cluster_->submit_call(a.core, std::move(c));
+  }
   trace::detail::runtime_span span{"submit"};
   if (span.on())
     c->trace_flow = span.submits(c->method().name);
@@ -257,21 +325,37 @@ void local_runtime::submit_call(const actor_ref& a,
   send_call(*a.core, std::move(c));
 }
 
-std::shared_ptr<actor_ref> local_runtime::find_actor(const std::string& name) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  auto i = names_.find(name);
-  return i != names_.end() ? i->second : nullptr;
+std::shared_ptr<actor_ref>
+process_runtime::find_actor(const std::string& name) {
+  std::shared_ptr<actor_ref> mine;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto i = names_.find(name);
+    if (i != names_.end())
+      mine = i->second;
+  }
+  // An actor this process made is known here; one it looked up may have
+  // died or been rebuilt elsewhere since, so the cluster is asked each
+  // time, as Ray's get_actor asks its control store.
+  if (!cluster_ || (mine && !mine->core->borrowed))
+    return mine;
+  auto core = cluster_->lookup(name);
+  if (mine && core && core->handle == mine->core->handle)
+    return mine;
+  if (mine)
+    forget_name(*mine->core);
+  return core ? register_actor(std::move(core)) : nullptr;
 }
 
-void local_runtime::kill_actor(const actor_ref& a) {
+void process_runtime::kill_actor(const actor_ref& a) {
   kill_core(*a.core);
 }
 
-void local_runtime::kill_core(actor_core& core) {
+void process_runtime::kill_core(actor_core& core) {
   end_core(core, "it was killed by lumen::kill");
 }
 
-void local_runtime::end_core(actor_core& core, const std::string& reason) {
+void process_runtime::end_core(actor_core& core, const std::string& reason) {
   if (core.dead)
     return;
   // The reason goes first: whoever sees `dead` must find it.
@@ -287,18 +371,18 @@ void local_runtime::end_core(actor_core& core, const std::string& reason) {
   }
   if (handle)
     caf::anon_send_exit(handle, caf::exit_reason::kill);
-  else if (core.remote)
-    kill_elsewhere(core);
+  else if (core.remote && cluster_)
+    cluster_->kill_elsewhere(core);
 }
 
-void local_runtime::kill_elsewhere(actor_core&) {}
-
-void local_runtime::force_end(const std::string& why) {
+void process_runtime::force_end(const std::string& why) {
+  if (cluster_)
+    cluster_->force_end(why); // a node ends here
   log_line("not ended for " + why +
            ": only a node process is; the task was told to stop");
 }
 
-void local_runtime::forget_name(const actor_core& core) {
+void process_runtime::forget_name(const actor_core& core) {
   if (core.opts.name.empty())
     return;
   std::shared_ptr<actor_ref> doomed; // released outside the lock
@@ -310,39 +394,53 @@ void local_runtime::forget_name(const actor_core& core) {
   }
 }
 
-std::vector<node_info> local_runtime::nodes() {
+std::vector<node_info> process_runtime::nodes() {
+  if (cluster_)
+    return cluster_->nodes();
   return {node_info{this_node(), "", true, resources_.total(), "", 0,
                     resources_.used()}};
 }
 
-caf::actor local_runtime::manager_of(const std::string& node_id) {
-  throw not_in_a_cluster(node_id);
+caf::actor process_runtime::manager_of(const std::string& node_id) {
+  if (!cluster_)
+    throw not_in_a_cluster(node_id);
+  return cluster_->manager_of(node_id);
 }
 
 std::vector<std::pair<std::string, std::shared_ptr<data_client>>>
-local_runtime::node_connections() {
-  return {};
+process_runtime::node_connections() {
+  if (!cluster_)
+    return {};
+  return cluster_->node_connections();
 }
 
-std::shared_ptr<data_client> local_runtime::typed_route(const caf::node_id&) {
-  return nullptr;
+std::shared_ptr<data_client>
+process_runtime::typed_route(const caf::node_id& nid) {
+  return cluster_ ? cluster_->typed_route(nid) : nullptr;
 }
 
-void local_runtime::adopt(caf::actor h) {
+void process_runtime::adopt(caf::actor h) {
   std::lock_guard<std::mutex> guard{mtx_};
   adopted_.push_back(std::move(h));
 }
 
-std::shared_ptr<data_client> local_runtime::connect_to(const std::string&) {
-  throw_no_cluster();
+std::shared_ptr<data_client>
+process_runtime::connect_to(const std::string& address) {
+  if (!cluster_)
+    throw_no_cluster();
+  return cluster_->connect_to(address);
 }
 
-actor_wire local_runtime::export_actor(const std::shared_ptr<actor_ref>&) {
-  throw_no_cluster();
+actor_wire process_runtime::export_actor(const std::shared_ptr<actor_ref>& a) {
+  if (!cluster_)
+    throw_no_cluster();
+  return cluster_->export_actor(a);
 }
 
-std::shared_ptr<actor_ref> local_runtime::import_actor(const actor_wire&) {
-  throw_no_cluster();
+std::shared_ptr<actor_ref> process_runtime::import_actor(const actor_wire& w) {
+  if (!cluster_)
+    throw_no_cluster();
+  return cluster_->import_actor(w);
 }
 
 actor_wire export_actor(const std::shared_ptr<actor_ref>& a) {

@@ -18,26 +18,44 @@
 
 #include "channels/channel_hub.hpp"
 #include "core/actor_host.hpp"
+#include "core/cluster_part.hpp"
 #include "core/process_services.hpp"
 #include "core/task_pool.hpp"
 #include "head/kv_store.hpp"
+#include "node/node_manager.hpp"
 #include "security/credentials.hpp"
+#include "transport/address.hpp"
 
 namespace lumen::detail {
 
 class data_client;
 
-/// The embedded role, and the base of the cluster roles: one CAF actor
-/// system whose detached actors host Lumen actors, a task pool, the names
-/// of this process's actors, and the requester actor.
-class local_runtime : public runtime, public process_services {
+/// A process's runtime, whatever its role: one CAF actor system whose
+/// detached actors host Lumen actors, a task pool, the names of this
+/// process's actors, the requester actor, channels and a key-value store.
+/// A role is an assembly, not a subclass: the embedded runtime is this
+/// alone; a driver adds a cluster part (cluster_member), to which work,
+/// actors and names that live elsewhere go; a node adds that part and the
+/// serving of its ports (node_serving).
+class process_runtime final : public runtime, public process_services {
 public:
   /// `networked` loads CAF's middleman, with the heartbeats failure
   /// detection needs (the cluster roles).
-  local_runtime(const init_options& opts, bool networked);
+  process_runtime(const init_options& opts, bool networked);
 
-  /// Kills every actor, stops the task pool and waits for CAF to finish.
-  ~local_runtime() override;
+  /// Ends the parts, kills every actor, stops the task pool and waits for
+  /// CAF to finish.
+  ~process_runtime() override;
+
+  /// Joins the cluster whose head is at `head` as `hello_role` ("driver",
+  /// or "client" for a one-off query); throws `error` saying what failed.
+  void join_as_driver(const address& head, const credentials& creds,
+                      const std::string& hello_role);
+
+  /// Serves as `serve` says (`serve.is_head` for the head), a node joining
+  /// the head at `head`; throws `error` saying what failed.
+  void join_as_node(node_settings serve, const address& head,
+                    const credentials& creds);
 
   void submit_task(std::shared_ptr<task_spec> t) override;
   std::shared_ptr<actor_ref> spawn_actor(const actor_class_entry& cls,
@@ -52,23 +70,23 @@ public:
   void remove_placement_group(placement_group_state& g) override;
   void force_end(const std::string& why) override;
 
-  /// The cluster's nodes: this process alone.
-  virtual std::vector<node_info> nodes();
+  /// The cluster's nodes; outside a cluster, this process alone.
+  std::vector<node_info> nodes();
 
-  /// The control handle of cluster node `node_id`; throws `usage_error`:
-  /// this process is in no cluster.
-  virtual caf::actor manager_of(const std::string& node_id);
+  /// The control handle of cluster node `node_id`; throws `usage_error`
+  /// outside a cluster.
+  caf::actor manager_of(const std::string& node_id);
 
   /// The data connections to the cluster's other live nodes, connecting
   /// where needed; a node out of reach is left out. Outside a cluster,
   /// none.
-  virtual std::vector<std::pair<std::string, std::shared_ptr<data_client>>>
+  std::vector<std::pair<std::string, std::shared_ptr<data_client>>>
   node_connections();
 
   /// The data-plane connection to the cluster process whose CAF node is
   /// `nid`, for typed actors' requests; null if there is none (outside a
   /// cluster, or a process that is no node).
-  virtual std::shared_ptr<data_client> typed_route(const caf::node_id& nid);
+  std::shared_ptr<data_client> typed_route(const caf::node_id& nid);
 
   caf::actor_system& system() override {
     return *sys_;
@@ -95,8 +113,8 @@ public:
 
   /// See lumen::detail::export_actor and import_actor; outside a cluster
   /// they throw `usage_error`.
-  virtual actor_wire export_actor(const std::shared_ptr<actor_ref>& a);
-  virtual std::shared_ptr<actor_ref> import_actor(const actor_wire& w);
+  actor_wire export_actor(const std::shared_ptr<actor_ref>& a);
+  std::shared_ptr<actor_ref> import_actor(const actor_wire& w);
 
   /// Channels (lumen/channel.hpp): starts queuing what is opened to
   /// `name` in this process's hub (made on first use) and registers the
@@ -109,14 +127,14 @@ public:
   void close_channel_name(const std::string& name);
 
   /// Where the listener of `name` is (HOST:PORT), or nothing.
-  virtual std::optional<std::string> find_endpoint(const std::string& name);
+  std::optional<std::string> find_endpoint(const std::string& name);
 
   /// The cluster's key-value store (lumen/kv.hpp): the head's; outside a
   /// cluster, this process's own. Bounds are checked by the store.
-  virtual kv_store::put_result kv_put(const std::string& key,
-                                      const std::string& value, bool overwrite);
-  virtual std::optional<std::string> kv_get(const std::string& key);
-  virtual bool kv_erase(const std::string& key);
+  kv_store::put_result kv_put(const std::string& key, const std::string& value,
+                              bool overwrite);
+  std::optional<std::string> kv_get(const std::string& key);
+  bool kv_erase(const std::string& key);
 
   /// What a channel shows at a hub's gate.
   const credentials& link_credentials() const noexcept {
@@ -130,32 +148,28 @@ public:
   /// See lumen::detail::unwatch; requester thread only.
   void unwatch(const caf::actor_addr& whom, uint64_t token);
 
-protected:
-  /// A cluster role: channels listen on `host` and show `creds`; call
-  /// before the first channel.
+private:
+  /// Takes `part` in for what lives elsewhere; it is reached from other
+  /// threads from now on.
+  void join(std::unique_ptr<cluster_part> part);
+
+  /// True if work placed at `where` runs in this process.
+  bool here(const placement& where) const;
+
+  /// Channels listen on `host` and show `creds`; call before the first
+  /// channel.
   void serve_channels(std::string host, credentials creds);
 
-  /// Registers the channel name `name` at `address` where other processes
-  /// look it up; false if it is taken. Outside a cluster there are none.
-  virtual bool bind_endpoint(const std::string& name,
-                             const std::string& address);
-
-  virtual void drop_endpoint(const std::string& name);
-
-  /// Ends the channel hub; a cluster role calls it before its client goes.
+  /// Ends the channel hub.
   void stop_channels();
 
-  /// Hands every down message the requester hears to `f` too, on its
-  /// thread; a cluster role sets it before it monitors anything.
-  void on_down(std::function<void(const caf::down_msg&)> f);
-
-  /// Ends an actor of another process known from a handle it sent (no CAF
-  /// handle here); outside a cluster there is none.
-  virtual void kill_elsewhere(actor_core& core);
+  /// Hands every down message the requester hears to the cluster part too,
+  /// on its thread; called before the part monitors anything.
+  void hear_downs();
 
   /// Ends every actor, the task pool and the requester, and waits for CAF's
-  /// actors; safe to call twice. A cluster role calls it before it frees
-  /// what actors still use.
+  /// actors; safe to call twice. Called before the cluster part goes, which
+  /// actors still use.
   void stop_actors();
 
   std::shared_ptr<actor_ref> register_actor(std::shared_ptr<actor_core> core);
@@ -179,7 +193,6 @@ protected:
   /// Drops `core` from this process's names, if it has its name.
   void forget_name(const actor_core& core);
 
-private:
   void require_free_name_locked(const std::string& name) const;
 
   /// Spawns the requester (local_requester.cpp).
@@ -215,11 +228,14 @@ private:
   credentials link_creds_;
   std::unique_ptr<channel_hub> hub_;
   kv_store kv_;
+  // What lives elsewhere; null for the embedded runtime. Set before other
+  // threads reach it, reset once they are done.
+  std::unique_ptr<cluster_part> cluster_;
 };
 
 /// The process's runtime, whatever its role; throws `usage_error` if Lumen
 /// is not running.
-local_runtime& this_runtime();
+process_runtime& this_runtime();
 
 /// The configuration steps LUMEN_TYPED_ACTOR recorded.
 std::vector<config_step>& config_steps();
