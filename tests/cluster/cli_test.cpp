@@ -81,8 +81,49 @@ BOOST_AUTO_TEST_CASE(background_nodes_start_report_and_stop) {
   BOOST_TEST(stop_code == 0);
   BOOST_TEST(stop_out.find("Stopped the head and 1 node") != std::string::npos,
              stop_out);
+  // It returns once both have exited, and says so for each.
   BOOST_TEST(process_gone(head_pid));
   BOOST_TEST(process_gone(node_pid));
+  BOOST_TEST(stop_out.find("head     pid " + std::to_string(head_pid) +
+                           ": exited after") != std::string::npos,
+             stop_out);
+  BOOST_TEST(stop_out.find("node-1   pid " + std::to_string(node_pid) +
+                           ": exited after") != std::string::npos,
+             stop_out);
+}
+
+BOOST_AUTO_TEST_CASE(a_node_that_does_not_exit_is_killed_after_the_grace) {
+  auto home = make_temp_dir();
+  std::vector<std::string> env{"HOME=" + home};
+  auto [head_code, head_out] =
+    lumen::test::run({LUMEN_CLI, "start", "--head", "--port", "0"}, env);
+  BOOST_REQUIRE_MESSAGE(head_code == 0, head_out);
+  auto head = lumen::test::parse_started(head_out);
+  BOOST_REQUIRE(head);
+  auto [node_code, node_out] =
+    lumen::test::run({LUMEN_CLI, "start", "--address", head->address}, env);
+  BOOST_REQUIRE_MESSAGE(node_code == 0, node_out);
+  auto node = lumen::test::parse_started(node_out);
+  BOOST_REQUIRE(node);
+  // A stopped process does not act on SIGTERM: as a node stuck in a
+  // system call would not.
+  BOOST_REQUIRE(::kill(node->pid, SIGSTOP) == 0);
+  auto [stop_code, stop_out] =
+    lumen::test::run({LUMEN_CLI, "stop", "--grace", "0.5"}, env);
+  BOOST_TEST(stop_code == 0);
+  BOOST_TEST(stop_out.find("node-1   pid " + std::to_string(node->pid) +
+                           ": still running 0.50 s after SIGTERM, killed "
+                           "with SIGKILL") != std::string::npos,
+             stop_out);
+  BOOST_TEST(process_gone(node->pid));
+  BOOST_TEST(process_gone(head->pid));
+  auto [again_code, again_out] = lumen::test::run({LUMEN_CLI, "stop"}, env);
+  BOOST_TEST(again_out.find("Nothing to stop") != std::string::npos,
+             again_out);
+  auto [bad_code, bad_out] =
+    lumen::test::run({LUMEN_CLI, "stop", "--grace", "-1"}, env);
+  BOOST_TEST(bad_code == 2);
+  BOOST_TEST(bad_out.find("--grace") != std::string::npos, bad_out);
 }
 
 BOOST_AUTO_TEST_CASE(a_head_slow_to_answer_is_still_reached) {

@@ -102,9 +102,18 @@ int cli_main(int argc, char** argv, const std::vector<cli_verb>& verbs) {
     ->type_name("F")
     ->check(non_empty());
   add_tls_flags(*status_cmd, status.tls);
-  app.add_subcommand("stop",
-                     "stop the heads and nodes `lumen start` started in the "
-                     "background here (SIGTERM, then SIGKILL after 10 s)");
+  stop_options stop;
+  auto* stop_cmd = app.add_subcommand(
+    "stop", "stop every head and node this user started in the background "
+            "on this machine with `lumen start` (recorded in ~/.lumen/run), "
+            "and wait until they have exited: SIGTERM, then SIGKILL for any "
+            "still running after --grace");
+  stop_cmd
+    ->add_option("--grace", stop.grace_seconds,
+                 "seconds from SIGTERM to SIGKILL (default 10; a node gives "
+                 "its running work up to 10 s to finish)")
+    ->type_name("SECONDS")
+    ->check(CLI::Range(0.0, 3600.0));
   // Listed for --help; never parsed here, as each parses its own flags.
   for (auto& v : verbs)
     app.add_subcommand(v.name, v.summary);
@@ -133,7 +142,7 @@ int cli_main(int argc, char** argv, const std::vector<cli_verb>& verbs) {
       return run_start(start.o);
     if (verb == "status")
       return run_status(status);
-    return run_stop();
+    return run_stop(stop);
   } catch (const usage_error& e) {
     std::cerr << "lumen " << verb << ": " << e.what() << "\n";
     return exit_usage;

@@ -33,6 +33,10 @@ struct status_options {
 
 int run_start(const start_options& o);
 int run_status(const status_options& o);
-int run_stop();
+struct stop_options {
+  double grace_seconds = 10; // from SIGTERM to SIGKILL
+};
+
+int run_stop(const stop_options& o);
 
 } // namespace lumen::detail
