@@ -118,8 +118,7 @@ BOOST_AUTO_TEST_CASE(a_node_that_does_not_exit_is_killed_after_the_grace) {
   BOOST_TEST(process_gone(node->pid));
   BOOST_TEST(process_gone(head->pid));
   auto [again_code, again_out] = lumen::test::run({LUMEN_CLI, "stop"}, env);
-  BOOST_TEST(again_out.find("Nothing to stop") != std::string::npos,
-             again_out);
+  BOOST_TEST(again_out.find("Nothing to stop") != std::string::npos, again_out);
   auto [bad_code, bad_out] =
     lumen::test::run({LUMEN_CLI, "stop", "--grace", "-1"}, env);
   BOOST_TEST(bad_code == 2);
