@@ -217,7 +217,30 @@ BOOST_AUTO_TEST_CASE(a_parameter_server_on_a_node_takes_the_mlps_gradient) {
   } catch (const lumen::typed_actor_error& e) {
     BOOST_TEST((lumen::ml::refusal_of(e) == lumen::ml::ps_refusal::future),
                e.what());
+    // It names the server's node, not the caller's, and what was refused.
+    BOOST_TEST(e.node() == c.nodes[1].id);
+    BOOST_TEST(std::string{e.what()}.rfind(
+                 "parameter server on " + c.nodes[1].id +
+                   " refused a gradient: future: a gradient of version 9",
+                 0) == 0,
+               e.what());
   }
+  // A wrong size and a NaN are told apart by their refusal codes.
+  auto refusal = [&](const tensor& bad) {
+    try {
+      lumen::get(lumen::call(ps, lumen::ml::push_atom::value, uint64_t{1}, bad),
+                 deadline);
+    } catch (const lumen::typed_actor_error& e) {
+      BOOST_TEST(e.node() == c.nodes[1].id);
+      return lumen::ml::refusal_of(e);
+    }
+    return std::optional<lumen::ml::ps_refusal>{};
+  };
+  tensor short_one({7});
+  BOOST_TEST((refusal(short_one) == lumen::ml::ps_refusal::wrong_size));
+  tensor nan_one = g.clone();
+  nan_one.data<float>()[3] = std::nanf("");
+  BOOST_TEST((refusal(nan_one) == lumen::ml::ps_refusal::not_finite));
 }
 
 BOOST_AUTO_TEST_CASE(a_server_sharded_over_two_nodes_answers_as_one_would) {

@@ -242,6 +242,17 @@ parameter_server spawn_parameter_server(const ps_config& cfg,
                                            tensor::from(initial));
 }
 
+// "parameter server on node-1 refused a gradient: wrong_size: ...".
+const bool refusals_described =
+  describe_errors(ps_error_category, "parameter server",
+                  [](uint8_t code, const caf::message& context) {
+                    auto why =
+                      context.match_elements<std::string>()
+                        ? context.get_as<std::string>(0)
+                        : std::string{to_string(static_cast<ps_refusal>(code))};
+                    return "refused a gradient: " + why;
+                  });
+
 std::optional<ps_refusal> refusal_of(const typed_actor_error& e) {
   if (e.cause().category() != ps_error_category)
     return std::nullopt;

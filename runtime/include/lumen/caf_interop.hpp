@@ -71,10 +71,16 @@ caf::actor_system& system();
 
 /// An error response of a typed CAF actor, as `lumen::get` throws it: a
 /// `task_error` that keeps the actor's own `caf::error`, so that callers
-/// branch on its code and category, not on its text.
+/// branch on its code and category, not on its text. `node()` is the node
+/// the actor runs on. Its `code()` is `errc::task_failed` whatever the
+/// actor's reason: `errc` is the runtime's word for where a call failed,
+/// while an actor's reasons are its own, told by its error category and
+/// code (`cause()`), which its library reads for you (for a parameter
+/// server, `lumen::ml::refusal_of`).
 class typed_actor_error : public task_error {
 public:
-  typed_actor_error(caf::error cause, std::string text, std::string node);
+  /// `what` says what the actor on `node` answered, whole.
+  typed_actor_error(caf::error cause, std::string what, std::string node);
 
   /// The error the actor answered with.
   const caf::error& cause() const noexcept {
@@ -84,6 +90,15 @@ public:
 private:
   caf::error cause_;
 };
+
+/// How the errors of an actor's own category read in a `typed_actor_error`:
+/// "<who> on <node> <what>", `who` naming the actor ("parameter server")
+/// and `what(code, context)` saying what it answered ("refused a gradient
+/// ..."). Without one, the error reads as CAF renders it. Call it at static
+/// initialization (`static const bool x = describe_errors(...)`).
+bool describe_errors(
+  caf::atom_value category, std::string who,
+  std::function<std::string(uint8_t code, const caf::message& context)> what);
 
 /// True for a type that is or holds a CAF actor handle. A request or a
 /// response with one goes through CAF's middleman, which alone can load a
@@ -148,7 +163,7 @@ void request_through_caf(std::shared_ptr<open_request<R>> req, caf::actor to,
     self->request(to, caf::infinite, std::move(msg))
       .then(response_sink<R, Outs>{req}, [req](caf::error& e) {
         req->settle();
-        req->st->set_error(from_caf_error(e));
+        req->st->set_error(from_caf_error(e, req->where));
       });
   });
 }
@@ -176,6 +191,8 @@ auto call(const Handle& h, Ts&&... xs) {
   auto msg =
     caf::make_message(detail::message_arg_t<Ts>(std::forward<Ts>(xs))...);
   auto to = caf::actor_cast<caf::actor>(h);
+  if (to)
+    req->where = to.node();
   if constexpr (detail::plane_safe<outs, detail::message_arg_t<Ts>...>::value) {
     if (h && detail::send_typed(
                caf::actor_cast<caf::strong_actor_ptr>(h), 0, msg,

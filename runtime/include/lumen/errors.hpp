@@ -117,6 +117,11 @@ public:
     return node_;
   }
 
+protected:
+  /// For a subclass that words its own `what()`.
+  task_error(std::string what, std::string function, std::string exception_type,
+             std::string message, std::string node);
+
 private:
   std::string function_;
   std::string type_;

@@ -77,6 +77,11 @@ public:
   /// connecting to the directory's nodes until one is; null if none is.
   std::shared_ptr<data_client> typed_route(const caf::node_id& nid);
 
+  /// The id of the linked node whose CAF node is `nid`, or "".
+  std::string node_name_of(const caf::node_id& nid) {
+    return links_.node_of(nid);
+  }
+
   /// See process_runtime::node_connections.
   std::vector<std::pair<std::string, std::shared_ptr<data_client>>>
   node_connections();

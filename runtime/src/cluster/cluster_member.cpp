@@ -245,6 +245,10 @@ cluster_member::node_connections() {
                      std::pair<std::string, std::shared_ptr<data_client>>>{};
 }
 
+std::string cluster_member::node_name_of(const caf::node_id& nid) {
+  return client_ ? client_->node_name_of(nid) : std::string{};
+}
+
 std::shared_ptr<data_client>
 cluster_member::typed_route(const caf::node_id& nid) {
   return client_ ? client_->typed_route(nid) : nullptr;

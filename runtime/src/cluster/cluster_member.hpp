@@ -67,6 +67,7 @@ public:
   std::vector<std::pair<std::string, std::shared_ptr<data_client>>>
   node_connections() override;
   std::shared_ptr<data_client> typed_route(const caf::node_id& nid) override;
+  std::string node_name_of(const caf::node_id& nid) override;
   std::optional<std::string> find_endpoint(const std::string& name) override;
   bool bind_endpoint(const std::string& name,
                      const std::string& address) override;

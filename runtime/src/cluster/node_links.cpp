@@ -89,6 +89,14 @@ std::shared_ptr<data_client> node_links::linked(const caf::node_id& nid) {
   return nullptr;
 }
 
+std::string node_links::node_of(const caf::node_id& nid) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  for (auto& [id, l] : links_)
+    if (l.manager.node() == nid)
+      return id;
+  return {};
+}
+
 std::string node_links::node_of(const caf::actor_addr& manager) {
   std::lock_guard<std::mutex> guard{mtx_};
   for (auto& [id, l] : links_)

@@ -53,6 +53,9 @@ public:
   /// The node whose manager is `manager`, or "" if none.
   std::string node_of(const caf::actor_addr& manager);
 
+  /// The linked node whose CAF node is `nid`, or "" if none.
+  std::string node_of(const caf::node_id& nid);
+
   /// Closes every connection and waits for their readers, so that no
   /// callback runs afterwards.
   void close_all();

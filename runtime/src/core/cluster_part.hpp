@@ -65,6 +65,10 @@ public:
   node_connections() = 0;
   virtual std::shared_ptr<data_client> typed_route(const caf::node_id& nid) = 0;
 
+  /// The id of the node whose CAF node is `nid`, among those this process
+  /// is linked to, or "".
+  virtual std::string node_name_of(const caf::node_id& nid) = 0;
+
   /// Channel names: where the listener of `name` is; registering a name
   /// (false if it is taken) and giving it up.
   virtual std::optional<std::string> find_endpoint(const std::string& name) = 0;

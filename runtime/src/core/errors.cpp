@@ -85,9 +85,15 @@ const char* to_string(errc code) noexcept {
 
 task_error::task_error(std::string function, std::string exception_type,
                        std::string message, std::string node)
-  : error("task " + function + " failed on node " + node + ": " +
-            exception_type + ": " + message,
-          errc::task_failed)
+  : task_error("task " + function + " failed on node " + node + ": " +
+                 exception_type + ": " + message,
+               std::move(function), std::move(exception_type),
+               std::move(message), std::move(node)) {}
+
+task_error::task_error(std::string what, std::string function,
+                       std::string exception_type, std::string message,
+                       std::string node)
+  : error(what, errc::task_failed)
   , function_(std::move(function))
   , type_(std::move(exception_type))
   , message_(std::move(message))

@@ -419,6 +419,13 @@ process_runtime::typed_route(const caf::node_id& nid) {
   return cluster_ ? cluster_->typed_route(nid) : nullptr;
 }
 
+std::string process_runtime::node_name_of(const caf::node_id& nid) {
+  if (!nid || nid == sys_->node() || !cluster_)
+    return this_node();
+  auto id = cluster_->node_name_of(nid);
+  return id.empty() ? "another process" : id;
+}
+
 void process_runtime::adopt(caf::actor h) {
   std::lock_guard<std::mutex> guard{mtx_};
   adopted_.push_back(std::move(h));

@@ -88,6 +88,10 @@ public:
   /// cluster, or a process that is no node).
   std::shared_ptr<data_client> typed_route(const caf::node_id& nid);
 
+  /// The id of the cluster node whose CAF node is `nid` ("another process"
+  /// if this process has no link to it), for errors; never blocks.
+  std::string node_name_of(const caf::node_id& nid);
+
   caf::actor_system& system() override {
     return *sys_;
   }

@@ -1,5 +1,9 @@
 #include "lumen/caf_interop.hpp"
 
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
 #include <caf/all.hpp>
 
 #include "lumen/errors.hpp"
@@ -14,11 +18,52 @@ caf::actor_system& system() {
   return detail::this_runtime().system();
 }
 
-typed_actor_error::typed_actor_error(caf::error cause, std::string text,
+typed_actor_error::typed_actor_error(caf::error cause, std::string what,
                                      std::string node)
-  : task_error("request to a typed actor", "caf::error", std::move(text),
+  : task_error(what, "request to a typed actor", "caf::error", what,
                std::move(node))
   , cause_(std::move(cause)) {}
+
+namespace {
+
+struct description {
+  std::string who;
+  std::function<std::string(uint8_t, const caf::message&)> what;
+};
+
+struct descriptions {
+  std::mutex mtx;
+  std::unordered_map<caf::atom_value, description> by_category;
+};
+
+descriptions& the_descriptions() {
+  // Never destroyed: filled during static initialization, in any order.
+  static auto* d = new descriptions;
+  return *d;
+}
+
+/// "<who> on <node> <what>" for a category described, else nothing.
+std::optional<std::string> described(const caf::error& err,
+                                     const std::string& node) {
+  auto& d = the_descriptions();
+  std::lock_guard<std::mutex> guard{d.mtx};
+  auto i = d.by_category.find(err.category());
+  if (i == d.by_category.end())
+    return std::nullopt;
+  return i->second.who + " on " + node + " " +
+         i->second.what(err.code(), err.context());
+}
+
+} // namespace
+
+bool describe_errors(
+  caf::atom_value category, std::string who,
+  std::function<std::string(uint8_t code, const caf::message& context)> what) {
+  auto& d = the_descriptions();
+  std::lock_guard<std::mutex> guard{d.mtx};
+  d.by_category[category] = {std::move(who), std::move(what)};
+  return true;
+}
 
 namespace detail {
 
@@ -30,12 +75,24 @@ void adopt(caf::actor h) {
   this_runtime().adopt(std::move(h));
 }
 
-std::exception_ptr from_caf_error(const caf::error& err) {
+std::exception_ptr from_caf_error(const caf::error& err,
+                                  const caf::node_id& where) {
   auto text = caf::to_string(err);
   if (err == caf::sec::request_receiver_down)
     return std::make_exception_ptr(
       actor_died("the typed actor is gone: " + text));
-  return std::make_exception_ptr(typed_actor_error{err, text, this_node()});
+  auto node = this_node();
+  try {
+    node = this_runtime().node_name_of(where);
+  } catch (const usage_error&) {
+    // Answered after shutdown: the node is no longer known.
+  }
+  auto said = described(err, node);
+  return std::make_exception_ptr(typed_actor_error{
+    err,
+    said ? *said
+         : "a typed actor on " + node + " answered with an error: " + text,
+    node});
 }
 
 bool add_config_step(config_step step) {

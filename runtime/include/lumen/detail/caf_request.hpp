@@ -91,9 +91,11 @@ using typed_done = std::function<void(bool routed, caf::message& reply)>;
 bool send_typed(const caf::strong_actor_ptr& target, uint64_t sender,
                 const caf::message& msg, typed_done done);
 
-/// The Lumen error for a failed CAF request: `actor_died` if the receiver
-/// is gone, `typed_actor_error` (the error and its rendering) otherwise.
-std::exception_ptr from_caf_error(const caf::error& err);
+/// The Lumen error for a failed CAF request to an actor on CAF node
+/// `where`: `actor_died` if the receiver is gone, `typed_actor_error` (the
+/// error, its description, the receiver's node) otherwise.
+std::exception_ptr from_caf_error(const caf::error& err,
+                                  const caf::node_id& where);
 
 /// The error for a request dropped unanswered at shutdown.
 std::exception_ptr request_dropped();
@@ -130,6 +132,7 @@ struct open_request {
     : st(std::move(x)) {}
 
   std::shared_ptr<value_state<R>> st;
+  caf::node_id where;      // the receiver's
   caf::actor_addr watched; // set for a remote receiver
   uint64_t token = 0;
 
@@ -192,9 +195,11 @@ void apply_elements(Sink& sink, caf::message& m, caf::detail::type_list<Ts...>,
                     std::index_sequence<Is...>) {
   if (!m.match_elements<Ts...>()) {
     sink.req->settle();
-    sink.req->st->set_error(from_caf_error(caf::make_error(
-      caf::sec::unexpected_response,
-      "the typed actor answered with other types than its interface says")));
+    sink.req->st->set_error(from_caf_error(
+      caf::make_error(
+        caf::sec::unexpected_response,
+        "the typed actor answered with other types than its interface says"),
+      sink.req->where));
     return;
   }
   sink(m.get_mutable_as<Ts>(Is)...);
@@ -207,7 +212,7 @@ void publish_response(const std::shared_ptr<open_request<R>>& req,
                       caf::message& m) {
   if (m.match_elements<caf::error>()) {
     req->settle();
-    req->st->set_error(from_caf_error(m.get_as<caf::error>(0)));
+    req->st->set_error(from_caf_error(m.get_as<caf::error>(0), req->where));
     return;
   }
   using elems = typename elements_of<Outs>::type;
