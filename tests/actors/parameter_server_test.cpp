@@ -116,6 +116,62 @@ BOOST_AUTO_TEST_CASE(the_seeds_loop_fits_the_synthetic_regression) {
   BOOST_TEST(report.applied == 1200u);
 }
 
+// The seed's loop in async mode: `apply_gradients(grads)` says nothing of
+// the weights the gradient was computed on, so the server counts it fresh;
+// the same loop with `pull` and `push(version, grads)` has its staleness
+// measured and its learning rate divided by it.
+BOOST_AUTO_TEST_CASE(the_seeds_loop_in_async_mode_measures_staleness_by_version) {
+  auto problem = make_linear_regression(3000, 4, 5, 0.001f);
+  linear_regression model{4};
+  std::vector<dataset> shards;
+  for (size_t w = 0; w < 3; ++w)
+    shards.push_back(shard_of(problem.data, w, 3, 2));
+  std::vector<float> g(model.num_params());
+  auto unversioned = spawn_parameter_server(
+    sgd_config(ps_mode::async, 3, 0.1f), model.init(0), lumen::this_node_id());
+  auto weights = lumen::get(lumen::call(unversioned, get_weights_atom::value));
+  std::vector<lumen::ObjectRef<tensor>> applied;
+  for (auto& shard : shards) {
+    model.loss_and_gradient(weights.data<float>(), shard, g.data());
+    applied.push_back(
+      lumen::call(unversioned, apply_gradients_atom::value, tensor::from(g)));
+  }
+  lumen::get(applied, deadline);
+  auto blind = lumen::get(lumen::call(unversioned, ps_stats_atom::value));
+  BOOST_TEST(blind.staleness.size() == 1u); // all three counted fresh
+  auto ps = spawn_parameter_server(sgd_config(ps_mode::async, 3, 0.3f),
+                                   model.init(0), lumen::this_node_id());
+    // [versioned_loop]
+  auto [version, current] = lumen::get(lumen::call(ps, pull_atom::value));
+  for (int step = 0; step < 400; ++step) {
+    std::vector<lumen::ObjectRef<std::tuple<uint64_t, tensor>>> pushed;
+    for (auto& shard : shards) {
+      model.loss_and_gradient(current.data<float>(), shard, g.data());
+      pushed.push_back(
+        lumen::call(ps, push_atom::value, version, tensor::from(g)));
+    }
+    std::tie(version, current) = lumen::get(pushed, deadline)[0];
+  }
+  // [/versioned_loop]
+  for (size_t i = 0; i < 4; ++i)
+    BOOST_TEST(std::abs(current.data<float>()[i] - problem.weights[i]) < 1e-3f);
+  auto report = lumen::get(lumen::call(ps, ps_stats_atom::value));
+  // Each step's three gradients were computed on the weights of the first
+  // answer of the step before: two versions behind and more.
+  BOOST_TEST(report.staleness.size() > 3u);
+  BOOST_TEST(report.staleness[0] == 1u); // only the very first gradient
+  // Corrected: three gradients of 1 on version 0 step by 0.1, 0.1 (a
+  // staleness of one counts as fresh) and 0.1 / 2.
+  auto small = spawn_parameter_server(sgd_config(ps_mode::async, 3, 0.1f),
+                                      {1.0f}, lumen::this_node_id());
+  tensor last;
+  for (int i = 0; i < 3; ++i)
+    last = std::get<1>(lumen::get(
+      lumen::call(small, push_atom::value, uint64_t{0}, grad({1.0f})),
+      deadline));
+  BOOST_TEST(std::abs(last.data<float>()[0] - 0.75f) < 1e-6f);
+}
+
 BOOST_AUTO_TEST_CASE(refusals_come_as_codes_and_leave_the_weights_alone) {
   auto ps = spawn_parameter_server(sgd_config(ps_mode::sync, 2), {1.0f, 2.0f},
                                    lumen::this_node_id());
