@@ -60,7 +60,9 @@ struct ps_report {
   uint64_t version = 0;
   uint64_t applied = 0;
   uint64_t steps = 0;
-  std::vector<uint64_t> refused;   // by ps_refusal, wrong_size first
+    // Refusals by ps_refusal in its order: wrong_size, not_finite, future,
+  // too_stale, late (refused[i] counts ps_refusal(i + 1)).
+  std::vector<uint64_t> refused;
   std::vector<uint64_t> staleness; // async: gradients by staleness 0, 1, ...
   uint64_t timed_out = 0;          // sync: steps closed by step_timeout_ms
   uint64_t workers_lost = 0;       // sync: pushers ended or given up on
