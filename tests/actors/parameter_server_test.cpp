@@ -120,7 +120,7 @@ BOOST_AUTO_TEST_CASE(the_seeds_loop_fits_the_synthetic_regression) {
 // the weights the gradient was computed on, so the server counts it fresh;
 // the same loop with `pull` and `push(version, grads)` has its staleness
 // measured and its learning rate divided by it.
-BOOST_AUTO_TEST_CASE(the_seeds_loop_in_async_mode_measures_staleness_by_version) {
+BOOST_AUTO_TEST_CASE(the_seeds_async_loop_measures_staleness_by_version) {
   auto problem = make_linear_regression(3000, 4, 5, 0.001f);
   linear_regression model{4};
   std::vector<dataset> shards;
@@ -141,7 +141,7 @@ BOOST_AUTO_TEST_CASE(the_seeds_loop_in_async_mode_measures_staleness_by_version)
   BOOST_TEST(blind.staleness.size() == 1u); // all three counted fresh
   auto ps = spawn_parameter_server(sgd_config(ps_mode::async, 3, 0.3f),
                                    model.init(0), lumen::this_node_id());
-    // [versioned_loop]
+  // [versioned_loop]
   auto [version, current] = lumen::get(lumen::call(ps, pull_atom::value));
   for (int step = 0; step < 400; ++step) {
     std::vector<lumen::ObjectRef<std::tuple<uint64_t, tensor>>> pushed;

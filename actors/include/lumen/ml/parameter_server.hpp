@@ -60,7 +60,7 @@ struct ps_report {
   uint64_t version = 0;
   uint64_t applied = 0;
   uint64_t steps = 0;
-    // Refusals by ps_refusal in its order: wrong_size, not_finite, future,
+  // Refusals by ps_refusal in its order: wrong_size, not_finite, future,
   // too_stale, late (refused[i] counts ps_refusal(i + 1)).
   std::vector<uint64_t> refused;
   std::vector<uint64_t> staleness; // async: gradients by staleness 0, 1, ...
