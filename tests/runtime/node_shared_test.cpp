@@ -5,19 +5,20 @@
 // a maker killed half way, the last user removing the block, the blocks of
 // killed processes reclaimed.
 
+#include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <lumen/errors.hpp>
 #include <lumen/node_shared.hpp>
+
+#include "fixture.hpp"
 
 namespace {
 
@@ -26,10 +27,31 @@ std::string fresh_name(const std::string& what) {
   return "test." + what + "." + std::to_string(::getpid());
 }
 
+std::string shm_path(const std::string& name) {
+  return "/dev/shm/lumen." + std::to_string(::getuid()) + "." + name;
+}
+
 bool in_dev_shm(const std::string& name) {
   struct stat st {};
-  auto path = "/dev/shm/lumen." + std::to_string(::getuid()) + "." + name;
-  return ::stat(path.c_str(), &st) == 0;
+  return ::stat(shm_path(name).c_str(), &st) == 0;
+}
+
+/// Whether process `pid` has the block `name` open: one that found
+/// another process making it keeps it open while it waits.
+bool holds_open(pid_t pid, const std::string& name) {
+  auto fds = "/proc/" + std::to_string(pid) + "/fd/";
+  DIR* dir = ::opendir(fds.c_str());
+  if (dir == nullptr)
+    return false;
+  bool found = false;
+  while (auto* e = ::readdir(dir)) {
+    char target[4096];
+    auto n = ::readlink((fds + e->d_name).c_str(), target, sizeof(target));
+    found = found || (n > 0 && std::string(target, static_cast<size_t>(n)) ==
+                                 shm_path(name));
+  }
+  ::closedir(dir);
+  return found;
 }
 
 std::vector<char> pattern(size_t n) {
@@ -109,7 +131,9 @@ BOOST_AUTO_TEST_CASE(a_maker_killed_half_way_leaves_nothing_to_read) {
     auto b = lumen::node_shared(name, [] { return pattern(1000); });
     return b->made_here() && b->size() == 1000 ? 0 : 1;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  BOOST_TEST(eventually([&] { return holds_open(waiter, name); }),
+             "the second process never opened the block to wait for its "
+             "maker");
   ::kill(maker, SIGKILL);
   BOOST_TEST(exit_code(maker) == 100 + SIGKILL);
   BOOST_TEST(exit_code(waiter) == 0);
