@@ -57,9 +57,11 @@ BOOST_AUTO_TEST_CASE(a_task_queued_on_a_node_never_runs) {
   auto b = lumen::task(work_until_cancelled).on_node("node-2").remote("fill-b");
   BOOST_REQUIRE(becomes("fill-a", "started"));
   BOOST_REQUIRE(becomes("fill-b", "started"));
+  // Sent, not run: remote() wrote the task to node-2's connection before
+  // it returned, the cancel follows on the same connection, and the node
+  // reads its frames in order, so the node has it queued when the cancel
+  // comes; no wait needed.
   auto queued = lumen::task(mark_ran).on_node("node-2").remote("queued");
-  // Sent, not run: the node had it before the cancel came.
-  std::this_thread::sleep_for(milliseconds(200));
   lumen::cancel(queued);
   BOOST_TEST(fails_cancelled(queued));
   lumen::cancel(a);
@@ -78,7 +80,8 @@ BOOST_AUTO_TEST_CASE(actor_calls_on_a_node_are_cancelled_in_place) {
   BOOST_REQUIRE(becomes("call-running", "started"));
   auto queued = m.call(&Marker::mark, "call-queued");
   auto after = m.call(&Marker::mark, "call-after");
-  std::this_thread::sleep_for(milliseconds(200));
+  // As for tasks: the calls went out in order before call() returned, and
+  // the cancel follows them on the same connection.
   lumen::cancel(queued);
   BOOST_TEST(fails_cancelled(queued));
   lumen::cancel(running);
@@ -130,8 +133,16 @@ BOOST_AUTO_TEST_CASE(a_second_stop_signal_ends_a_node_whose_work_hangs) {
   auto ref = lumen::task(work_forever).on_node(n.id).remote(key);
   BOOST_REQUIRE(becomes(key, "started"));
   n.proc->signal(SIGTERM);
+  // Taken: a second signal sent before would merge with the first.
+  BOOST_REQUIRE_MESSAGE(
+    n.proc->await_output("stopping " + n.id, deadline).has_value(),
+    "the node did not start stopping: " << n.proc->output());
+  // Shutting down waits for the task. That the process does not end is
+  // shown by no event: this hold is the window in which a shutdown that
+  // did not wait would end it; it can let such a bug through, never fail
+  // a good run.
   std::this_thread::sleep_for(milliseconds(300));
-  BOOST_TEST(n.proc->running()); // shutting down waits for the task
+  BOOST_TEST(n.proc->running());
   auto again_at = steady_clock::now();
   n.proc->signal(SIGTERM);
   BOOST_TEST(n.proc->wait() == 1);
