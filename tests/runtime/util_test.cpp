@@ -210,14 +210,21 @@ BOOST_AUTO_TEST_CASE(an_empty_queue_times_out_or_returns_nothing) {
 }
 
 BOOST_AUTO_TEST_CASE(a_waiting_get_wakes_on_a_put_and_a_waiting_put_on_a_get) {
+  // The counts of waiters say when each side waits, so that both waits
+  // happen: a get on the empty queue, then a put on the full one.
   lumen::util::queue<int> q{1};
   std::thread later{[q]() mutable {
-    std::this_thread::sleep_for(milliseconds(100));
-    q.put(7);
-    q.put(8); // waits for room until the reader takes 7
+    eventually([&] { return q.waiting_gets() == 1; });
+    q.put(7); // handed to the waiting get
+    q.put(8);
+    q.put(9); // waits for room until the reader takes 8
   }};
   BOOST_TEST(q.get(seconds(10)) == 7);
+  BOOST_TEST(eventually([&] { return q.waiting_puts() == 1; }),
+             "the third put did not wait for room");
   BOOST_TEST(q.get(seconds(10)) == 8);
+  BOOST_TEST(q.get(seconds(10)) == 9);
+  BOOST_TEST(q.waiting_gets() + q.waiting_puts() == 0u);
   later.join();
 }
 

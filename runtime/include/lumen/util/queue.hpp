@@ -100,6 +100,11 @@ public:
     return max_;
   }
 
+  /// {getters waiting for an item, putters waiting for room}.
+  std::pair<uint64_t, uint64_t> waiting() const {
+    return {getters_.size(), parked_.size()};
+  }
+
 private:
   struct parked {
     T item;
@@ -154,10 +159,10 @@ const bool queue_registration<T>::done =
     ("lumen::util::queue<" + lumen::detail::demangle(typeid(T).name()) + ">")
       .c_str(),
     "&queue::take, &queue::drop_take, &queue::give, &queue::drop_give, "
-    "&queue::size, &queue::capacity",
+    "&queue::size, &queue::capacity, &queue::waiting",
     &queue_actor<T>::take, &queue_actor<T>::drop_take, &queue_actor<T>::give,
     &queue_actor<T>::drop_give, &queue_actor<T>::size,
-    &queue_actor<T>::capacity) &&
+    &queue_actor<T>::capacity, &queue_actor<T>::waiting) &&
   lumen::detail::constructor_registration<queue_actor<T>, uint64_t>::done;
 
 } // namespace detail
@@ -251,6 +256,16 @@ public:
 
   bool empty() const {
     return size() == 0;
+  }
+
+  /// Gets waiting for an item now: consumers with nothing to do.
+  uint64_t waiting_gets() const {
+    return lumen::get(h_.call(&actor_type::waiting)).first;
+  }
+
+  /// Puts waiting for room now: producers held back by a full queue.
+  uint64_t waiting_puts() const {
+    return lumen::get(h_.call(&actor_type::waiting)).second;
   }
 
   /// True if bounded and at its bound.
