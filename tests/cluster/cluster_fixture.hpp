@@ -12,7 +12,6 @@
 #include <memory>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <boost/test/unit_test.hpp>
@@ -20,6 +19,7 @@
 #include <lumen/cluster.hpp>
 #include <lumen/lumen.hpp>
 
+#include "eventually.hpp"
 #include "process.hpp"
 
 namespace lumen::test {
@@ -143,18 +143,6 @@ inline bool process_gone(pid_t pid) {
     return true;
   auto paren = line.rfind(')');
   return paren + 2 < line.size() && line[paren + 2] == 'Z';
-}
-
-/// Polls `done` every `every` for up to 30 s; true once it holds.
-template <class F>
-bool eventually(F done, milliseconds every = milliseconds(5)) {
-  auto until = steady_clock::now() + deadline;
-  while (!done()) {
-    if (steady_clock::now() > until)
-      return false;
-    std::this_thread::sleep_for(every);
-  }
-  return true;
 }
 
 inline double seconds_since(steady_clock::time_point t) {

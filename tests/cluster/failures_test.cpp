@@ -28,13 +28,8 @@ std::string port_of(const std::string& address) {
 /// the figure under test, not a guess at when something happened.
 template <class F>
 bool within(double limit, F done) {
-  auto start = steady_clock::now();
-  while (seconds_since(start) < limit) {
-    if (done())
-      return true;
-    std::this_thread::sleep_for(milliseconds(50));
-  }
-  return false;
+  return eventually(done, milliseconds(50),
+                    duration_cast<milliseconds>(duration<double>(limit)));
 }
 
 /// Whether the head counts `id` dead, as `lumen status` shows it.

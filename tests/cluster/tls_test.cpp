@@ -140,8 +140,8 @@ BOOST_AUTO_TEST_CASE(a_flood_of_strangers_keeps_no_peer_with_the_token_out) {
         if (fd >= 0)
           ::close(fd);
     });
-  while (opened < 2000)
-    std::this_thread::sleep_for(milliseconds(1));
+  BOOST_TEST_REQUIRE(eventually([&] { return opened >= 2000; }),
+                     "the flood opened only " << opened << " connections");
   // Peers with the token, meanwhile: status calls and nodes joining.
   auto secure = cl.tls_flags();
   for (int i = 0; i < 6; ++i) {
