@@ -126,6 +126,9 @@ BOOST_AUTO_TEST_CASE(connecting_to_nobody_fails_at_the_deadline) {
 
 BOOST_AUTO_TEST_CASE(connect_waits_for_a_listener_that_comes_late) {
   std::thread late{[] {
+    // Late on purpose. Nothing public shows connect waiting; had it not
+    // begun by now, the case is a plain connect, which passes too: the
+    // delay makes the case less telling on a slow run, never failing.
     std::this_thread::sleep_for(100ms);
     auto l = lumen::listen("late");
     l.accept(deadline).send("y", 1);
@@ -159,6 +162,8 @@ BOOST_AUTO_TEST_CASE(the_peer_closing_fails_a_blocked_recv) {
   auto c = lumen::connect("closing", deadline);
   auto server = l.accept(deadline);
   std::thread closer{[&] {
+    // Meant to come while recv blocks (a recv after the close fails the
+    // same way, so the delay cannot fail a good run).
     std::this_thread::sleep_for(50ms);
     c.shutdown();
   }};
