@@ -170,20 +170,13 @@ void request_through_caf(std::shared_ptr<open_request<R>> req, caf::actor to,
 
 } // namespace detail
 
-/// Sends a request to a typed CAF actor and returns a ref to the response,
-/// so that `lumen::get` / `lumen::wait` serve CAF actors as they serve Lumen
-/// actors. String literals go as std::string. An error response makes `get`
-/// throw `typed_actor_error`; a receiver that is gone, `actor_died`. A
-/// receiver in another cluster process gets the request on the data plane
-/// unless it carries actor handles (carries_actor_handle).
+namespace detail {
+
+/// lumen::call once the interface is known to take `Ts`.
 template <class Handle, class... Ts>
-auto call(const Handle& h, Ts&&... xs) {
-  static_assert(caf::is_typed_actor<Handle>::value,
-                "lumen::call takes a typed CAF actor handle");
+auto call_handled(const Handle& h, Ts&&... xs) {
   using rt = caf::response_type<typename Handle::signatures,
                                 detail::message_arg_t<Ts>...>;
-  static_assert(rt::valid, "lumen::call: the actor's interface has no "
-                           "handler for these argument types");
   using outs = typename rt::type;
   using R = typename detail::result_of<outs>::type;
   auto st = std::make_shared<detail::value_state<R>>();
@@ -207,6 +200,36 @@ auto call(const Handle& h, Ts&&... xs) {
   detail::request_through_caf<R, outs>(std::move(req), std::move(to),
                                        std::move(msg));
   return ObjectRef<R>{std::move(st)};
+}
+
+} // namespace detail
+
+/// Sends a request to a typed CAF actor and returns a ref to the response,
+/// so that `lumen::get` / `lumen::wait` serve CAF actors as they serve Lumen
+/// actors. String literals go as std::string. An error response makes `get`
+/// throw `typed_actor_error`; a receiver that is gone, `actor_died`. A
+/// receiver in another cluster process gets the request on the data plane
+/// unless it carries actor handles (carries_actor_handle).
+template <class Handle, class... Ts>
+auto call(const Handle& h, Ts&&... xs) {
+  static_assert(caf::is_typed_actor<Handle>::value,
+                "lumen::call takes a typed CAF actor handle");
+  using rt = caf::response_type<typename Handle::signatures,
+                                detail::message_arg_t<Ts>...>;
+  if constexpr (rt::valid) {
+    return detail::call_handled(h, std::forward<Ts>(xs)...);
+  } else {
+    // One error and nothing after it: the rest of the call is not
+    // instantiated, and the ref stands in for the result at the call site.
+    static_assert(rt::valid,
+                  "lumen::call: the actor's interface has no handler for "
+                  "these argument types. Its handlers are the replies_to<...> "
+                  "lines of its caf::typed_actor<...> declaration; pass "
+                  "arguments of exactly those types (a literal as the type "
+                  "the handler names, e.g. a std::vector<float> converted "
+                  "to the tensor type it takes)");
+    return ObjectRef<void>{};
+  }
 }
 
 /// `self->request(h, timeout, xs...)` for an actor's own requests: the
