@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 
 #include <lumen/node_shared.hpp>
@@ -108,42 +110,70 @@ idx_file read_idx(const std::string& path) {
   return out;
 }
 
-dataset load_fashion_mnist(split which, const std::string& dir) {
-  auto images_path = fashion_file(which, dir, "images-idx3");
-  auto labels_path = fashion_file(which, dir, "labels-idx1");
+namespace {
+
+/// A split's two files, read and checked against each other.
+struct fashion_files {
+  std::string images_path, labels_path;
+  idx_file images, labels;
+
+  size_t rows() const noexcept {
+    return images.dims[0];
+  }
+};
+
+fashion_files read_fashion(split which, const std::string& dir) {
+  fashion_files f;
+  f.images_path = fashion_file(which, dir, "images-idx3");
+  f.labels_path = fashion_file(which, dir, "labels-idx1");
   struct stat st {};
-  for (auto& path : {images_path, labels_path})
+  for (auto& path : {f.images_path, f.labels_path})
     if (::stat(path.c_str(), &st) != 0)
       throw data_error("Fashion-MNIST is not in " + dir + " (" + path +
                          " is missing): install Debian's package, apt-get "
                          "install dataset-fashion-mnist, or pass the "
                          "directory that holds the files",
                        errc::missing_file);
-  auto images = read_idx(images_path);
-  auto labels = read_idx(labels_path);
+  f.images = read_idx(f.images_path);
+  f.labels = read_idx(f.labels_path);
+  auto& images = f.images;
+  auto& labels = f.labels;
   if (images.dims.size() != 3 || images.dims[1] != 28 || images.dims[2] != 28)
-    bad_file(images_path, "it does not hold 28x28 images");
+    bad_file(f.images_path, "it does not hold 28x28 images");
   if (labels.dims.size() != 1 || labels.dims[0] != images.dims[0])
-    bad_file(labels_path,
+    bad_file(f.labels_path,
              "it has " +
                std::to_string(labels.dims.empty() ? 0 : labels.dims[0]) +
                " labels for the " + std::to_string(images.dims[0]) +
-               " images of " + images_path);
-  auto n = static_cast<int64_t>(images.dims[0]);
+               " images of " + f.images_path);
+  return f;
+}
+
+/// The rows()·784 features, (pixel / 255 − mean) / stddev in floats (as
+/// standardize() gives them, to the bit), and the labels.
+void decode(const fashion_files& f, float* x, int32_t* y, float mean,
+            float stddev) {
+  auto& pixels = f.images.bytes;
+  for (size_t i = 0; i < pixels.size(); ++i)
+    x[i] = (pixels[i] / 255.0f - mean) / stddev;
+  for (size_t i = 0; i < f.rows(); ++i) {
+    auto label = f.labels.bytes[i];
+    if (label > 9)
+      bad_file(f.labels_path, "label " + std::to_string(label) + " at row " +
+                                std::to_string(i) + " is not a class (0-9)");
+    y[i] = label;
+  }
+}
+
+} // namespace
+
+dataset load_fashion_mnist(split which, const std::string& dir) {
+  auto f = read_fashion(which, dir);
+  auto n = static_cast<int64_t>(f.rows());
   dataset out;
   out.features = tensor({n, 784});
   out.labels = tensor({n}, dtype::int32);
-  auto x = out.features.data<float>();
-  for (size_t i = 0; i < images.bytes.size(); ++i)
-    x[i] = images.bytes[i] / 255.0f;
-  auto y = out.labels.data<int32_t>();
-  for (int64_t i = 0; i < n; ++i) {
-    auto label = labels.bytes[static_cast<size_t>(i)];
-    if (label > 9)
-      bad_file(labels_path, "label " + std::to_string(label) + " at row " +
-                              std::to_string(i) + " is not a class (0-9)");
-    y[i] = label;
-  }
+  decode(f, out.features.data<float>(), out.labels.data<int32_t>(), 0, 1);
   return out;
 }
 
@@ -167,21 +197,35 @@ dataset node_fashion_mnist(split which, float mean, float stddev,
   for (auto& c : name)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-')
       c = '_';
-  // The block: rows (u64), then the features, then the labels.
-  auto block = lumen::node_shared(name, [&] {
-    auto d = load_fashion_mnist(which, dir);
-    if (mean != 0 || stddev != 1)
-      standardize(d, mean, stddev);
-    uint64_t rows = d.size();
-    std::vector<char> bytes(sizeof(rows) + d.features.nbytes() +
-                            d.labels.nbytes());
-    std::memcpy(bytes.data(), &rows, sizeof(rows));
-    std::memcpy(bytes.data() + sizeof(rows), d.features.raw(),
-                d.features.nbytes());
-    std::memcpy(bytes.data() + sizeof(rows) + d.features.nbytes(),
-                d.labels.raw(), d.labels.nbytes());
-    return bytes;
-  });
+  // Kept mapped until the process ends: the next run in it (a second
+  // fit() on this node) maps the block at once instead of making it anew.
+  static std::mutex kept_mtx;
+  static std::map<std::string, std::shared_ptr<const shared_block>> kept;
+  std::shared_ptr<const shared_block> block;
+  {
+    std::lock_guard<std::mutex> guard{kept_mtx};
+    auto& held = kept[name];
+    if (!held) {
+      // The block: rows (u64), then the features, then the labels, written
+      // in place as they are decoded (the maker's process alone reads the
+      // files).
+      fashion_files f;
+      held = lumen::node_shared(
+        name,
+        [&] {
+          f = read_fashion(which, dir);
+          return sizeof(uint64_t) + f.rows() * (784 * 4 + 4);
+        },
+        [&](char* out) {
+          uint64_t rows = f.rows();
+          std::memcpy(out, &rows, sizeof(rows));
+          auto* x = reinterpret_cast<float*>(out + sizeof(rows));
+          decode(f, x, reinterpret_cast<int32_t*>(x + rows * 784), mean,
+                 stddev);
+        });
+    }
+    block = held;
+  }
   uint64_t rows = 0;
   if (block->size() >= sizeof(rows))
     std::memcpy(&rows, block->data(), sizeof(rows));

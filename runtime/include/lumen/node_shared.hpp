@@ -25,6 +25,18 @@
 
 namespace lumen {
 
+class shared_block;
+
+namespace detail {
+
+/// The block `name`, made by `make` (given the open, locked file) if no
+/// process here has it; both node_shared forms.
+std::shared_ptr<const shared_block>
+open_shared_block(const std::string& name,
+                  const std::function<void(int fd)>& make);
+
+} // namespace detail
+
 /// A node-local shared object, mapped read-only.
 class shared_block {
 public:
@@ -52,7 +64,8 @@ public:
 
 private:
   friend std::shared_ptr<const shared_block>
-  node_shared(const std::string&, const std::function<std::vector<char>()>&);
+  detail::open_shared_block(const std::string&,
+                            const std::function<void(int)>&);
 
   shared_block() = default;
 
@@ -76,6 +89,14 @@ private:
 std::shared_ptr<const shared_block>
 node_shared(const std::string& name,
             const std::function<std::vector<char>()>& make);
+
+/// As above, for a maker that writes in place: in the first process only,
+/// `size()` says how many bytes the block holds (it may read what it needs
+/// to know), then `fill` writes them straight into shared memory, with no
+/// copy of them made (a data set of hundreds of megabytes in one pass).
+std::shared_ptr<const shared_block>
+node_shared(const std::string& name, const std::function<size_t()>& size,
+            const std::function<void(char* out)>& fill);
 
 namespace detail {
 

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "lumen/errors.hpp"
 
@@ -104,9 +105,65 @@ void detail::reclaim_unmapped_blocks() noexcept {
              std::to_string(bytes >> 20) + " MiB of /dev/shm)");
 }
 
+namespace {
+
+/// Sizes the block being made behind `fd` for `size` bytes, has `fill`
+/// write them in place, and marks it ready; throws `error` naming `name`
+/// if /dev/shm cannot hold it.
+void fill_block(int fd, const std::string& name, size_t size,
+                const std::function<void(char* out)>& fill) {
+  size_t total = data_offset + size;
+  int rc = ::ftruncate(fd, static_cast<off_t>(total)) != 0
+             ? errno
+             : ::posix_fallocate(fd, 0, static_cast<off_t>(total));
+  if (rc != 0) {
+    errno = rc;
+    throw error(system_error("cannot make the node-shared block '" + name +
+                             "' of " + std::to_string(total) +
+                             " bytes in /dev/shm (is it full?)"));
+  }
+  void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED)
+    throw error(system_error("cannot map the node-shared block " + name));
+  auto* h = new (p) header{block_magic, size, {0}};
+  try {
+    fill(static_cast<char*>(p) + data_offset);
+  } catch (...) {
+    ::munmap(p, total);
+    throw;
+  }
+  h->ready.store(1, std::memory_order_release);
+  ::munmap(p, total);
+}
+
+} // namespace
+
 std::shared_ptr<const shared_block>
 node_shared(const std::string& name,
             const std::function<std::vector<char>()>& make) {
+  return detail::open_shared_block(name, [&](int fd) {
+    auto bytes = make();
+    fill_block(fd, name, bytes.size(), [&](char* out) {
+      if (!bytes.empty())
+        std::memcpy(out, bytes.data(), bytes.size());
+    });
+    // What `make` built is in the block now; a process with threads
+    // would keep the freed memory in its arenas otherwise.
+    bytes = std::vector<char>{};
+    ::malloc_trim(0);
+  });
+}
+
+std::shared_ptr<const shared_block>
+node_shared(const std::string& name, const std::function<size_t()>& size,
+            const std::function<void(char* out)>& fill) {
+  return detail::open_shared_block(
+    name, [&](int fd) { fill_block(fd, name, size(), fill); });
+}
+
+std::shared_ptr<const shared_block>
+detail::open_shared_block(const std::string& name,
+                          const std::function<void(int fd)>& make) {
   check_name(name);
   std::shared_ptr<shared_block> b{new shared_block};
   b->name_ = name;
@@ -120,40 +177,12 @@ node_shared(const std::string& name,
       b->fd_ = fd;
       b->made_here_ = true;
       ::flock(fd, LOCK_EX);
-      std::vector<char> bytes;
       try {
-        bytes = make();
+        make(fd);
       } catch (...) {
         ::unlink(b->path_.c_str());
         throw;
       }
-      size_t total = data_offset + bytes.size();
-      int rc = ::ftruncate(fd, static_cast<off_t>(total)) != 0
-                 ? errno
-                 : ::posix_fallocate(fd, 0, static_cast<off_t>(total));
-      if (rc != 0) {
-        errno = rc;
-        ::unlink(b->path_.c_str());
-        throw error(system_error("cannot make the node-shared block '" + name +
-                                 "' of " + std::to_string(total) +
-                                 " bytes in /dev/shm (is it full?)"));
-      }
-      void* p =
-        ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      if (p == MAP_FAILED) {
-        ::unlink(b->path_.c_str());
-        throw error(system_error("cannot map the node-shared block " + name));
-      }
-      auto* h = new (p) header{block_magic, bytes.size(), {0}};
-      if (!bytes.empty())
-        std::memcpy(static_cast<char*>(p) + data_offset, bytes.data(),
-                    bytes.size());
-      h->ready.store(1, std::memory_order_release);
-      ::munmap(p, total);
-      // What `make` built is in the block now; a process with threads
-      // would keep the freed memory in its arenas otherwise.
-      bytes = std::vector<char>{};
-      ::malloc_trim(0);
       ::flock(fd, LOCK_SH); // let the others in
     } else if (errno != EEXIST) {
       throw error(system_error("cannot open the node-shared block " + name));
