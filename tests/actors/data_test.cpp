@@ -105,7 +105,7 @@ BOOST_AUTO_TEST_CASE(the_node_copy_is_the_loaded_set_viewed_in_place) {
   BOOST_TEST(shared.features.is_view());
   BOOST_TEST((shared.features == loaded.features));
   BOOST_TEST((shared.labels == loaded.labels));
-    // A second ask (a second run in this process) finds the block kept
+  // A second ask (a second run in this process) finds the block kept
   // mapped: the same memory, nothing read again.
   auto again = node_fashion_mnist(split::test, 0.2860f, 0.3530f);
   BOOST_TEST(again.features.is_view());

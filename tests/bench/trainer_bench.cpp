@@ -82,7 +82,7 @@ run_figures lumen_run(const settings& s, size_t workers, size_t epochs,
   run.name = "bench_" + std::to_string(workers) + (overlap ? "" : "_serial");
   run.storage_path = storage;
   run.checkpoints_kept = 1;
-    auto fit_start = std::chrono::steady_clock::now();
+  auto fit_start = std::chrono::steady_clock::now();
   run.on_progress = [&](const train::metrics&) {
     if (out.setup == 0)
       out.setup = std::chrono::duration<double>(
@@ -107,7 +107,7 @@ run_figures lumen_run(const settings& s, size_t workers, size_t epochs,
                                         {"limit", s.limit},
                                         {"test_limit", s.test_limit},
                                         {"overlap", overlap ? 1 : 0}},
-                                                                              {workers},
+                                       {workers},
                                        run};
   fit_start = std::chrono::steady_clock::now();
   trainer.fit();
@@ -272,7 +272,7 @@ int main(int argc, char** argv) {
   try {
     std::fprintf(stderr, "trainer_bench: %zu epochs with 2 workers\n",
                  s.epochs);
-        // The first fit on this machine makes the data set's node-shared
+    // The first fit on this machine makes the data set's node-shared
     // block; the second maps it. Beside them, what loading it costs.
     auto load_start = std::chrono::steady_clock::now();
     ml::load_fashion_mnist(ml::split::train);
@@ -280,7 +280,7 @@ int main(int argc, char** argv) {
     double load = std::chrono::duration<double>(
                     std::chrono::steady_clock::now() - load_start)
                     .count();
-        bool cold = !data_set_mapped();
+    bool cold = !data_set_mapped();
     auto two = lumen_run(s, 2, s.epochs, true, storage);
     auto one = lumen_run(s, 1, s.timing_epochs, true, storage);
     auto serial = lumen_run(s, 2, s.timing_epochs, false, storage);
@@ -293,11 +293,11 @@ int main(int argc, char** argv) {
         torch2 = torch_run(s, "ddp", s.timing_epochs);
     }
 
-        figs.emplace_back("test_accuracy", "fraction",
+    figs.emplace_back("test_accuracy", "fraction",
                       std::vector<double>{two.accuracy.back()}, 2);
     figure loaded{"load_fashion_mnist_seconds", "s", {load}, 1};
     loaded.label = "load_fashion_mnist train+test";
-        figure first{"fit_setup_seconds", "s", {two.setup}, 2};
+    figure first{"fit_setup_seconds", "s", {two.setup}, 2};
     first.label = "fit_setup_seconds first fit";
     if (!cold)
       std::fprintf(stderr, "trainer_bench: another process of this machine "

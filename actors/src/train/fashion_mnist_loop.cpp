@@ -117,7 +117,7 @@ void loop(const loop_config& cfg) {
                            true};
   auto steps = batches.batches_per_epoch();
   std::vector<float> grad(w.size());
-    // The first step reports at once: the driver sees training start.
+  // The first step reports at once: the driver sees training start.
   auto since = clock_type::time_point{};
   for (auto epoch = first; epoch < epochs; ++epoch) {
     auto start = clock_type::now();
