@@ -85,10 +85,10 @@ const char* to_string(errc code) noexcept {
 
 task_error::task_error(std::string function, std::string exception_type,
                        std::string message, std::string node)
+  // Copies, not moves: the arguments' order of evaluation is unspecified.
   : task_error("task " + function + " failed on node " + node + ": " +
                  exception_type + ": " + message,
-               std::move(function), std::move(exception_type),
-               std::move(message), std::move(node)) {}
+               function, exception_type, message, node) {}
 
 task_error::task_error(std::string what, std::string function,
                        std::string exception_type, std::string message,
