@@ -26,22 +26,39 @@
 #include "security/credentials.hpp"
 #include "security/token.hpp"
 
+// Defined beside the registry (core/registry.cpp), once in each copy of the
+// runtime.
+extern "C" const char lumen_registry_marker;
+
 namespace lumen::detail {
 
 namespace {
 
 /// Loads the --code-path libraries; warns about one that registers nothing,
-/// which is most likely built without LUMEN_REMOTE / LUMEN_ACTOR.
+/// which is most likely built without LUMEN_REMOTE / LUMEN_ACTOR. Refuses
+/// one with a runtime of its own (it linked lumen::runtime): its calls bind
+/// to this process's runtime only while the dynamic linker lets ours win,
+/// and built with hidden symbols it keeps its registrations to itself.
 void load_code(const std::vector<std::string>& paths) {
   for (auto& path : paths) {
     auto before = registered_count() + config_steps().size();
-    if (::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr)
+    auto* library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    if (library == nullptr)
       throw usage_error("cannot load --code-path " + path + ": " + ::dlerror());
+    // Found in the library itself, not through it in this process: a copy.
+    auto* marker = ::dlsym(library, "lumen_registry_marker");
+    if (marker != nullptr && marker != &lumen_registry_marker)
+      throw usage_error("--code-path " + path +
+                        " carries a copy of the Lumen runtime (it links "
+                        "lumen::runtime); the lumen command brings the "
+                        "runtime: link the library with lumen::code_path "
+                        "instead (runtime/doc/clusters.md)");
     if (registered_count() + config_steps().size() == before)
       log_line("warning: --code-path " + path +
                " registers no remote function, actor class or typed "
                "actor (no LUMEN_REMOTE, LUMEN_ACTOR or LUMEN_TYPED_ACTOR "
-               "in it?)");
+               "in it, or a copy of the runtime linked in with hidden "
+               "symbols took them?)");
   }
 }
 

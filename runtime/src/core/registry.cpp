@@ -124,6 +124,10 @@ const actor_class_entry* find_actor_class(const std::type_info& type) {
   return i == r.class_names.end() ? nullptr : &r.classes_by_name.at(i->second);
 }
 
+// Once in each copy of the runtime: `lumen start` looks for it in a
+// --code-path library, to refuse one that links a runtime of its own.
+extern "C" const char lumen_registry_marker = 0;
+
 size_t registered_count() {
   auto& r = reg();
   std::lock_guard<std::mutex> guard{r.mtx};
