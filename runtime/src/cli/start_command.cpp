@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -42,7 +43,10 @@ namespace {
 void load_code(const std::vector<std::string>& paths) {
   for (auto& path : paths) {
     auto before = registered_count() + config_steps().size();
-    auto* library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    // dlopen looks for a name without a slash ("libjob.so") on the library
+    // path; the flag names a file, relative to where `lumen start` runs.
+    auto file = std::filesystem::absolute(path).string();
+    auto* library = ::dlopen(file.c_str(), RTLD_NOW | RTLD_GLOBAL);
     if (library == nullptr)
       throw usage_error("cannot load --code-path " + path + ": " + ::dlerror());
     // Found in the library itself, not through it in this process: a copy.
