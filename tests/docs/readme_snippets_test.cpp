@@ -6,8 +6,9 @@
 // node_modules and hidden folders left out):
 // - a code block preceded by <!-- snippet: examples/x.cpp#region --> must
 //   equal the lines between "// [region]" and "// [/region]" in that file
-//   (a path from the repository's root), up to common indentation; the
-//   markers of regions nested inside are left out;
+//   (a path from the repository's root; "# [region]" and "# [/region]" in a
+//   CMake file or shell script), up to common indentation; the markers of
+//   regions nested inside are left out;
 // - a relative link [text](path#anchor) must name a file or folder that
 //   exists, and an anchor in a .md file one of its headings.
 
@@ -80,10 +81,17 @@ lines dedent(lines xs) {
   return xs;
 }
 
+// What comes before a region marker's "[": a comment in C++, or in CMake
+// and shell.
+const std::vector<std::string> marker_leads{"// ", "# "};
+
 bool is_region_marker(const std::string& line) {
   auto t = trimmed(line);
-  return starts_with(t, "// [") && t.back() == ']' &&
-         t.find(' ', 3) == std::string::npos;
+  for (auto& lead : marker_leads)
+    if (starts_with(t, lead + "[") && t.back() == ']' &&
+        t.find(' ', lead.size()) == std::string::npos)
+      return true;
+  return false;
 }
 
 // The region's lines, or nothing when the file lacks its markers.
@@ -92,14 +100,17 @@ std::optional<lines> region(const lines& file, const std::string& name) {
     return std::find_if(file.begin(), file.end(),
                         [&](auto& l) { return trimmed(l) == marker; });
   };
-  auto begin = marked("// [" + name + "]");
-  auto end = marked("// [/" + name + "]");
-  if (begin == file.end() || end == file.end() || end < begin)
-    return std::nullopt;
-  lines out;
-  std::copy_if(begin + 1, end, std::back_inserter(out),
-               [](auto& l) { return !is_region_marker(l); });
-  return dedent(out);
+  for (auto& lead : marker_leads) {
+    auto begin = marked(lead + "[" + name + "]");
+    auto end = marked(lead + "[/" + name + "]");
+    if (begin == file.end() || end == file.end() || end < begin)
+      continue;
+    lines out;
+    std::copy_if(begin + 1, end, std::back_inserter(out),
+                 [](auto& l) { return !is_region_marker(l); });
+    return dedent(out);
+  }
+  return std::nullopt;
 }
 
 // A markdown file's lines outside fenced code blocks, with inline code
