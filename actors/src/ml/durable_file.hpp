@@ -15,6 +15,17 @@ namespace lumen::ml::detail {
 /// file it could not finish is removed.
 void write_synced(const std::string& path, const std::vector<char>& bytes);
 
+/// Puts `bytes` in `path` whole or not at all: written beside it, flushed,
+/// then renamed over it. Throws `data_error` naming the path and the
+/// system's reason; the file beside it is removed.
+void replace_synced(const std::string& path, const std::vector<char>& bytes);
+
+/// Appends `text` to `path` (made if absent) in one write, and flushes it
+/// to the disk if `sync`: a killed process leaves what was written, a
+/// crash of the machine at most cuts the last line. Throws `data_error`
+/// naming the path and the system's reason.
+void append_synced(const std::string& path, const std::string& text, bool sync);
+
 /// Flushes the directory `dir`'s entries (a rename into it) to the disk.
 void sync_directory(const std::string& dir);
 

@@ -173,12 +173,9 @@ std::vector<char> safetensors_bytes(const safetensors_file& file) {
 }
 
 void save_safetensors(const std::string& path, const safetensors_file& file) {
-  auto tmp = path + ".tmp-" + std::to_string(::getpid());
   try {
-    detail::write_synced(tmp, safetensors_bytes(file));
-    detail::rename_synced(tmp, path);
+    detail::replace_synced(path, safetensors_bytes(file));
   } catch (const data_error& e) {
-    std::remove(tmp.c_str());
     fail(path, std::string{"cannot be saved: "} + e.what(), e.code());
   }
 }
