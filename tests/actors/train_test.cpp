@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
@@ -21,6 +23,8 @@
 #include <lumen/ml.hpp>
 #include <lumen/train.hpp>
 
+#include "metrics_files.hpp"
+#include "process.hpp"
 #include "runtime_fixture.hpp"
 
 using namespace lumen;
@@ -77,6 +81,28 @@ void reports_world_size(const loop_config&) {
   report({{"world_size", double(get_context().world_size)}});
 }
 LUMEN_TRAIN_LOOP(reports_world_size);
+
+/// A name that CSV and JSON must quote.
+const std::string awkward = "top, \"5\"";
+
+/// A loop of its own: three reports, a metric whose name needs quoting,
+/// another that comes only with the last report and is not a number
+/// there, and a checkpoint with the first.
+void reports_three_times(const loop_config&) {
+  double before = 0;
+  if (auto& from = get_checkpoint())
+    before = double(from->files.at("done").size());
+  for (int i = 1; i <= 3; ++i) {
+    metrics m{{"loss", 1.0 / (before + i)}, {awkward, before + i}};
+    if (i == 3)
+      m["late"] = std::numeric_limits<double>::quiet_NaN();
+    std::optional<checkpoint> c;
+    if (i == 1)
+      c = checkpoint{{{"done", std::vector<char>(size_t(i), 'x')}}};
+    report(m, c);
+  }
+}
+LUMEN_TRAIN_LOOP(reports_three_times);
 
 } // namespace
 
@@ -273,6 +299,75 @@ BOOST_AUTO_TEST_CASE(an_elastic_trainer_runs_on_the_nodes_there_are) {
     data_parallel_trainer{"reports_world_size", {}, {2, 1}, here}.fit();
   BOOST_TEST(result.last.at("world_size") == 1.0);
   std::filesystem::remove_all(run_dir(here));
+}
+
+// Whatever the loop, the run folder holds its reports as CSV rows, JSON
+// lines and a plot; a new metric widens the CSV's header; names and
+// values that CSV and JSON cannot hold bare come back as they went.
+BOOST_AUTO_TEST_CASE(a_loop_of_its_own_leaves_rows_json_lines_and_a_plot) {
+  run_config run;
+  run.storage_path = lumen::test::fresh_dir("metrics");
+  run.name = "own";
+  auto result =
+    data_parallel_trainer{"reports_three_times", {}, {1}, run}.fit();
+  BOOST_TEST(result.history.size() == 3u);
+  auto dir = run_dir(run);
+  std::vector<std::string> header;
+  auto rows = lumen::test::csv_by_header(dir + "/metrics.csv", &header);
+  BOOST_TEST(header == (std::vector<std::string>{"loss", awkward, "late",
+                                                 "rank", "training_iteration",
+                                                 "time_total_s", "attempt"}),
+             boost::test_tools::per_element());
+  BOOST_REQUIRE(rows.size() == 3u);
+  BOOST_TEST(rows[0].at(awkward) == "1");
+  BOOST_TEST(rows[0].at("late") == ""); // not reported then
+  BOOST_TEST(rows[2].at("late") == "nan");
+  BOOST_TEST(std::stod(rows[2].at("loss")) == 1.0 / 3); // every digit kept
+  BOOST_TEST(rows[2].at("training_iteration") == "3");
+  BOOST_TEST(rows[2].at("rank") == "0");
+  BOOST_TEST(rows[2].at("attempt") == "0");
+  auto json = lumen::test::json_lines(dir + "/result.json");
+  BOOST_REQUIRE(json.size() == 3u);
+  BOOST_TEST(json[1].at(awkward).get<double>() == 2.0);
+  BOOST_TEST(json[2].at("late").is_null());
+  BOOST_TEST(json[2].at("training_iteration").get<int>() == 3);
+  BOOST_TEST(json[2].at("time_total_s").get<double>() >=
+             json[0].at("time_total_s").get<double>());
+  std::ifstream svg{dir + "/metrics.svg"};
+  std::string first;
+  std::getline(svg, first);
+  BOOST_TEST(first.rfind("<svg", 0) == 0u);
+
+  // Resumed into its folder, the run keeps the rows before and numbers
+  // its own after them; a fresh run starts them anew.
+  run.resume_from = checkpoint{{{"done", std::vector<char>(3, 'x')}}};
+  data_parallel_trainer{"reports_three_times", {}, {1}, run}.fit();
+  rows = lumen::test::csv_by_header(dir + "/metrics.csv", &header);
+  BOOST_REQUIRE(rows.size() == 6u);
+  BOOST_TEST(rows[0].at(awkward) == "1");
+  BOOST_TEST(rows[3].at(awkward) == "4");
+  BOOST_TEST(rows[5].at("training_iteration") == "6");
+  BOOST_TEST(lumen::test::json_lines(dir + "/result.json").size() == 6u);
+  run.resume_from.reset();
+  data_parallel_trainer{"reports_three_times", {}, {1}, run}.fit();
+  BOOST_TEST(lumen::test::csv_by_header(dir + "/metrics.csv", nullptr).size() ==
+             3u);
+  std::filesystem::remove_all(run.storage_path);
+}
+
+// A metrics file that cannot be written fails the run, naming it.
+BOOST_AUTO_TEST_CASE(a_metrics_file_that_cannot_be_written_is_named) {
+  run_config run;
+  run.storage_path = lumen::test::fresh_dir("metrics");
+  run.name = "blocked";
+  std::filesystem::create_directories(run_dir(run) + "/metrics.csv/in-the-way");
+  BOOST_CHECK_EXCEPTION(
+    (data_parallel_trainer{"reports_three_times", {}, {1}, run}.fit()), error,
+    [&](const std::exception& e) {
+      return std::string{e.what()}.find(run_dir(run) + "/metrics.csv") !=
+             std::string::npos;
+    });
+  std::filesystem::remove_all(run.storage_path);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -5,13 +5,16 @@
 // (train_job on an embedded cluster of local nodes): every epoch reported
 // once and in order, replicas identical, checkpoints stored; a worker
 // killed with SIGKILL mid-epoch survived by a restart from the last
-// checkpoint that loses no report.
+// checkpoint that loses no report. Every rank's reports are rows of the
+// run folder's metrics files when asked for.
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
+#include "metrics_files.hpp"
 #include "process.hpp"
 
 namespace {
@@ -59,5 +62,36 @@ BOOST_AUTO_TEST_CASE(
   BOOST_TEST(has(out, "largest drift=0\n"), out);
   BOOST_TEST(has(out, "attempt failed: "), out);
   BOOST_TEST(final_loss(out) < 1e-3, out);
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(every_ranks_reports_are_rows_when_all_are_kept) {
+  auto dir = lumen::test::fresh_dir("trainer");
+  auto [code, out] =
+    lumen::test::run({TRAIN_JOB, "--local-nodes", "2", dir, "ranks"});
+  BOOST_TEST(code == 0, out);
+  // The driver's history is rank 0's alone.
+  BOOST_TEST(has(out, "epochs reported: 1 2 3\n"), out);
+  auto rows = lumen::test::csv_by_header(dir + "/ranks/metrics.csv", nullptr);
+  auto json = lumen::test::json_lines(dir + "/ranks/result.json");
+  BOOST_REQUIRE(rows.size() == 6u);
+  BOOST_REQUIRE(json.size() == 6u);
+  for (int rank : {0, 1}) {
+    std::vector<std::string> epochs, iterations;
+    for (auto& r : rows)
+      if (r.at("rank") == std::to_string(rank)) {
+        epochs.push_back(r.at("epoch"));
+        iterations.push_back(r.at("training_iteration"));
+        BOOST_TEST(std::stod(r.at("loss")) ==
+                   rank + 1.0 / std::stod(r.at("epoch")));
+      }
+    BOOST_TEST(epochs == (std::vector<std::string>{"1", "2", "3"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(iterations == epochs, boost::test_tools::per_element());
+    BOOST_TEST(std::count_if(json.begin(), json.end(), [&](auto& j) {
+                 return j.at("rank").template get<int>() == rank;
+               }) == 3);
+  }
+  BOOST_TEST(std::filesystem::exists(dir + "/ranks/metrics.svg"));
   std::filesystem::remove_all(dir);
 }

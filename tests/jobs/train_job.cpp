@@ -3,9 +3,10 @@
 // over a bucketed all-reduce, rank 0 reporting each epoch's loss, the
 // replicas' drift and a checkpoint. Given `kill`, rank 1 kills its own
 // process with SIGKILL half way through epoch 2 of the first attempt, and
-// the trainer goes on from the last checkpoint. Prints what the test
-// checks, one fact a line.
-//   train_job --local-nodes 2 STORAGE [kill]
+// the trainer goes on from the last checkpoint. Given `ranks`, both
+// ranks report three times each and every rank's reports are kept in the
+// run folder. Prints what the test checks, one fact a line.
+//   train_job --local-nodes 2 STORAGE [kill|ranks]
 
 #include <signal.h>
 #include <unistd.h>
@@ -75,6 +76,14 @@ void linear_loop(const train::loop_config& cfg) {
 }
 LUMEN_TRAIN_LOOP(linear_loop);
 
+/// Three reports from each rank, telling them apart.
+void every_rank_reports(const train::loop_config&) {
+  auto rank = double(train::get_context().world_rank);
+  for (int epoch = 1; epoch <= 3; ++epoch)
+    train::report({{"epoch", double(epoch)}, {"loss", rank + 1.0 / epoch}});
+}
+LUMEN_TRAIN_LOOP(every_rank_reports);
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -89,14 +98,20 @@ int main(int argc, char** argv) {
     return 2;
   }
   bool kill = args.size() > 1 && args[1] == "kill";
+  bool ranks = args.size() > 1 && args[1] == "ranks";
   train::run_config run;
-  run.name = kill ? "killed" : "clean";
+  run.name = kill ? "killed" : ranks ? "ranks" : "clean";
   run.storage_path = args[0];
   run.failure.max_failures = kill ? 1 : 0;
   run.checkpoint_score = "loss";
   run.score_max = false;
+  if (ranks)
+    run.report_ranks = train::ranks::all;
   train::data_parallel_trainer trainer{
-    "linear_loop", {{"epochs", 6}, {"kill_at_epoch", kill ? 2 : -1}}, {2}, run};
+    ranks ? "every_rank_reports" : "linear_loop",
+    {{"epochs", 6}, {"kill_at_epoch", kill ? 2 : -1}},
+    {2},
+    run};
   try {
     auto result = trainer.fit();
     // Written at once: the head logs to the same output meanwhile.
@@ -108,7 +123,8 @@ int main(int argc, char** argv) {
     out << "\n";
     double drift = 0;
     for (auto& m : result.history)
-      drift = std::max(drift, m.at("drift"));
+      if (m.count("drift") > 0)
+        drift = std::max(drift, m.at("drift"));
     out << "largest drift=" << drift << "\n";
     out << "final loss=" << result.last.at("loss") << "\n";
     out << "last checkpoint=" << result.last_checkpoint << "\n";

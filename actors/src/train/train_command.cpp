@@ -2,8 +2,8 @@
 // It parses the flags (the cluster's go to lumen::init), starts the
 // workers' processes, checks what would fail late (the data set, the
 // checkpoint to resume), runs the trainer, and shows its progress: a bar
-// on a terminal, a line per epoch otherwise, and the metrics as CSV and
-// SVG beside the checkpoints.
+// on a terminal, a line per epoch otherwise; the trainer writes the
+// metrics beside the checkpoints, in this command's columns.
 
 #include <unistd.h>
 
@@ -15,7 +15,6 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
-#include <sstream>
 
 #include <CLI/CLI.hpp>
 
@@ -23,7 +22,6 @@
 
 #include "lumen/ml/data.hpp"
 #include "lumen/ml/model_file.hpp"
-#include "lumen/ml/plot.hpp"
 #include "lumen/train/fashion_mnist.hpp"
 #include "train/train_flags.hpp"
 
@@ -40,7 +38,8 @@ using clock_type = std::chrono::steady_clock;
 /// checked by the loop).
 constexpr size_t fashion_mnist_train_rows = 60000;
 
-/// The CSV's columns: the loop's epoch report, in this order.
+/// metrics.csv's columns: the loop's epoch report, in this order (its
+/// users read them by position).
 const std::vector<std::string> columns{"epoch",
                                        "loss",
                                        "test_loss",
@@ -107,53 +106,6 @@ resume_point checkpoint_to_resume(const std::string& path,
                          " checkpoints in " + run.string() +
                          " can be read (each is named above with why)",
                        errc::bad_file);
-}
-
-/// The rows of a metrics.csv written before, up to epoch `upto`.
-std::vector<metrics> earlier_rows(const fs::path& csv, double upto) {
-  std::vector<metrics> rows;
-  std::ifstream in{csv};
-  std::string line;
-  if (!std::getline(in, line))
-    return rows;
-  while (std::getline(in, line)) {
-    std::stringstream cells{line};
-    metrics m;
-    std::string cell;
-    for (size_t c = 0; c < columns.size() && std::getline(cells, cell, ',');
-         ++c)
-      m[columns[c]] = std::strtod(cell.c_str(), nullptr);
-    if (m.size() == columns.size() && m["epoch"] <= upto)
-      rows.push_back(m);
-  }
-  return rows;
-}
-
-/// metrics.csv and metrics.svg, written anew after each epoch.
-void write_outputs(const fs::path& run, const std::vector<metrics>& rows,
-                   size_t workers) {
-  std::ofstream csv{run / "metrics.csv"};
-  for (size_t c = 0; c < columns.size(); ++c)
-    csv << (c ? "," : "") << columns[c];
-  csv << "\n";
-  ml::series loss{"training loss", {}, {}}, test_loss{"test loss", {}, {}},
-    accuracy{"test accuracy", {}, {}};
-  for (auto& m : rows) {
-    for (size_t c = 0; c < columns.size(); ++c)
-      csv << (c ? "," : "") << m.at(columns[c]);
-    csv << "\n";
-    for (auto* s : {&loss, &test_loss, &accuracy})
-      s->x.push_back(m.at("epoch"));
-    loss.y.push_back(m.at("loss"));
-    test_loss.y.push_back(m.at("test_loss"));
-    accuracy.y.push_back(m.at("test_accuracy"));
-  }
-  if (!csv)
-    throw error("cannot write " + (run / "metrics.csv").string());
-  ml::write_svg_plot((run / "metrics.svg").string(),
-                     "Fashion-MNIST, " + std::to_string(workers) +
-                       (workers == 1 ? " worker" : " workers"),
-                     "epoch", "", {loss, test_loss, accuracy});
 }
 
 std::string clock_text(double seconds) {
@@ -244,9 +196,12 @@ int fashion_mnist(const train_flags& f, const std::vector<std::string>& rest) {
   cfg.storage_path = f.storage;
   cfg.failure.max_failures = f.max_failures;
   cfg.checkpoint_score = "test_accuracy";
+  cfg.metrics_files.columns = columns;
+  cfg.metrics_files.plotted = {"loss", "test_loss", "test_accuracy"};
+  cfg.metrics_files.title = "Fashion-MNIST, " + std::to_string(f.workers) +
+                            (f.workers == 1 ? " worker" : " workers");
   fs::path run = run_dir(cfg);
   size_t first = 0;
-  std::vector<metrics> rows;
   if (!f.resume.empty()) {
     auto [path, bytes, file] = checkpoint_to_resume(f.resume, run);
     first = std::stoul(file.metadata.at("epochs_done"));
@@ -256,7 +211,11 @@ int fashion_mnist(const train_flags& f, const std::vector<std::string>& rest) {
     // The loop finds the model as model.safetensors, whatever its name.
     cfg.resume_from.emplace();
     cfg.resume_from->files[model_file_name] = std::move(bytes);
-    rows = earlier_rows(run / "metrics.csv", double(first));
+    // The rows after the checkpoint's epoch come again.
+    cfg.metrics_files.keep_on_resume = [first](const metrics& m) {
+      auto epoch = m.find("epoch");
+      return epoch != m.end() && epoch->second <= double(first);
+    };
     std::printf("resuming from %s (%zu epochs done)\n", path.c_str(), first);
   }
   bool bar =
@@ -272,11 +231,7 @@ int fashion_mnist(const train_flags& f, const std::vector<std::string>& rest) {
                 workers == 1 ? "worker" : "workers");
     std::fflush(stdout);
   };
-  cfg.on_report = [&](const metrics& m) {
-    view.epoch(m, f.epochs);
-    rows.push_back(m);
-    write_outputs(run, rows, f.workers);
-  };
+  cfg.on_report = [&](const metrics& m) { view.epoch(m, f.epochs); };
   auto widths = f.hidden;
   std::replace(widths.begin(), widths.end(), ',', '-');
   std::printf("training an MLP 784-%s-10 on Fashion-MNIST: %zu workers, "

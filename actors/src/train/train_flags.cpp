@@ -101,7 +101,7 @@ void add_flags(CLI::App& app, train_flags& f) {
   app
     .add_option("--storage", f.storage,
                 "where runs go (default ~/lumen_results): checkpoints, "
-                "metrics.csv, metrics.svg under STORAGE/NAME")
+                "metrics.csv, result.json, metrics.svg under STORAGE/NAME")
     ->check(not_empty)
     ->type_name("DIR");
   app.add_option("--name", f.name, "the run's name")

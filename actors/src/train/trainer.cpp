@@ -28,6 +28,7 @@
 #include <lumen/errors.hpp>
 #include <lumen/object_store.hpp>
 
+#include "train/metrics_log.hpp"
 #include "train/train_wire.hpp"
 
 namespace fs = std::filesystem;
@@ -45,6 +46,7 @@ struct run_state {
   fs::path dir;
   int attempt = 0;
   std::vector<metrics> history;
+  std::unique_ptr<metrics_log> log;
   std::optional<checkpoint> latest;
   std::vector<std::pair<fs::path, double>> stored; // oldest first
   std::string best;
@@ -88,11 +90,19 @@ train_reporter::behavior_type reporter(train_reporter::pointer self,
     [=](report_atom, int32_t attempt, int32_t rank, const metrics& m, bool has,
         const checkpoint& c) -> caf::result<bool> {
       std::lock_guard<std::mutex> guard{st->mtx};
-      if (rank != 0 || attempt != st->attempt)
-        return true; // another rank's, or a failed attempt's straggler
+      bool zero = rank == 0;
+      if (attempt != st->attempt ||
+          (!zero && st->run.report_ranks != ranks::all))
+        return true; // a failed attempt's straggler, or a rank not recorded
       try {
         if (has)
           st->keep(m, c);
+        // Rank 0's rows are flushed to the disk, as its checkpoints; the
+        // others' go with rank 0's next, so that they cost no more.
+        st->log->add(m, rank, attempt, zero);
+        if (!zero)
+          return true;
+        st->log->plot(false);
         st->history.push_back(m);
         if (st->run.on_report)
           st->run.on_report(m);
@@ -230,6 +240,24 @@ train_result data_parallel_trainer::fit() {
         st->saved, size_t(std::strtoul(n.c_str() + 11, nullptr, 10)) + 1);
   }
   st->latest = run_.resume_from;
+  st->log = std::make_unique<metrics_log>(st->dir, run_.metrics_files,
+                                          run_.resume_from.has_value());
+  // However fit ends, the plot shows every row recorded.
+  struct plot_at_exit {
+    run_state& st;
+    bool pending = true;
+    ~plot_at_exit() {
+      if (!pending)
+        return;
+      std::lock_guard<std::mutex> guard{st.mtx};
+      try {
+        st.log->plot(true);
+      } catch (const std::exception&) {
+        // Why the run failed says more than why its plot could not be
+        // drawn; the rows are there.
+      }
+    }
+  } last_plot{*st};
   auto rep = lumen::spawn(reporter, st);
   train_result out;
   for (int attempt = 0;; ++attempt) {
@@ -315,6 +343,8 @@ train_result data_parallel_trainer::fit() {
     out.failures = attempt + 1;
   }
   std::lock_guard<std::mutex> guard{st->mtx};
+  last_plot.pending = false;
+  st->log->plot(true);
   out.history = st->history;
   if (!out.history.empty())
     out.last = out.history.back();

@@ -7,6 +7,10 @@
 // collective group for their all-reduces. Rank 0's reports are the run's:
 // each is acknowledged once the trainer has recorded it (and stored its
 // checkpoint under the run's storage path), so nothing reported is lost.
+// The run's folder holds, beside the checkpoints, every report recorded,
+// whatever the loop: metrics.csv (a row each), result.json (a JSON object
+// a line, as Ray Train's) and metrics.svg (the metrics plotted); rank 0's,
+// or every rank's with run_config::report_ranks.
 // A worker that fails (its loop throws, its process is killed) ends the
 // attempt; the trainer starts the group again from the last checkpoint, up
 // to `max_failures` times, on the nodes alive then.
@@ -116,7 +120,8 @@ const std::optional<checkpoint>& get_checkpoint();
 
 /// Reports this worker's metrics (and rank 0's checkpoint, if given; the
 /// other ranks' are dropped, as theirs equal rank 0's). Returns once the
-/// trainer has recorded it. Throws `usage_error` outside a train loop,
+/// trainer has recorded it (in the run folder's metrics files if the
+/// rank's reports are kept there). Throws `usage_error` outside a train loop,
 /// `error` if the trainer is gone.
 void report(const metrics& m,
             const std::optional<checkpoint>& ckpt = std::nullopt);
@@ -151,6 +156,30 @@ struct failure_config {
   int max_failures = 0; // restarts allowed before fit gives up
 };
 
+/// Whose reports the run folder's metrics files hold.
+enum class ranks {
+  zero, // rank 0's, the run's
+  all,  // every rank's, a row each, tagged with its rank
+};
+
+/// How the run folder's metrics.csv and metrics.svg are laid out;
+/// result.json holds every field of every report whatever this says.
+struct metrics_layout {
+  // The CSV's columns, in order: metrics, and the trainer's own fields
+  // (rank, training_iteration, time_total_s, attempt). Empty: every
+  // metric reported, in the order they first appear (a new one rewrites
+  // the file with its column), then the trainer's fields.
+  std::vector<std::string> columns;
+  // The metrics the plot shows, against epoch if the loop reports it,
+  // else training_iteration. Empty: every metric but epoch.
+  std::vector<std::string> plotted;
+  std::string title; // the plot's ("": the run's name)
+  // Which rows written before a run resumed (run_config::resume_from)
+  // into the same folder it keeps, such as those up to the checkpoint's
+  // epoch (empty: all of them).
+  std::function<bool(const metrics&)> keep_on_resume;
+};
+
 struct run_config {
   std::string name = "lumen_train";
   // The run's files go to <storage_path>/<name>; "" is ~/lumen_results,
@@ -160,6 +189,11 @@ struct run_config {
   size_t checkpoints_kept = 2;  // the latest ones, and the best (0: all)
   std::string checkpoint_score; // a metric ranking checkpoints ("": latest)
   bool score_max = true;        // higher is better
+  // Whose reports the run folder's metrics.csv, result.json and
+  // metrics.svg hold. on_report and train_result::history hold rank 0's
+  // either way.
+  ranks report_ranks = ranks::zero;
+  metrics_layout metrics_files;
   // Called in the driver with each of rank 0's reports, once it is
   // recorded: progress to print, a plot to grow.
   std::function<void(const metrics&)> on_report;
