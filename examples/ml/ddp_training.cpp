@@ -3,7 +3,8 @@
 // its share of Fashion-MNIST; the replicas' mean gradient is all-reduced
 // bucket by bucket while the backward pass goes on, so they stay identical
 // to the bit. Rank 0 reports each epoch and a checkpoint; a lost worker is
-// replaced from the last checkpoint; the best one is tested at the end.
+// replaced from the last checkpoint; the best one is tested at the end;
+// every rank's reports are rows of the run folder's metrics files.
 // (`lumen train fashion-mnist` is the full-featured run of this.)
 //
 //   ./.build/examples/ml/ddp_training                    # 2 workers, 8 epochs
@@ -101,6 +102,9 @@ int main(int argc, char** argv) {
     run.failure.max_failures = 1; // a lost worker: once from a checkpoint
     run.checkpoint_score = "loss";
     run.score_max = false;
+    // Every rank's reports as rows of the run folder's metrics files
+    // (rank 0's alone by default).
+    run.report_ranks = train::ranks::all;
     run.on_report = [](const train::metrics& m) {
       std::printf("epoch %2.0f  loss %.4f  drift %g\n", m.at("epoch"),
                   m.at("loss"), m.at("drift"));
@@ -118,6 +122,8 @@ int main(int argc, char** argv) {
     // [/fit]
     std::printf("test accuracy %.4f of %s (%d restarts)\n", accuracy,
                 result.best_checkpoint.c_str(), result.failures);
+    std::printf("every rank's reports: %s/metrics.csv\n",
+                train::run_dir(run).c_str());
     lumen::shutdown();
     bool ok = accuracy >= 0.80;
     std::printf("%s\n", ok ? "ddp_training: all steps ok"
