@@ -133,7 +133,8 @@ metrics_log::metrics_log(fs::path dir, metrics_layout layout, bool resume)
       row.emplace(rank_field, 0);
       row.emplace(iteration_field, 0);
       row.emplace(time_field, 0);
-      auto& done = iterations_[int(row[rank_field])];
+      auto rank = row[rank_field];
+      auto& done = iterations_[std::isfinite(rank) ? int(rank) : 0];
       done = std::max(done, row[iteration_field]);
       if (std::isfinite(row[time_field]))
         time_before_ = std::max(time_before_, row[time_field]);

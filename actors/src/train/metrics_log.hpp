@@ -25,8 +25,9 @@ public:
   metrics_log(std::filesystem::path dir, metrics_layout layout, bool resume);
 
   /// Records a report of `rank` in `attempt`, numbered after that rank's
-  /// earlier ones; flushed to the disk if `sync` (a row not flushed goes
-  /// with the next that is). Throws `ml::data_error` naming the file.
+  /// earlier ones, written at once; flushed to the disk if `sync` (a row
+  /// not flushed goes with the next that is). Throws `ml::data_error`
+  /// naming the file.
   void add(const metrics& m, int rank, int attempt, bool sync);
 
   /// Writes metrics.svg if a second passed since the last time, or if

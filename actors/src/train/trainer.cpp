@@ -97,9 +97,11 @@ train_reporter::behavior_type reporter(train_reporter::pointer self,
       try {
         if (has)
           st->keep(m, c);
-        // Rank 0's rows are flushed to the disk, as its checkpoints; the
-        // others' go with rank 0's next, so that they cost no more.
-        st->log->add(m, rank, attempt, zero);
+        // Every row is written before its report returns: a killed
+        // driver leaves them all. Those with a checkpoint are flushed to
+        // the disk with it (and any written before them), so that a loop
+        // reporting each step waits for no disk.
+        st->log->add(m, rank, attempt, has);
         if (!zero)
           return true;
         st->log->plot(false);
