@@ -348,6 +348,16 @@ BOOST_AUTO_TEST_CASE(a_loop_of_its_own_leaves_rows_json_lines_and_a_plot) {
   BOOST_TEST(rows[3].at(awkward) == "4");
   BOOST_TEST(rows[5].at("training_iteration") == "6");
   BOOST_TEST(lumen::test::json_lines(dir + "/result.json").size() == 6u);
+  // keep_on_resume chooses which earlier rows stay.
+  run.metrics_files.keep_on_resume = [](const metrics& m) {
+    return m.at("training_iteration") <= 2;
+  };
+  data_parallel_trainer{"reports_three_times", {}, {1}, run}.fit();
+  rows = lumen::test::csv_by_header(dir + "/metrics.csv", nullptr);
+  BOOST_REQUIRE(rows.size() == 5u);
+  BOOST_TEST(rows[1].at(awkward) == "2");
+  BOOST_TEST(rows[2].at(awkward) == "4");
+  BOOST_TEST(rows[2].at("training_iteration") == "3");
   run.resume_from.reset();
   data_parallel_trainer{"reports_three_times", {}, {1}, run}.fit();
   BOOST_TEST(lumen::test::csv_by_header(dir + "/metrics.csv", nullptr).size() ==
