@@ -14,7 +14,8 @@ void reduce_in_place(const membership& m, char* data, ml::dtype type,
                      size_t numel, int dst_rank, reduce_op op) {
   op_span span{"reduce", m, numel * ml::size_of(type)};
   if (m.net)
-    return net_reduce(*m.net, data, type, numel, dst_rank, op);
+    return run_reduce(*m.net, m.net->algorithm(), data, type, numel, dst_rank,
+                      op);
   auto s = slot_of(data, type, numel, "reduce");
   s.op = op;
   s.has_root = true;
@@ -35,7 +36,7 @@ void broadcast_in_place(const membership& m, char* data, ml::dtype type,
                         size_t numel, int src_rank) {
   op_span span{"broadcast", m, numel * ml::size_of(type)};
   if (m.net)
-    return net_broadcast(*m.net, data, type, numel, src_rank);
+    return run_broadcast(*m.net, data, type, numel, src_rank);
   auto s = slot_of(data, type, numel, "broadcast");
   s.has_root = true;
   s.root = src_rank;
@@ -54,7 +55,7 @@ void allgather_with(const membership& m, std::vector<ml::tensor>& out,
                     const ml::tensor& in) {
   op_span span{"allgather", m, in.nbytes()};
   if (m.net)
-    return net_allgather(*m.net, out, in);
+    return run_allgather(*m.net, out, in);
   auto s = slot_of(in, "allgather");
   s.in = &in;
   auto gather = [&](const std::vector<slot>& all) {
@@ -84,7 +85,7 @@ void reducescatter_with(const membership& m, ml::tensor& out,
                         const std::vector<ml::tensor>& in, reduce_op op) {
   op_span span{"reducescatter", m, out.nbytes()};
   if (m.net)
-    return net_reducescatter(*m.net, out, in, op);
+    return run_reducescatter(*m.net, out, in, op);
   auto world = static_cast<size_t>(m.group->world());
   auto rank = static_cast<size_t>(m.rank);
   slot s;
@@ -134,7 +135,7 @@ void reducescatter_with(const membership& m, ml::tensor& out,
 void barrier_with(const membership& m) {
   op_span span{"barrier", m, 0};
   if (m.net)
-    return net_barrier(*m.net);
+    return run_barrier(*m.net);
   slot s;
   s.what = "barrier";
   m.group->run(

@@ -10,25 +10,11 @@
 
 #include "lumen/collective/collective.hpp"
 
+#include "collective/algorithms/algorithms.hpp"
 #include "collective/groups.hpp"
-#include "collective/net/net_ops.hpp"
+#include "collective/reduce.hpp"
 
 namespace lumen::collective::detail {
-
-/// Dispatches on a dtype to `fn(T{})`.
-template <class F>
-void with_type(ml::dtype t, F&& fn) {
-  switch (t) {
-    case ml::dtype::float32:
-      return fn(float{});
-    case ml::dtype::float64:
-      return fn(double{});
-    case ml::dtype::int32:
-      return fn(int32_t{});
-    case ml::dtype::int64:
-      return fn(int64_t{});
-  }
-}
 
 inline std::string describe(const slot& s) {
   return std::to_string(s.numel) + " " + ml::to_string(s.type);
