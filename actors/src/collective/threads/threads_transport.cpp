@@ -1,0 +1,216 @@
+#include "collective/threads/threads_transport.hpp"
+
+#include <cstring>
+
+namespace lumen::collective::detail {
+
+using clock = std::chrono::steady_clock;
+
+threads_hub::threads_hub(std::string name, int world,
+                         std::chrono::milliseconds timeout)
+  : name_(std::move(name))
+  , world_(world)
+  , timeout_(timeout)
+  , boxes_(static_cast<size_t>(world * world)) {}
+
+threads_transport::threads_transport(std::shared_ptr<threads_hub> hub, int rank)
+  : hub_(std::move(hub))
+  , rank_(rank) {}
+
+template <class Ready>
+void threads_transport::wait(std::unique_lock<std::mutex>& lock, Ready ready,
+                             int peer, const char* doing) {
+  auto& h = *hub_;
+  auto deadline = clock::now() + h.timeout_;
+  if (!h.cv_.wait_until(lock, deadline,
+                        [&] { return ready() || h.broken_.has_value(); })) {
+    lock.unlock();
+    fail("group '" + h.name_ + "': rank " + std::to_string(rank_) + " waited " +
+           std::to_string(h.timeout_.count()) + " ms for rank " +
+           std::to_string(peer) + " during " + doing +
+           ", which did not come; destroy the group and make it again",
+         errc::timeout);
+  }
+  if (h.broken_)
+    throw *h.broken_;
+}
+
+void threads_transport::push(int peer, threads_hub::message m) {
+  std::lock_guard<std::mutex> guard{hub_->mtx_};
+  if (hub_->broken_)
+    throw *hub_->broken_;
+  auto& b = hub_->between(rank_, peer);
+  if (m.data != nullptr && m.owned.empty())
+    ++b.lent;
+  b.queue.push_back(std::move(m));
+  hub_->cv_.notify_all();
+}
+
+void threads_transport::post(int peer, const void* data, size_t n) {
+  threads_hub::message m;
+  m.data = static_cast<const char*>(data);
+  m.n = n;
+  push(peer, std::move(m));
+}
+
+void threads_transport::post_op(int peer, const op_descriptor& d) {
+  threads_hub::message m;
+  m.is_op = true;
+  m.op = d;
+  push(peer, std::move(m));
+}
+
+void threads_transport::flush() {
+  std::unique_lock<std::mutex> lock{hub_->mtx_};
+  for (int p = 0; p < world(); ++p) {
+    auto& b = hub_->between(rank_, p);
+    wait(
+      lock, [&] { return b.returned == b.lent; }, p, "a send");
+  }
+}
+
+void threads_transport::recv(int peer, void* into, size_t n,
+                             const char* doing) {
+  auto& h = *hub_;
+  auto& b = h.between(peer, rank_);
+  auto out = static_cast<char*>(into);
+  while (n > 0) {
+    std::unique_lock<std::mutex> lock{h.mtx_};
+    wait(
+      lock, [&] { return !b.queue.empty(); }, peer, doing);
+    auto& m = b.queue.front();
+    if (m.is_op) {
+      lock.unlock();
+      fail("group '" + h.name_ + "': rank " + std::to_string(peer) +
+             " started another operation while rank " + std::to_string(rank_) +
+             " still expected data of " + doing +
+             "; every rank must call the same collectives in the same order",
+           errc::mismatch);
+    }
+    const char* from = m.owned.empty() ? m.data : m.owned.data();
+    auto k = std::min(n, m.n - b.front_taken);
+    from += b.front_taken;
+    // Only this member takes from the box, and the sender leaves a
+    // borrowed range alone until it is taken: the copy needs no lock.
+    lock.unlock();
+    std::memcpy(out, from, k);
+    lock.lock();
+    out += k;
+    n -= k;
+    b.front_taken += k;
+    if (b.front_taken == m.n) {
+      if (m.owned.empty())
+        ++b.returned;
+      b.queue.pop_front();
+      b.front_taken = 0;
+      h.cv_.notify_all();
+    }
+  }
+}
+
+op_descriptor threads_transport::recv_op(int peer, const char* doing) {
+  auto& h = *hub_;
+  auto& b = h.between(peer, rank_);
+  std::unique_lock<std::mutex> lock{h.mtx_};
+  wait(
+    lock, [&] { return !b.queue.empty(); }, peer, doing);
+  auto& m = b.queue.front();
+  if (!m.is_op) {
+    lock.unlock();
+    fail("group '" + h.name_ + "': rank " + std::to_string(peer) +
+           " sent data where rank " + std::to_string(rank_) +
+           " expected the start of " + doing +
+           "; every rank must call the same collectives in the same order",
+         errc::mismatch);
+  }
+  auto d = m.op;
+  b.queue.pop_front();
+  h.cv_.notify_all();
+  return d;
+}
+
+void threads_transport::start(op_descriptor mine, bool same_op,
+                              const std::string& problem, const void* payload,
+                              size_t payload_bytes) {
+  mine.invalid = problem.empty() ? 0 : 1;
+  int n = world(), r = rank_;
+  for (int k = 1; k < n; ++k)
+    post_op((r + k) % n, mine);
+  auto doing = to_string(static_cast<operation_kind>(mine.what));
+  // Every descriptor is taken, whatever the first one said, so that the
+  // mailboxes stay in step and the group can go on after a refused call.
+  std::string why = problem;
+  for (int k = 1; k < n; ++k) {
+    int p = (r - k + n) % n;
+    auto theirs = recv_op(p, doing);
+    if (why.empty())
+      why = disagreement(theirs, p, mine, r, same_op);
+  }
+  if (!why.empty())
+    throw collective_error("group '" + name() + "': " + why,
+                           problem.empty() ? errc::mismatch : errc::usage);
+  if (payload != nullptr)
+    for (int k = 1; k < n; ++k)
+      post((r + k) % n, payload, payload_bytes);
+}
+
+void threads_transport::agree_by_doubling(op_descriptor mine, bool same_op,
+                                          const std::string& problem,
+                                          const doubling_data* data) {
+  start(mine, same_op, problem);
+  if (data == nullptr)
+    return;
+  for (int d = 1; d < world(); d *= 2) {
+    int p = rank_ ^ d;
+    auto [bytes, n] = data->send();
+    threads_hub::message m;
+    m.owned.assign(bytes, bytes + n);
+    m.n = n;
+    push(p, std::move(m));
+    // The members agreed, so the partner's round is as long as this one's.
+    data->take(p, n, true);
+  }
+}
+
+void threads_transport::exchange(int right, int left, exchange_plan& plan,
+                                 const char* doing) {
+  flush();
+  auto& h = *hub_;
+  auto& out = h.between(rank_, right);
+  uint64_t before = 0;
+  {
+    std::lock_guard<std::mutex> guard{h.mtx_};
+    before = out.returned;
+  }
+  for (size_t i = 0;; ++i) {
+    for (; !plan.out.empty(); plan.out.pop_front())
+      post(right, plan.out.front().data, plan.out.front().n);
+    if (i == plan.pieces_in)
+      break;
+    {
+      std::unique_lock<std::mutex> lock{h.mtx_};
+      wait(
+        lock,
+        [&] {
+          return plan.may_receive(i,
+                                  static_cast<size_t>(out.returned - before));
+        },
+        right, doing);
+    }
+    auto p = plan.where(i);
+    recv(left, p.data, p.n, doing);
+    plan.done(i);
+  }
+  flush();
+}
+
+void threads_transport::fail(const std::string& why, errc code) {
+  std::lock_guard<std::mutex> guard{hub_->mtx_};
+  if (!hub_->broken_) {
+    hub_->broken_ = collective_error(why, code);
+    hub_->cv_.notify_all();
+  }
+  throw *hub_->broken_;
+}
+
+} // namespace lumen::collective::detail
