@@ -47,7 +47,7 @@ enum class operation_kind : uint32_t {
 
 const char* to_string(operation_kind k) noexcept;
 
-/// A run of data frames out to one peer and in from another, at once (the
+/// A run of pieces out to one peer and in from another, at once (the
 /// ring's steps): the pieces to send, in order, and the pieces to receive,
 /// each of a size both sides know.
 struct exchange_plan {
@@ -72,6 +72,8 @@ struct exchange_plan {
 std::string disagreement(const op_descriptor& theirs, int p,
                          const op_descriptor& mine, int me, bool same_op);
 
+/// One member's connections to the others of its group; one operation
+/// runs at a time, on the member's thread.
 class transport {
 public:
   virtual ~transport() = default;
