@@ -80,10 +80,13 @@ std::vector<std::string> on_members(int world, const make_transport& make,
 /// The two transports for a fresh group of `world` members.
 std::vector<std::pair<const char*, make_transport>> transports(int world) {
   auto name = "t" + std::to_string(next_group++);
-  auto hub = std::make_shared<threads_hub>(name, world, timeout);
+  auto group = std::make_shared<local_group>(name, world);
+  group->set_timeout(timeout);
+  for (int r = 0; r < world; ++r)
+    group->join(r);
   return {
     {"threads",
-     [hub](int r) { return std::make_unique<threads_transport>(hub, r); }},
+     [group](int r) { return std::make_unique<threads_transport>(group, r); }},
     {"net", [name, world](int r) {
        return std::make_unique<net_group>(name, world, r, timeout);
      }}};

@@ -1,6 +1,9 @@
 #include "collective/threads/threads_transport.hpp"
 
 #include <cstring>
+#include <iterator>
+
+#include "collective/operations.hpp"
 
 namespace lumen::collective::detail {
 
@@ -13,9 +16,28 @@ threads_hub::threads_hub(std::string name, int world,
   , timeout_(timeout)
   , boxes_(static_cast<size_t>(world * world)) {}
 
-threads_transport::threads_transport(std::shared_ptr<threads_hub> hub, int rank)
-  : hub_(std::move(hub))
+void threads_hub::set_timeout(std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  timeout_ = timeout;
+}
+
+threads_transport::threads_transport(std::shared_ptr<local_group> group,
+                                     int rank)
+  : group_(std::move(group))
+  , hub_(&group_->hub())
   , rank_(rank) {}
+
+void threads_transport::withdraw(std::unique_lock<std::mutex>& lock) {
+  auto& h = *hub_;
+  for (int p = 0; p < world(); ++p) {
+    auto& b = h.between(rank_, p);
+    h.cv_.wait(lock, [&] { return !b.copying; });
+    for (auto m = b.queue.begin(); m != b.queue.end();)
+      m = m->owned.empty() && !m->is_op ? b.queue.erase(m) : std::next(m);
+    b.front_taken = 0;
+    b.returned = b.lent;
+  }
+}
 
 template <class Ready>
 void threads_transport::wait(std::unique_lock<std::mutex>& lock, Ready ready,
@@ -24,21 +46,25 @@ void threads_transport::wait(std::unique_lock<std::mutex>& lock, Ready ready,
   auto deadline = clock::now() + h.timeout_;
   if (!h.cv_.wait_until(lock, deadline,
                         [&] { return ready() || h.broken_.has_value(); })) {
+    auto why = "group '" + h.name_ + "': rank " + std::to_string(rank_) +
+               " waited " + std::to_string(h.timeout_.count()) +
+               " ms for rank " + std::to_string(peer) + " during " + doing +
+               ", which did not come; destroy the group and make it again";
     lock.unlock();
-    fail("group '" + h.name_ + "': rank " + std::to_string(rank_) + " waited " +
-           std::to_string(h.timeout_.count()) + " ms for rank " +
-           std::to_string(peer) + " during " + doing +
-           ", which did not come; destroy the group and make it again",
-         errc::timeout);
+    fail(why, errc::timeout);
   }
-  if (h.broken_)
+  if (h.broken_) {
+    withdraw(lock);
     throw *h.broken_;
+  }
 }
 
 void threads_transport::push(int peer, threads_hub::message m) {
-  std::lock_guard<std::mutex> guard{hub_->mtx_};
-  if (hub_->broken_)
+  std::unique_lock<std::mutex> lock{hub_->mtx_};
+  if (hub_->broken_) {
+    withdraw(lock);
     throw *hub_->broken_;
+  }
   auto& b = hub_->between(rank_, peer);
   if (m.data != nullptr && m.owned.empty())
     ++b.lent;
@@ -91,10 +117,13 @@ void threads_transport::recv(int peer, void* into, size_t n,
     auto k = std::min(n, m.n - b.front_taken);
     from += b.front_taken;
     // Only this member takes from the box, and the sender leaves a
-    // borrowed range alone until it is taken: the copy needs no lock.
+    // borrowed range alone until it is taken (a failing sender waits for
+    // the copy to end): the copy needs no lock.
+    b.copying = true;
     lock.unlock();
     std::memcpy(out, from, k);
     lock.lock();
+    b.copying = false;
     out += k;
     n -= k;
     b.front_taken += k;
@@ -103,8 +132,8 @@ void threads_transport::recv(int peer, void* into, size_t n,
         ++b.returned;
       b.queue.pop_front();
       b.front_taken = 0;
-      h.cv_.notify_all();
     }
+    h.cv_.notify_all();
   }
 }
 
@@ -132,26 +161,23 @@ op_descriptor threads_transport::recv_op(int peer, const char* doing) {
 void threads_transport::start(op_descriptor mine, bool same_op,
                               const std::string& problem, const void* payload,
                               size_t payload_bytes) {
-  mine.invalid = problem.empty() ? 0 : 1;
-  int n = world(), r = rank_;
-  for (int k = 1; k < n; ++k)
-    post_op((r + k) % n, mine);
-  auto doing = to_string(static_cast<operation_kind>(mine.what));
-  // Every descriptor is taken, whatever the first one said, so that the
-  // mailboxes stay in step and the group can go on after a refused call.
-  std::string why = problem;
-  for (int k = 1; k < n; ++k) {
-    int p = (r - k + n) % n;
-    auto theirs = recv_op(p, doing);
-    if (why.empty())
-      why = disagreement(theirs, p, mine, r, same_op);
-  }
-  if (!why.empty())
-    throw collective_error("group '" + name() + "': " + why,
-                           problem.empty() ? errc::mismatch : errc::usage);
+  slot s;
+  s.what = to_string(static_cast<operation_kind>(mine.what));
+  s.type = static_cast<ml::dtype>(mine.type);
+  s.numel = mine.numel;
+  s.count = mine.count;
+  s.op = static_cast<reduce_op>(mine.op);
+  s.root = mine.root;
+  s.algorithm = static_cast<allreduce_algorithm>(mine.algorithm);
+  s.problem = problem;
+  group_->run(rank_, std::move(s),
+              [same_op](const std::vector<slot>& all) {
+                return check_same(all, same_op);
+              },
+              {});
   if (payload != nullptr)
-    for (int k = 1; k < n; ++k)
-      post((r + k) % n, payload, payload_bytes);
+    for (int k = 1; k < world(); ++k)
+      post((rank_ + k) % world(), payload, payload_bytes);
 }
 
 void threads_transport::agree_by_doubling(op_descriptor mine, bool same_op,
@@ -205,12 +231,18 @@ void threads_transport::exchange(int right, int left, exchange_plan& plan,
 }
 
 void threads_transport::fail(const std::string& why, errc code) {
-  std::lock_guard<std::mutex> guard{hub_->mtx_};
-  if (!hub_->broken_) {
-    hub_->broken_ = collective_error(why, code);
+  std::optional<collective_error> first;
+  {
+    std::unique_lock<std::mutex> lock{hub_->mtx_};
+    if (!hub_->broken_)
+      hub_->broken_ = collective_error(why, code);
     hub_->cv_.notify_all();
+    withdraw(lock);
+    first = hub_->broken_;
   }
-  throw *hub_->broken_;
+  // The group cannot go on: its next rounds fail with the same cause.
+  group_->fail(first->what(), first->code());
+  throw *first;
 }
 
 } // namespace lumen::collective::detail

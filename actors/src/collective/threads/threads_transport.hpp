@@ -6,7 +6,10 @@
 // straight from the sender's buffer into its own (or into the scratch an
 // algorithm reduces from), and the sender's `flush` waits until its peers
 // took every range it posted. So a range is copied once, as a socket
-// copies it, with no buffer between the two members.
+// copies it, with no buffer between the two members. An operation starts
+// in a round of the group's members (local_group, groups.hpp), as the
+// all-reduce that reads their buffers does, so that each sees a member
+// that called another collective.
 
 #include <chrono>
 #include <condition_variable>
@@ -20,15 +23,18 @@
 
 #include "lumen/collective/collective.hpp"
 
+#include "collective/groups.hpp"
 #include "collective/transport.hpp"
 
 namespace lumen::collective::detail {
 
 /// What the members of one group in this process share: their mailboxes
-/// and the group's failure, the first one for all.
+/// and the transport's failure, the first one for all.
 class threads_hub {
 public:
   threads_hub(std::string name, int world, std::chrono::milliseconds timeout);
+
+  void set_timeout(std::chrono::milliseconds timeout);
 
 private:
   friend class threads_transport;
@@ -47,6 +53,7 @@ private:
   struct box {
     std::deque<message> queue;
     size_t front_taken = 0; // bytes of the front message copied out
+    bool copying = false;   // the receiver copies from the front message
     uint64_t lent = 0;      // borrowed ranges posted
     uint64_t returned = 0;  // ... and taken
   };
@@ -67,10 +74,10 @@ private:
 /// One member's end of the hub.
 class threads_transport : public transport {
 public:
-  threads_transport(std::shared_ptr<threads_hub> hub, int rank);
+  threads_transport(std::shared_ptr<local_group> group, int rank);
 
   const std::string& name() const noexcept override {
-    return hub_->name_;
+    return group_->name();
   }
   int world() const noexcept override {
     return hub_->world_;
@@ -79,8 +86,8 @@ public:
     return rank_;
   }
 
-  /// All to all over the mailboxes; the payload follows as data once the
-  /// members agreed.
+  /// A round of the group's members; the payload follows as data once
+  /// they agreed.
   void start(op_descriptor mine, bool same_op, const std::string& problem = {},
              const void* payload = nullptr, size_t payload_bytes = 0) override;
 
@@ -106,13 +113,19 @@ public:
 private:
   void push(int peer, threads_hub::message m);
 
+  /// Before a failure leaves this member: waits until no peer copies from
+  /// its buffers and takes back the ranges it lent, which may be gone once
+  /// it returned.
+  void withdraw(std::unique_lock<std::mutex>& lock);
+
   /// Waits under `lock` until `ready`, failing the group at the timeout
   /// (naming `peer`) or throwing its failure once it is broken.
   template <class Ready>
   void wait(std::unique_lock<std::mutex>& lock, Ready ready, int peer,
             const char* doing);
 
-  std::shared_ptr<threads_hub> hub_;
+  std::shared_ptr<local_group> group_;
+  threads_hub* hub_;
   int rank_;
 };
 
