@@ -23,21 +23,16 @@
 #include "collective/algorithms/algorithms.hpp"
 #include "collective/net/net_group.hpp"
 #include "collective/threads/threads_transport.hpp"
+#include "runtime_fixture.hpp"
 
 using namespace lumen::collective;
 using namespace lumen::collective::detail;
 using lumen::ml::dtype;
 using lumen::ml::tensor;
 
-struct lumen_running {
-  lumen_running() {
-    lumen::init();
-  }
-  ~lumen_running() {
-    lumen::shutdown();
-  }
-};
-BOOST_GLOBAL_FIXTURE(lumen_running);
+// The net transport's members meet through the runtime's channels.
+using lumen::test::local_runtime;
+BOOST_TEST_GLOBAL_FIXTURE(local_runtime);
 
 namespace {
 

@@ -95,6 +95,27 @@ void threads_transport::flush() {
   }
 }
 
+threads_hub::message&
+threads_transport::next_from(std::unique_lock<std::mutex>& lock, int peer,
+                             bool op, const char* doing) {
+  auto& b = hub_->between(peer, rank_);
+  wait(
+    lock, [&] { return !b.queue.empty(); }, peer, doing);
+  auto& m = b.queue.front();
+  if (m.is_op != op) {
+    auto why = "group '" + hub_->name_ + "': rank " + std::to_string(peer) +
+               (op ? " sent data where rank " + std::to_string(rank_) +
+                       " expected the start of "
+                   : " started another operation while rank " +
+                       std::to_string(rank_) + " still expected data of ") +
+               doing +
+               "; every rank must call the same collectives in the same order";
+    lock.unlock();
+    fail(why, errc::mismatch);
+  }
+  return m;
+}
+
 void threads_transport::recv(int peer, void* into, size_t n,
                              const char* doing) {
   auto& h = *hub_;
@@ -102,17 +123,7 @@ void threads_transport::recv(int peer, void* into, size_t n,
   auto out = static_cast<char*>(into);
   while (n > 0) {
     std::unique_lock<std::mutex> lock{h.mtx_};
-    wait(
-      lock, [&] { return !b.queue.empty(); }, peer, doing);
-    auto& m = b.queue.front();
-    if (m.is_op) {
-      lock.unlock();
-      fail("group '" + h.name_ + "': rank " + std::to_string(peer) +
-             " started another operation while rank " + std::to_string(rank_) +
-             " still expected data of " + doing +
-             "; every rank must call the same collectives in the same order",
-           errc::mismatch);
-    }
+    auto& m = next_from(lock, peer, false, doing);
     const char* from = m.owned.empty() ? m.data : m.owned.data();
     auto k = std::min(n, m.n - b.front_taken);
     from += b.front_taken;
@@ -138,23 +149,10 @@ void threads_transport::recv(int peer, void* into, size_t n,
 }
 
 op_descriptor threads_transport::recv_op(int peer, const char* doing) {
-  auto& h = *hub_;
-  auto& b = h.between(peer, rank_);
-  std::unique_lock<std::mutex> lock{h.mtx_};
-  wait(
-    lock, [&] { return !b.queue.empty(); }, peer, doing);
-  auto& m = b.queue.front();
-  if (!m.is_op) {
-    lock.unlock();
-    fail("group '" + h.name_ + "': rank " + std::to_string(peer) +
-           " sent data where rank " + std::to_string(rank_) +
-           " expected the start of " + doing +
-           "; every rank must call the same collectives in the same order",
-         errc::mismatch);
-  }
-  auto d = m.op;
-  b.queue.pop_front();
-  h.cv_.notify_all();
+  std::unique_lock<std::mutex> lock{hub_->mtx_};
+  auto d = next_from(lock, peer, true, doing).op;
+  hub_->between(peer, rank_).queue.pop_front();
+  hub_->cv_.notify_all();
   return d;
 }
 

@@ -118,6 +118,12 @@ private:
   /// it returned.
   void withdraw(std::unique_lock<std::mutex>& lock);
 
+  /// The next message from `peer`, once it came: a descriptor if `op`,
+  /// else data; anything else fails the group (the members are out of
+  /// step).
+  threads_hub::message& next_from(std::unique_lock<std::mutex>& lock, int peer,
+                                  bool op, const char* doing);
+
   /// Waits under `lock` until `ready`, failing the group at the timeout
   /// (naming `peer`) or throwing its failure once it is broken.
   template <class Ready>
