@@ -199,18 +199,30 @@ dataset node_fashion_mnist(split which, float mean, float stddev,
       c = '_';
   // Kept mapped until the process ends: the next run in it (a second
   // fit() on this node) maps the block at once instead of making it anew.
+  // One lock a name, so that two splits are made side by side.
+  struct kept_block {
+    std::mutex mtx;
+    std::shared_ptr<const shared_block> block;
+  };
   static std::mutex kept_mtx;
-  static std::map<std::string, std::shared_ptr<const shared_block>> kept;
-  std::shared_ptr<const shared_block> block;
+  static std::map<std::string, std::shared_ptr<kept_block>> kept;
+  std::shared_ptr<kept_block> entry;
   {
     std::lock_guard<std::mutex> guard{kept_mtx};
-    auto& held = kept[name];
-    if (!held) {
+    auto& e = kept[name];
+    if (!e)
+      e = std::make_shared<kept_block>();
+    entry = e;
+  }
+  std::shared_ptr<const shared_block> block;
+  {
+    std::lock_guard<std::mutex> guard{entry->mtx};
+    if (!entry->block) {
       // The block: rows (u64), then the features, then the labels, written
       // in place as they are decoded (the maker's process alone reads the
       // files).
       fashion_files f;
-      held = lumen::node_shared(
+      entry->block = lumen::node_shared(
         name,
         [&] {
           f = read_fashion(which, dir);
@@ -224,7 +236,7 @@ dataset node_fashion_mnist(split which, float mean, float stddev,
                  stddev);
         });
     }
-    block = held;
+    block = entry->block;
   }
   uint64_t rows = 0;
   if (block->size() >= sizeof(rows))

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <future>
 #include <sstream>
 
 #include "lumen/collective/collective.hpp"
@@ -59,6 +60,12 @@ void loop(const loop_config& cfg) {
   auto& ctx = get_context();
   auto rank = size_t(ctx.world_rank), world = size_t(ctx.world_size);
   auto dir = text_or(cfg, "data", ml::fashion_mnist_dir);
+  // The test split is read beside the training split: on the other core,
+  // or while another process of this machine makes that one.
+  auto test_split = std::async(std::launch::async, [dir] {
+    return ml::node_fashion_mnist(ml::split::test, fashion_mnist_mean,
+                                  fashion_mnist_std, dir);
+  });
   auto all =
     first_rows(ml::node_fashion_mnist(ml::split::train, fashion_mnist_mean,
                                       fashion_mnist_std, dir),
@@ -76,10 +83,8 @@ void loop(const loop_config& cfg) {
   auto share = ml::share_of(all, rank, world);
   ml::dataset mine{share.features.rows(0, each), share.labels.rows(0, each)};
   auto test = ml::share_of(
-    first_rows(ml::node_fashion_mnist(ml::split::test, fashion_mnist_mean,
-                                      fashion_mnist_std, dir),
-               size_t(value_or(cfg, "test_limit", 0))),
-    rank, world);
+    first_rows(test_split.get(), size_t(value_or(cfg, "test_limit", 0))), rank,
+    world);
   ml::model_spec spec{
     "mlp", 784, detail::hidden_widths(text_or(cfg, "hidden", "256,128")), 10};
   auto net_ptr = ml::make_model(spec);
