@@ -32,6 +32,7 @@
 #include "certificates.hpp"
 #include "security/gate.hpp"
 #include "security/gate_wire.hpp"
+#include "security/handshake_queue.hpp"
 #include "wiretap.hpp"
 
 namespace {
@@ -535,6 +536,67 @@ BOOST_AUTO_TEST_CASE(unusable_tls_files_are_usage_errors_naming_them) {
   auto half = cluster;
   half.key_file.clear();
   BOOST_CHECK_THROW(tls("s3cret", half), lumen::usage_error);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// The policy alone, without sockets: which handshake a full gate drops.
+BOOST_AUTO_TEST_SUITE(handshake_queue_suite)
+
+using queue = lumen::detail::handshake_queue<int>;
+using stage = queue::stage;
+
+BOOST_AUTO_TEST_CASE(the_one_heard_from_longest_ago_makes_room) {
+  queue q;
+  auto a = q.add(1);
+  auto b = q.add(2);
+  q.add(3);
+  BOOST_TEST(*q.victim()->it == 1);
+  q.heard(a); // a few bytes from the first: it goes to the back
+  BOOST_TEST(*q.victim()->it == 2);
+  q.remove(b);
+  BOOST_TEST(*q.victim()->it == 3);
+  BOOST_TEST(q.size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_steady_peer_outlasts_any_crowd_that_went_quiet) {
+  // A bound of 128, filled by strangers that each send once and stop, 100
+  // arriving between two of the peer's bytes, for 10,000 of them.
+  const size_t bound = 128;
+  queue q;
+  auto peer = q.add(0);
+  int next = 1;
+  for (int byte = 0; byte < 10000; ++byte) {
+    for (int i = 0; i < 100; ++i) {
+      if (q.size() >= bound) {
+        auto v = q.victim();
+        BOOST_REQUIRE(*v->it != 0);
+        q.remove(*v);
+      }
+      q.heard(q.add(next++)); // connects, sends a byte, says no more
+    }
+    q.heard(peer);
+  }
+  BOOST_TEST(q.size() == bound);
+}
+
+BOOST_AUTO_TEST_CASE(an_answered_peer_goes_last_and_a_proven_one_never) {
+  queue q;
+  auto answered = q.add(1);
+  auto proven = q.add(2);
+  auto waiting = q.add(3);
+  q.advance(answered, stage::answered);
+  q.advance(proven, stage::proven);
+  q.advance(proven, stage::answered); // never down
+  BOOST_TEST(*q.victim()->it == 3);
+  q.remove(waiting);
+  BOOST_TEST(*q.victim()->it == 1);
+  q.remove(answered);
+  BOOST_TEST(!q.victim().has_value());
+  BOOST_TEST(*q.any()->it == 2);
+  q.remove(proven);
+  BOOST_TEST(!q.any().has_value());
+  BOOST_TEST(q.size() == 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
