@@ -260,6 +260,51 @@ BOOST_AUTO_TEST_CASE(past_the_bound_the_oldest_handshake_makes_room) {
   ::close(client);
 }
 
+BOOST_AUTO_TEST_CASE(a_peer_sending_a_byte_at_a_time_outlasts_a_stalled_crowd) {
+  gate_fixture f{{seconds(30), 4}};
+  auto read_by_gate = [&](int fd) {
+    return lumen::util::spin_until(
+      [&] { return gate_read_all(fd, f.g.port()); },
+      steady_clock::now() + seconds(30), lumen::util::poll_pause::yield);
+  };
+  // The peer comes first, so that a gate dropping the oldest would drop it
+  // once three strangers wait beside it. Between each of its bytes a new
+  // stranger sends the first byte of a greeting and stops: each fills the
+  // gate, and the one heard from longest ago must be a stranger.
+  std::string hello(lumen::detail::gate_magic.begin(),
+                    lumen::detail::gate_magic.end());
+  hello.resize(lumen::detail::greeting_size);
+  lumen::detail::put_u16(hello.data() + lumen::detail::gate_magic.size(), 6);
+  hello += "s3cret";
+  int peer = raw_connect(f.g.port());
+  std::vector<int> crowd;
+  for (size_t i = 0; i < hello.size(); ++i) {
+    BOOST_REQUIRE(::send(peer, &hello[i], 1, MSG_NOSIGNAL) == 1);
+    if (i + 1 == hello.size())
+      break; // the token is whole: the verdict comes
+    BOOST_REQUIRE_MESSAGE(read_by_gate(peer), "byte " << i);
+    int stranger = raw_connect(f.g.port());
+    BOOST_REQUIRE(::send(stranger, "L", 1, MSG_NOSIGNAL) == 1);
+    BOOST_REQUIRE_MESSAGE(read_by_gate(stranger), "stranger " << i);
+    crowd.push_back(stranger);
+  }
+  char verdict[3] = {1, 0, 0};
+  BOOST_TEST(::recv(peer, verdict, sizeof(verdict), MSG_WAITALL) == 3);
+  BOOST_TEST(static_cast<int>(verdict[0]) ==
+             static_cast<int>(lumen::detail::verdict_admitted));
+  BOOST_TEST(f.next_admitted() >= 0);
+  // Beside the peer, room for three: all strangers but the last three went.
+  for (size_t i = 0; i + 3 < crowd.size(); ++i)
+    BOOST_TEST(seconds_until_closed(crowd[i]) >= 0, "stranger " << i);
+  for (size_t i = crowd.size() - 3; i < crowd.size(); ++i) {
+    pollfd p{crowd[i], POLLIN, 0};
+    BOOST_TEST(::poll(&p, 1, 0) == 0, "stranger " << i << " still waits");
+  }
+  for (int fd : crowd)
+    ::close(fd);
+  ::close(peer);
+}
+
 BOOST_AUTO_TEST_CASE(nothing_listening_is_unreachable_with_the_address) {
   int port;
   {
@@ -375,21 +420,24 @@ BOOST_AUTO_TEST_CASE(strangers_make_room_before_a_peer_that_proved_the_key) {
   const char start[] = {0x16, 0x03, 0x01, 0x02, 0x00};
   BOOST_REQUIRE(::send(talking, start, sizeof(start), MSG_NOSIGNAL) ==
                 static_cast<ssize_t>(sizeof(start)));
-  // Read by the gate, the stranger counts as talking; the proven peer's
-  // session is up, so it is past silent too.
+  // Read by the gate, the stranger was heard from before any of the
+  // silent ones below connected; the proven peer's session is up.
   BOOST_REQUIRE_MESSAGE(
     lumen::util::spin_until([&] { return gate_read_all(talking, f.g.port()); },
                             steady_clock::now() + seconds(30),
                             lumen::util::poll_pause::yield),
     "the gate did not read the stranger's bytes");
-  // Silent strangers past the bound: each drops the oldest silent one.
+  // Silent strangers past the bound: each drops the one heard from longest
+  // ago, first the stranger who began a record and stopped, then the
+  // oldest silent ones; never the proven peer.
   std::vector<int> silent;
   for (int i = 0; i < 6; ++i)
     silent.push_back(raw_connect(f.g.port()));
-  for (int i = 0; i < 4; ++i)
+  BOOST_TEST(seconds_until_closed(talking) >= 0);
+  for (int i = 0; i < 3; ++i)
     BOOST_TEST(seconds_until_closed(silent[size_t(i)]) >= 0, "silent " << i);
-  pollfd p{talking, POLLIN, 0};
-  BOOST_TEST(::poll(&p, 1, 200) == 0); // the stranger who talks still waits
+  pollfd p{silent[3], POLLIN, 0};
+  BOOST_TEST(::poll(&p, 1, 200) == 0); // the newest silent ones still wait
   // The proven peer was never dropped: it shows the token and gets in.
   std::string hello(lumen::detail::gate_magic.begin(),
                     lumen::detail::gate_magic.end());

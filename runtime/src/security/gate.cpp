@@ -4,7 +4,6 @@
 
 #include <array>
 #include <future>
-#include <list>
 #include <optional>
 #include <thread>
 
@@ -16,11 +15,13 @@
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
+#include <openssl/bio.h>
 
 #include "lumen/errors.hpp"
 
 #include "core/log.hpp"
 #include "security/gate_wire.hpp"
+#include "security/handshake_queue.hpp"
 #include "security/token.hpp"
 
 namespace lumen::detail {
@@ -64,8 +65,8 @@ struct gate::impl {
   admit_fn admit;
   log_budget log;
   class handshake;
-  // Handshakes under way, oldest first.
-  std::list<std::weak_ptr<handshake>> waiting;
+  using queue = handshake_queue<std::weak_ptr<handshake>>;
+  queue under_way;
   std::thread loop;
 
   void accept();
@@ -83,7 +84,7 @@ public:
     , peer_(describe(sock_)) {}
 
   void start() {
-    place_ = g_.waiting.insert(g_.waiting.end(), weak_from_this());
+    place_ = g_.under_way.add(weak_from_this());
     timer_.expires_after(g_.limits.deadline);
     timer_.async_wait([self = shared_from_this()](error_code ec) {
       if (!ec)
@@ -98,19 +99,20 @@ public:
                         [self = shared_from_this()](error_code ec, size_t) {
                           if (ec)
                             return self->lost(ec);
+                          self->heard();
                           self->on_first_byte();
                         });
   }
 
 private:
   void on_first_byte() {
-    stage_ = stage::talking;
     if (first_[0] != tls_handshake_byte) {
       // A plain peer: it hears why it is refused, in its own protocol.
       plain_peer_ = true;
       return read(asio::buffer(greeting_), &handshake::on_greeting);
     }
     tls_.emplace(std::move(sock_), g_.creds.tls->server());
+    watch_tls(true);
     tls_->async_handshake(
       asio::ssl::stream_base::server,
       [self = shared_from_this()](error_code ec) {
@@ -120,7 +122,7 @@ private:
           return self->drop("refused", "TLS handshake failed: " + ec.message());
         // Keyed by the token, or by a certificate of the cluster's CA: a
         // peer that gets here holds the cluster's secret.
-        self->stage_ = stage::proven;
+        self->reached(queue::stage::proven);
         self->read(asio::buffer(self->greeting_), &handshake::on_greeting);
       });
   }
@@ -141,7 +143,7 @@ private:
   void on_token() {
     verified_ = same_token(shown_, g_.creds.token) && !plain_peer_;
     if (verified_)
-      stage_ = stage::proven;
+      reached(queue::stage::proven);
     const std::string& reason = verified_     ? std::string{}
                                 : plain_peer_ ? tls_required_reason
                                               : wrong_token_reason;
@@ -192,18 +194,22 @@ private:
     }
   }
 
-  /// Reads all of `into` from the peer, then runs `then`.
-  template <class Buffer>
-  void read(Buffer into, void (handshake::*then)()) {
-    auto next = [self = shared_from_this(), then](error_code ec, size_t) {
+  /// Reads all of `into` from the peer, then runs `then`. Piece by
+  /// piece: each piece counts as progress (handshake_queue.hpp).
+  void read(asio::mutable_buffer into, void (handshake::*then)()) {
+    auto next = [self = shared_from_this(), into, then](error_code ec,
+                                                        size_t n) {
       if (ec)
         return self->lost(ec);
+      self->heard();
+      if (n < into.size())
+        return self->read(into + n, then);
       ((*self).*then)();
     };
     if (tls_)
-      asio::async_read(*tls_, into, std::move(next));
+      tls_->async_read_some(into, std::move(next));
     else
-      asio::async_read(sock_, into, std::move(next));
+      sock_.async_read_some(into, std::move(next));
   }
 
   /// Writes all of `what` to the peer, then runs `then`.
@@ -231,15 +237,39 @@ private:
                                            : ec.message());
   }
 
-public:
-  /// How far a handshake got: a gate that must make room drops one of
-  /// the least advanced, never a proven one.
-  enum class stage { idle, talking, proven };
-
-  stage progress() const noexcept {
-    return stage_;
+  void heard() {
+    if (!done_)
+      g_.under_way.heard(place_);
   }
 
+  void reached(queue::stage s) {
+    if (!done_)
+      g_.under_way.advance(place_, s);
+  }
+
+  /// Has OpenSSL tell this handshake when the session reads the peer's
+  /// bytes (progress, even a part of a record) and when it writes (the gate
+  /// answered the peer's hello); asio's TLS stream shows neither. Off
+  /// before the session outlives the handshake (the relay takes it).
+  void watch_tls(bool on) {
+    BIO* bio = SSL_get_rbio(tls_->native_handle()); // its wbio too
+    BIO_set_callback_arg(bio, on ? reinterpret_cast<char*>(this) : nullptr);
+    BIO_set_callback_ex(bio, on ? &on_tls_bytes : nullptr);
+  }
+
+  static long on_tls_bytes(BIO* bio, int op, const char*, size_t, int, long,
+                           int ret, size_t* done) {
+    auto* self = reinterpret_cast<handshake*>(BIO_get_callback_arg(bio));
+    if (self == nullptr || ret <= 0 || done == nullptr || *done == 0)
+      return ret;
+    if (op == (BIO_CB_READ | BIO_CB_RETURN))
+      self->heard();
+    else if (op == (BIO_CB_WRITE | BIO_CB_RETURN))
+      self->reached(queue::stage::answered);
+    return ret;
+  }
+
+public:
   void drop(const char* verb, const std::string& why) {
     if (done_)
       return;
@@ -255,8 +285,10 @@ private:
     if (done_)
       return;
     done_ = true;
-    g_.waiting.erase(place_);
+    g_.under_way.remove(place_);
     timer_.cancel();
+    if (tls_)
+      watch_tls(false);
   }
 
   gate::impl& g_;
@@ -268,9 +300,8 @@ private:
   std::array<char, greeting_size> greeting_{};
   std::string shown_;
   std::string reply_;
-  std::list<std::weak_ptr<handshake>>::iterator place_;
+  queue::place place_;
   bool verified_ = false;
-  stage stage_ = stage::idle;
   bool plain_peer_ = false; // a peer without TLS at a gate with it
   bool done_ = false;
 };
@@ -289,19 +320,17 @@ void gate::impl::accept() {
       });
       return;
     }
-    // The oldest of the least advanced handshakes makes room: a crowd of
-    // silent or dawdling strangers cannot push out a peer whose handshake
-    // is under way, and none pushes out a peer that proved the secret.
-    if (waiting.size() >= limits.max_pending) {
-      std::shared_ptr<handshake> evict;
-      for (auto& w : waiting)
-        if (auto h = w.lock(); h && h->progress() != handshake::stage::proven &&
-                               (!evict || h->progress() < evict->progress()))
-          evict = h;
-      if (evict)
-        evict->drop("dropped", "the oldest of the least advanced of " +
-                                 std::to_string(waiting.size()) +
-                                 " handshakes under way, to make room");
+    // A crowd of strangers, silent or stalled after a few bytes, makes
+    // room before any peer still making progress (handshake_queue.hpp).
+    if (under_way.size() >= limits.max_pending) {
+      if (auto at = under_way.victim()) {
+        auto n = std::to_string(under_way.size());
+        if (auto h = at->it->lock())
+          h->drop("dropped", "the longest silent of " + n +
+                               " handshakes under way, to make room");
+        else
+          under_way.remove(*at); // cannot happen: its timer holds it
+      }
     }
     std::make_shared<handshake>(*this, std::move(s))->start();
     accept();
@@ -350,10 +379,10 @@ void gate::impl::stop_accepting() {
   error_code ec;
   acceptor.close(ec);
   backoff.cancel();
-  while (!waiting.empty()) {
-    auto next = waiting.front().lock();
+  while (auto at = under_way.any()) {
+    auto next = at->it->lock();
     if (!next) {
-      waiting.pop_front();
+      under_way.remove(*at);
       continue;
     }
     next->drop("dropped", "the " + what + " gate closed");

@@ -12,10 +12,11 @@
 //
 // Integers are little-endian. A refused peer hears why; junk is dropped
 // without a word. The whole handshake has a deadline, and only so many
-// handshakes wait at once: past that the oldest of the least advanced
-// (silent, then still in TLS) is dropped to make room, so that dawdlers
-// cannot keep a prompt peer out, and a peer whose TLS session proved the
-// cluster's secret is never dropped for a stranger. All handshakes of a gate
+// handshakes wait at once: past that the one heard from longest ago is
+// dropped to make room, TLS peers the gate answered only when no other is
+// left, and peers that proved the cluster's secret never
+// (handshake_queue.hpp), so that a crowd of strangers, silent or stalled,
+// cannot keep out a peer making progress. All handshakes of a gate
 // run on its one event-loop thread; an admitted socket is handed on, in
 // blocking mode, to the protocol of its port.
 //
@@ -38,8 +39,8 @@ namespace lumen::detail {
 struct gate_limits {
   /// How long a peer has for the whole handshake.
   std::chrono::milliseconds deadline{2000};
-  /// Handshakes under way at once; a new one drops the oldest of the
-  /// least advanced past that.
+  /// Handshakes under way at once; a new one drops the least advanced
+  /// heard from longest ago past that (handshake_queue.hpp).
   size_t max_pending = 128;
 };
 
