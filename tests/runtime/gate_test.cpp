@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -22,6 +23,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <boost/asio/ssl.hpp>
@@ -139,6 +141,14 @@ bool gate_read_all(int fd, uint16_t gate_port) {
       return unread == 0;
   }
   return false;
+}
+
+/// Waits until the gate on `gate_port` has read all that `fd` sent; false
+/// after 30 s (it closed the connection, say).
+bool read_by_gate(int fd, uint16_t gate_port) {
+  return lumen::util::spin_until([&] { return gate_read_all(fd, gate_port); },
+                                 steady_clock::now() + seconds(30),
+                                 lumen::util::poll_pause::yield);
 }
 
 credentials tls(const std::string& token, lumen::tls_options opts = {}) {
@@ -262,11 +272,6 @@ BOOST_AUTO_TEST_CASE(past_the_bound_the_oldest_handshake_makes_room) {
 
 BOOST_AUTO_TEST_CASE(a_peer_sending_a_byte_at_a_time_outlasts_a_stalled_crowd) {
   gate_fixture f{{seconds(30), 4}};
-  auto read_by_gate = [&](int fd) {
-    return lumen::util::spin_until(
-      [&] { return gate_read_all(fd, f.g.port()); },
-      steady_clock::now() + seconds(30), lumen::util::poll_pause::yield);
-  };
   // The peer comes first, so that a gate dropping the oldest would drop it
   // once three strangers wait beside it. Between each of its bytes a new
   // stranger sends the first byte of a greeting and stops: each fills the
@@ -282,10 +287,10 @@ BOOST_AUTO_TEST_CASE(a_peer_sending_a_byte_at_a_time_outlasts_a_stalled_crowd) {
     BOOST_REQUIRE(::send(peer, &hello[i], 1, MSG_NOSIGNAL) == 1);
     if (i + 1 == hello.size())
       break; // the token is whole: the verdict comes
-    BOOST_REQUIRE_MESSAGE(read_by_gate(peer), "byte " << i);
+    BOOST_REQUIRE_MESSAGE(read_by_gate(peer, f.g.port()), "byte " << i);
     int stranger = raw_connect(f.g.port());
     BOOST_REQUIRE(::send(stranger, "L", 1, MSG_NOSIGNAL) == 1);
-    BOOST_REQUIRE_MESSAGE(read_by_gate(stranger), "stranger " << i);
+    BOOST_REQUIRE_MESSAGE(read_by_gate(stranger, f.g.port()), "stranger " << i);
     crowd.push_back(stranger);
   }
   char verdict[3] = {1, 0, 0};
@@ -455,6 +460,102 @@ BOOST_AUTO_TEST_CASE(strangers_make_room_before_a_peer_that_proved_the_key) {
     ::close(fd);
   ::close(talking);
   ::close(proven);
+}
+
+BOOST_AUTO_TEST_CASE(a_tls_hello_in_pieces_outlasts_a_stalled_crowd) {
+  auto creds = tls("s3cret");
+  gate_fixture f{{seconds(30), 4}, creds};
+  // The peer's TLS client runs in a thread, through a relay this test
+  // drives: its hello goes on to the gate 16 bytes at a time, and between
+  // two pieces a stranger begins a TLS record and stops. The gate sees the
+  // pieces only inside the TLS session, and each must count as progress:
+  // a gate dropping the oldest would drop the peer at the fourth stranger.
+  uint16_t relay_port = 0;
+  int listener = lumen::test::listen_any(relay_port);
+  lumen::detail::tls_outcome secured;
+  int down = -1;
+  int up = -1;
+  std::thread client{[&] {
+    secured = creds.tls->connect(lumen::test::connect_loopback(relay_port),
+                                 steady_clock::now() + seconds(20));
+  }};
+  std::thread to_gate;
+  std::thread to_peer;
+  // Whether the checks below pass or not, the threads end with the test.
+  struct at_end {
+    std::function<void()> fn;
+    ~at_end() {
+      fn();
+    }
+  } let_go{[&] {
+    for (int fd : {up, down})
+      if (fd >= 0)
+        ::shutdown(fd, SHUT_RDWR);
+    for (auto* t : {&client, &to_gate, &to_peer})
+      if (t->joinable())
+        t->join();
+    for (int* fd : {&up, &down})
+      if (*fd >= 0)
+        ::close(std::exchange(*fd, -1));
+  }};
+  down = ::accept(listener, nullptr, nullptr);
+  up = raw_connect(f.g.port());
+  std::string hello(5, '\0'); // a record: its header, then its body
+  BOOST_REQUIRE(::recv(down, hello.data(), 5, MSG_WAITALL) == 5);
+  hello.resize(5 + (static_cast<unsigned char>(hello[3]) << 8 |
+                    static_cast<unsigned char>(hello[4])));
+  auto body = static_cast<ssize_t>(hello.size() - 5);
+  BOOST_REQUIRE(::recv(down, &hello[5], hello.size() - 5, MSG_WAITALL) == body);
+  std::vector<int> crowd;
+  for (size_t at = 0; at < hello.size(); at += 16) {
+    auto n = std::min<size_t>(16, hello.size() - at);
+    BOOST_REQUIRE(::send(up, &hello[at], n, MSG_NOSIGNAL) ==
+                  static_cast<ssize_t>(n));
+    BOOST_REQUIRE_MESSAGE(read_by_gate(up, f.g.port()), "piece at " << at);
+    if (at + n == hello.size())
+      break;
+    int stranger = raw_connect(f.g.port());
+    const char start[] = {0x16, 0x03, 0x01};
+    BOOST_REQUIRE(::send(stranger, start, sizeof(start), MSG_NOSIGNAL) ==
+                  static_cast<ssize_t>(sizeof(start)));
+    BOOST_REQUIRE_MESSAGE(read_by_gate(stranger, f.g.port()),
+                          "stranger " << crowd.size());
+    crowd.push_back(stranger);
+  }
+  // The rest of the handshake and what follows it goes through as it comes.
+  auto pump = [](int from, int to) {
+    char buf[4096];
+    for (;;) {
+      auto n = ::recv(from, buf, sizeof(buf), 0);
+      if (n <= 0 || ::send(to, buf, static_cast<size_t>(n), MSG_NOSIGNAL) != n)
+        break;
+    }
+    ::shutdown(to, SHUT_WR);
+  };
+  to_gate = std::thread{pump, down, up};
+  to_peer = std::thread{pump, up, down};
+  client.join();
+  BOOST_TEST_REQUIRE(secured.fd >= 0, secured.why);
+  std::string greeting(lumen::detail::gate_magic.begin(),
+                       lumen::detail::gate_magic.end());
+  greeting.resize(lumen::detail::greeting_size);
+  lumen::detail::put_u16(greeting.data() + lumen::detail::gate_magic.size(), 6);
+  greeting += "s3cret";
+  BOOST_REQUIRE(::send(secured.fd, greeting.data(), greeting.size(),
+                       MSG_NOSIGNAL) == static_cast<ssize_t>(greeting.size()));
+  char verdict[3] = {1, 0, 0};
+  BOOST_TEST(::recv(secured.fd, verdict, sizeof(verdict), MSG_WAITALL) == 3);
+  BOOST_TEST(static_cast<int>(verdict[0]) ==
+             static_cast<int>(lumen::detail::verdict_admitted));
+  BOOST_TEST(f.next_admitted() >= 0);
+  BOOST_TEST(crowd.size() > 3u);
+  for (size_t i = 0; i + 3 < crowd.size(); ++i)
+    BOOST_TEST(seconds_until_closed(crowd[i]) >= 0, "stranger " << i);
+  let_go.fn();
+  for (int fd : crowd)
+    ::close(fd);
+  ::close(secured.fd);
+  ::close(listener);
 }
 
 BOOST_AUTO_TEST_CASE(a_link_dropped_during_the_tls_handshake_is_tried_again) {
