@@ -93,9 +93,7 @@ BOOST_AUTO_TEST_CASE(answers_held_keep_their_numbers_while_the_server_steps) {
 BOOST_AUTO_TEST_CASE(the_seeds_loop_fits_the_synthetic_regression) {
   auto problem = make_linear_regression(3000, 4, 5, 0.001f);
   linear_regression model{4};
-  std::vector<dataset> shards;
-  for (size_t w = 0; w < 3; ++w)
-    shards.push_back(shard_of(problem.data, w, 3, 2));
+  auto shards = lumen::test::shards_of(problem.data, 3, 2);
   auto ps = spawn_parameter_server(sgd_config(ps_mode::sync, 3, 0.3f),
                                    model.init(0), lumen::this_node_id());
   auto weights = lumen::get(lumen::call(ps, get_weights_atom::value));
@@ -123,9 +121,7 @@ BOOST_AUTO_TEST_CASE(the_seeds_loop_fits_the_synthetic_regression) {
 BOOST_AUTO_TEST_CASE(the_seeds_async_loop_measures_staleness_by_version) {
   auto problem = make_linear_regression(3000, 4, 5, 0.001f);
   linear_regression model{4};
-  std::vector<dataset> shards;
-  for (size_t w = 0; w < 3; ++w)
-    shards.push_back(shard_of(problem.data, w, 3, 2));
+  auto shards = lumen::test::shards_of(problem.data, 3, 2);
   std::vector<float> g(model.num_params());
   auto unversioned = spawn_parameter_server(
     sgd_config(ps_mode::async, 3, 0.1f), model.init(0), lumen::this_node_id());

@@ -181,9 +181,7 @@ BOOST_AUTO_TEST_CASE(configs_that_cannot_work_are_refused) {
 BOOST_AUTO_TEST_CASE(sync_and_async_servers_fit_the_synthetic_regression) {
   auto problem = make_linear_regression(3000, 4, 11, 0.001f);
   linear_regression model{4};
-  std::vector<dataset> shards;
-  for (size_t w = 0; w < 3; ++w)
-    shards.push_back(shard_of(problem.data, w, 3, 1));
+  auto shards = lumen::test::shards_of(problem.data, 3, 1);
   for (auto mode : {ps_mode::sync, ps_mode::async}) {
     ps_core ps{sgd_config(mode, 3, mode == ps_mode::sync ? 0.3f : 0.2f),
                model.init(0)};

@@ -51,27 +51,29 @@ BOOST_AUTO_TEST_CASE(a_code_path_that_registers_nothing_is_a_warning) {
   node.proc->kill(SIGTERM);
 }
 
+/// `lumen start args` in the background with `env`: what it started.
+lumen::test::started start_in_background(std::vector<std::string> args,
+                                         const std::vector<std::string>& env) {
+  args.insert(args.begin(), {LUMEN_CLI, "start"});
+  auto [code, out] = lumen::test::run(args, env);
+  BOOST_REQUIRE_MESSAGE(code == 0, out);
+  auto s = lumen::test::parse_started(out);
+  BOOST_REQUIRE_MESSAGE(s, out);
+  return *s;
+}
+
 BOOST_AUTO_TEST_CASE(background_nodes_start_report_and_stop) {
   // A home of its own: `lumen stop` ends the nodes recorded there, which
   // are exactly the two this test starts.
   auto home = make_temp_dir();
   std::vector<std::string> env{"HOME=" + home};
-  auto [head_code, head_out] =
-    lumen::test::run({LUMEN_CLI, "start", "--head", "--port", "0"}, env);
-  BOOST_REQUIRE_MESSAGE(head_code == 0, head_out);
-  auto head = lumen::test::parse_started(head_out);
-  BOOST_REQUIRE(head);
-  auto address = head->address;
-  auto head_pid = head->pid;
+  auto head = start_in_background({"--head", "--port", "0"}, env);
+  auto address = head.address;
+  auto head_pid = head.pid;
   struct stat st {};
   BOOST_REQUIRE(::stat((home + "/.lumen/cluster-token").c_str(), &st) == 0);
   BOOST_TEST((st.st_mode & 0777) == 0600u);
-  auto [node_code, node_out] =
-    lumen::test::run({LUMEN_CLI, "start", "--address", address}, env);
-  BOOST_REQUIRE_MESSAGE(node_code == 0, node_out);
-  auto node = lumen::test::parse_started(node_out);
-  BOOST_REQUIRE(node);
-  auto node_pid = node->pid;
+  auto node_pid = start_in_background({"--address", address}, env).pid;
   auto [status_code, status_out] =
     lumen::test::run({LUMEN_CLI, "status", "--address", address}, env);
   BOOST_TEST(status_code == 0);
@@ -95,28 +97,20 @@ BOOST_AUTO_TEST_CASE(background_nodes_start_report_and_stop) {
 BOOST_AUTO_TEST_CASE(a_node_that_does_not_exit_is_killed_after_the_grace) {
   auto home = make_temp_dir();
   std::vector<std::string> env{"HOME=" + home};
-  auto [head_code, head_out] =
-    lumen::test::run({LUMEN_CLI, "start", "--head", "--port", "0"}, env);
-  BOOST_REQUIRE_MESSAGE(head_code == 0, head_out);
-  auto head = lumen::test::parse_started(head_out);
-  BOOST_REQUIRE(head);
-  auto [node_code, node_out] =
-    lumen::test::run({LUMEN_CLI, "start", "--address", head->address}, env);
-  BOOST_REQUIRE_MESSAGE(node_code == 0, node_out);
-  auto node = lumen::test::parse_started(node_out);
-  BOOST_REQUIRE(node);
+  auto head = start_in_background({"--head", "--port", "0"}, env);
+  auto node = start_in_background({"--address", head.address}, env);
   // A stopped process does not act on SIGTERM: as a node stuck in a
   // system call would not.
-  BOOST_REQUIRE(::kill(node->pid, SIGSTOP) == 0);
+  BOOST_REQUIRE(::kill(node.pid, SIGSTOP) == 0);
   auto [stop_code, stop_out] =
     lumen::test::run({LUMEN_CLI, "stop", "--grace", "0.5"}, env);
   BOOST_TEST(stop_code == 0);
-  BOOST_TEST(stop_out.find("node-1   pid " + std::to_string(node->pid) +
+  BOOST_TEST(stop_out.find("node-1   pid " + std::to_string(node.pid) +
                            ": still running 0.50 s after SIGTERM, killed "
                            "with SIGKILL") != std::string::npos,
              stop_out);
-  BOOST_TEST(process_gone(node->pid));
-  BOOST_TEST(process_gone(head->pid));
+  BOOST_TEST(process_gone(node.pid));
+  BOOST_TEST(process_gone(head.pid));
   auto [again_code, again_out] = lumen::test::run({LUMEN_CLI, "stop"}, env);
   BOOST_TEST(again_out.find("Nothing to stop") != std::string::npos, again_out);
   auto [bad_code, bad_out] =
