@@ -12,7 +12,6 @@
 #include "lumen/caf_interop.hpp"
 #include "lumen/errors.hpp"
 
-#include "cluster/cluster_member.hpp"
 #include "core/log.hpp"
 #include "node/bundle_keeper.hpp"
 #include "objects/object_exchange.hpp"
@@ -58,8 +57,6 @@ usage_error not_in_a_cluster(const std::string& node_id) {
 
 } // namespace
 
-cluster_part::~cluster_part() = default;
-
 process_runtime::process_runtime(const init_options& opts, bool networked)
   : resources_(offered(opts))
   , pool_(cpu_count(opts), resources_) {
@@ -101,47 +98,6 @@ process_runtime::~process_runtime() {
   stop_actors();
   cluster_.reset();
   sys_.reset();
-}
-
-void process_runtime::join_as_driver(const address& head,
-                                     const credentials& creds,
-                                     const std::string& hello_role) {
-  serve_channels(local_host_towards(head), creds);
-  auto member = std::make_unique<cluster_member>(*this);
-  auto& m = *member;
-  join(std::move(member));
-  // A one-off query sends no refs, so it serves none.
-  if (hello_role == "driver")
-    m.serve_data(local_host_towards(head), head, creds);
-  m.connect(head, creds, hello_role);
-  hear_downs();
-  m.watch_head(nullptr);
-}
-
-void process_runtime::join_as_node(node_settings serve, const address& head,
-                                   const credentials& creds) {
-  auto member = std::make_unique<cluster_member>(*this);
-  auto& m = *member;
-  join(std::move(member));
-  auto control = m.serve_node(serve, head, creds);
-  serve_channels(serve.host, creds);
-  // Tasks and actors running here may send work to other nodes too.
-  m.connect(serve.is_head ? address{serve.host, control} : head, creds,
-            "client");
-  hear_downs();
-  if (!serve.is_head)
-    m.watch_head(m.rejoin());
-}
-
-void process_runtime::join(std::unique_ptr<cluster_part> part) {
-  cluster_ = std::move(part);
-}
-
-bool process_runtime::here(const placement& where) const {
-  if (!cluster_)
-    return true; // checked by the caller: a node that is not this one fails
-  return where.kind == placement::local ||
-         (where.kind == placement::node && where.node_id == this_node());
 }
 
 void process_runtime::stop_actors() {
@@ -394,68 +350,15 @@ void process_runtime::forget_name(const actor_core& core) {
   }
 }
 
-std::vector<node_info> process_runtime::nodes() {
-  if (cluster_)
-    return cluster_->nodes();
-  return {node_info{this_node(), "", true, resources_.total(), "", 0,
-                    resources_.used()}};
-}
-
 caf::actor process_runtime::manager_of(const std::string& node_id) {
   if (!cluster_)
     throw not_in_a_cluster(node_id);
   return cluster_->manager_of(node_id);
 }
 
-std::vector<std::pair<std::string, std::shared_ptr<data_client>>>
-process_runtime::node_connections() {
-  if (!cluster_)
-    return {};
-  return cluster_->node_connections();
-}
-
-std::shared_ptr<data_client>
-process_runtime::typed_route(const caf::node_id& nid) {
-  return cluster_ ? cluster_->typed_route(nid) : nullptr;
-}
-
-std::string process_runtime::node_name_of(const caf::node_id& nid) {
-  if (!nid || nid == sys_->node() || !cluster_)
-    return this_node();
-  auto id = cluster_->node_name_of(nid);
-  return id.empty() ? "another process" : id;
-}
-
 void process_runtime::adopt(caf::actor h) {
   std::lock_guard<std::mutex> guard{mtx_};
   adopted_.push_back(std::move(h));
-}
-
-std::shared_ptr<data_client>
-process_runtime::connect_to(const std::string& address) {
-  if (!cluster_)
-    throw_no_cluster();
-  return cluster_->connect_to(address);
-}
-
-actor_wire process_runtime::export_actor(const std::shared_ptr<actor_ref>& a) {
-  if (!cluster_)
-    throw_no_cluster();
-  return cluster_->export_actor(a);
-}
-
-std::shared_ptr<actor_ref> process_runtime::import_actor(const actor_wire& w) {
-  if (!cluster_)
-    throw_no_cluster();
-  return cluster_->import_actor(w);
-}
-
-actor_wire export_actor(const std::shared_ptr<actor_ref>& a) {
-  return this_runtime().export_actor(a);
-}
-
-std::shared_ptr<actor_ref> import_actor(const actor_wire& w) {
-  return this_runtime().import_actor(w);
 }
 
 } // namespace lumen::detail
