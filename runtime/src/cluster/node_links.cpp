@@ -89,20 +89,22 @@ std::shared_ptr<data_client> node_links::linked(const caf::node_id& nid) {
   return nullptr;
 }
 
-std::string node_links::node_of(const caf::node_id& nid) {
+template <class Match>
+std::string node_links::first_node(Match match) {
   std::lock_guard<std::mutex> guard{mtx_};
   for (auto& [id, l] : links_)
-    if (l.manager.node() == nid)
+    if (match(l))
       return id;
   return {};
 }
 
+std::string node_links::node_of(const caf::node_id& nid) {
+  return first_node([&](const link& l) { return l.manager.node() == nid; });
+}
+
 std::string node_links::node_of(const caf::actor_addr& manager) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  for (auto& [id, l] : links_)
-    if (l.manager.address() == manager)
-      return id;
-  return {};
+  return first_node(
+    [&](const link& l) { return l.manager.address() == manager; });
 }
 
 void node_links::close_all() {

@@ -61,6 +61,10 @@ public:
   void close_all();
 
 private:
+  /// The id of the first linked node whose link matches, or "".
+  template <class Match>
+  std::string first_node(Match match);
+
   process_services& rt_;
   credentials creds_;
   head_link& head_;

@@ -14,7 +14,6 @@
 
 #include "core/log.hpp"
 #include "node/bundle_keeper.hpp"
-#include "objects/object_exchange.hpp"
 #include "trace/trace_log.hpp"
 
 namespace lumen::detail {
