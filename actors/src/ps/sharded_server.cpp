@@ -16,20 +16,6 @@ namespace {
 /// Parts of a push from this size on are sent from threads of their own.
 constexpr size_t parallel_part_bytes = size_t{1} << 20;
 
-/// The shards' answers as one: the lowest version, the weights in order
-/// (in `into`, where they landed, with more than one shard).
-std::tuple<uint64_t, tensor>
-join(std::vector<std::tuple<uint64_t, tensor>> parts, size_t numel,
-     std::shared_ptr<char> into) {
-  uint64_t version = UINT64_MAX;
-  std::vector<tensor> weights;
-  for (auto& [v, w] : parts) {
-    version = std::min(version, v);
-    weights.push_back(std::move(w));
-  }
-  return {version, join_shards(weights, numel, std::move(into))};
-}
-
 /// `call()`, its answer landing at range `r` of `into` (none without one).
 template <class Call>
 auto landed_call(const std::shared_ptr<char>& into, collective::chunk r,
@@ -129,7 +115,7 @@ std::tuple<uint64_t, tensor> sharded_server::push(uint64_t version,
   }
   for (auto& f : sending)
     f.get();
-  return join(lumen::get(refs), numel_, std::move(into));
+  return answered(lumen::get(refs), into);
 }
 
 std::tuple<uint64_t, tensor> sharded_server::pull() const {
@@ -139,26 +125,51 @@ std::tuple<uint64_t, tensor> sharded_server::pull() const {
     refs.push_back(
       landed_call(into, shard_range(numel_, servers_.size(), s),
                   [&] { return lumen::call(servers_[s], pull_atom::value); }));
-  return join(lumen::get(refs), numel_, std::move(into));
+  return answered(lumen::get(refs), into);
 }
 
 std::shared_ptr<char> sharded_server::answers_buffer() const {
   if (servers_.size() < 2)
     return nullptr; // one shard's answer is the weights as they came
   std::lock_guard<std::mutex> guard{spare_->mtx};
-  auto& b = spare_->buffer;
-  // Held by no one else: the weights last answered were let go (the
-  // fence orders their readers' reads before the answers landing here).
-  if (b && b.use_count() == 1) {
+  auto& s = *spare_;
+  // The weights last answered were let go (the fence orders their
+  // readers' reads before the answers landing here). A push that failed
+  // never marked its buffer answered: a shard may still write there.
+  if (s.buffer && s.answered && s.lent.expired()) {
     std::atomic_thread_fence(std::memory_order_acquire);
-    return b;
+    s.answered = false;
+    return s.buffer;
   }
+  s.answered = false;
   // [landing-buffer]
   // Memory a server on this host writes its answer into itself, through
   // shared memory; from the heap where there is none.
-  b = lumen::landing_buffer(numel_ * sizeof(float));
+  s.buffer = lumen::landing_buffer(numel_ * sizeof(float));
   // [/landing-buffer]
-  return b;
+  return s.buffer;
+}
+
+std::tuple<uint64_t, tensor>
+sharded_server::answered(std::vector<std::tuple<uint64_t, tensor>> parts,
+                         const std::shared_ptr<char>& into) const {
+  uint64_t version = UINT64_MAX;
+  std::vector<tensor> weights;
+  for (auto& [v, w] : parts) {
+    version = std::min(version, v);
+    weights.push_back(std::move(w));
+  }
+  std::shared_ptr<char> lent;
+  if (into) {
+    // The caller's hold on `into`, apart from any other.
+    lent = {std::make_shared<std::shared_ptr<char>>(into), into.get()};
+    std::lock_guard<std::mutex> guard{spare_->mtx};
+    if (spare_->buffer == into) {
+      spare_->answered = true;
+      spare_->lent = lent;
+    }
+  }
+  return {version, join_shards(weights, numel_, std::move(lent))};
 }
 
 } // namespace lumen::ml

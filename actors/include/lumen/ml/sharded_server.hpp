@@ -77,10 +77,21 @@ private:
   /// last one's once no one holds its weights, else a new one.
   std::shared_ptr<char> answers_buffer() const;
 
+  /// The shards' answers, every one in, as the caller's weights: `into`
+  /// is used again once the caller lets them go.
+  std::tuple<uint64_t, tensor>
+  answered(std::vector<std::tuple<uint64_t, tensor>> parts,
+           const std::shared_ptr<char>& into) const;
+
   /// The buffer the last answers landed in, shared by copies.
   struct spare_buffer {
     std::mutex mtx;
     std::shared_ptr<char> buffer;
+    // Set once every answer landed in `buffer` and the weights went out
+    // as `lent`. Not the buffer's own count of holders: the runtime lets
+    // go of the answers' parts a moment after the caller has them.
+    bool answered = false;
+    std::weak_ptr<char> lent;
   };
 
   size_t numel_ = 0;
