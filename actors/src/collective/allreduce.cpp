@@ -53,7 +53,7 @@ void allreduce_in_place(const membership& m, char* data, ml::dtype type,
                         size_t numel, reduce_op op) {
   op_span span{"allreduce", m, numel * ml::size_of(type)};
   if (m.net)
-    return net_allreduce(*m.net, data, type, numel, op);
+    return run_allreduce(*m.net, m.net->algorithm(), data, type, numel, op);
   auto s = slot_of(data, type, numel, "allreduce");
   s.op = op;
   s.algorithm = choose(m.group->algorithm(), numel * ml::size_of(type));
@@ -127,7 +127,7 @@ void set_algorithm(const std::string& group, allreduce_algorithm a) {
 allreduce_algorithm algorithm_for(const std::string& group, size_t bytes) {
   auto& m = member_of(group);
   if (m.net)
-    return net_choose(m.net->algorithm(), bytes, m.net->world());
+    return choose_algorithm(m.net->algorithm(), bytes, m.net->world());
   return choose(m.group->algorithm(), bytes);
 }
 

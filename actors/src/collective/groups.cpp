@@ -9,9 +9,30 @@
 #include <lumen/init.hpp>
 #include <lumen/kv.hpp>
 
+#include "collective/threads/threads_transport.hpp"
+
 namespace lumen::collective {
 
 namespace detail {
+
+local_group::local_group(std::string name, int world)
+  : name_(std::move(name))
+  , world_(world)
+  , joined_(static_cast<size_t>(world), false)
+  , left_(static_cast<size_t>(world), false)
+  , arrived_(static_cast<size_t>(world), false)
+  , slots_(static_cast<size_t>(world))
+  , hub_(std::make_unique<threads_hub>(name_, world, timeout_)) {}
+
+local_group::~local_group() = default;
+
+void local_group::set_timeout(std::chrono::milliseconds t) {
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    timeout_ = t;
+  }
+  hub_->set_timeout(t);
+}
 
 namespace {
 
@@ -159,6 +180,7 @@ using detail::my_groups;
 using detail::net_group;
 using detail::place_in_declaration;
 using detail::registry;
+using detail::threads_transport;
 using detail::throw_not_a_member;
 
 void set_timeout(const std::string& group, std::chrono::milliseconds timeout) {
@@ -220,7 +242,8 @@ membership join_threads(int world_size, int rank, const std::string& group) {
                              "' is taken: two members claim it; give each "
                              "member its own rank",
                            errc::mismatch);
-  return {g, rank, nullptr, nullptr};
+  return {g, rank, nullptr, nullptr,
+          std::make_shared<threads_transport>(g, rank)};
 }
 
 } // namespace
@@ -261,6 +284,7 @@ void init_group(int world_size, int rank, const std::string& group,
       group, world_size, rank,
       timeout.value_or(std::chrono::milliseconds(30000)));
     m.rank = rank;
+    m.over = m.net;
   }
   my_groups()[group] = std::move(m);
 }

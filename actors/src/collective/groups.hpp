@@ -2,16 +2,16 @@
 
 // The groups of this process: who is a member of which (per thread), and
 // the rounds in which a group's members meet for each operation. The
-// operations themselves are in collective.cpp.
+// operations themselves are in collective.cpp; their data moves over the
+// group's threads transport (threads/), except the all-reduce's, which
+// reads the members' buffers in the rounds (allreduce.cpp).
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <cstring>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -24,6 +24,7 @@
 #include "lumen/collective/collective.hpp"
 
 #include "collective/net/net_group.hpp"
+#include "collective/transport.hpp"
 #include "lumen/util/spin.hpp"
 #include "lumen/util/work_queue.hpp"
 
@@ -31,18 +32,20 @@ namespace lumen::collective::detail {
 
 using clock = std::chrono::steady_clock;
 
+class threads_hub;
+
 /// What one member brings to an operation.
 struct slot {
-  const void* in = nullptr; // the member's input (a tensor, a list, ...)
-  char* data = nullptr;     // its buffer, for the in-place collectives
+  char* data = nullptr; // its buffer, for the all-reduce
   ml::dtype type = ml::dtype::float32;
   size_t numel = 0;
-  std::vector<int64_t> shape;
+  size_t count = 0; // tensors in a list (allgather, reducescatter)
   reduce_op op = reduce_op::sum;
   bool has_root = false;
   int root = 0;
   allreduce_algorithm algorithm = allreduce_algorithm::automatic;
-  std::string what; // the operation, as the member called it
+  std::string what;    // the operation, as the member called it
+  std::string problem; // what the member found wrong with its own input
 };
 
 /// The root the members agree on is not a rank of the group: a call that
@@ -62,13 +65,8 @@ inline std::string root_out_of_range(const std::vector<slot>& slots) {
 /// of work ends with every member waiting for the others again.
 class local_group {
 public:
-  local_group(std::string name, int world)
-    : name_(std::move(name))
-    , world_(world)
-    , joined_(static_cast<size_t>(world), false)
-    , left_(static_cast<size_t>(world), false)
-    , arrived_(static_cast<size_t>(world), false)
-    , slots_(static_cast<size_t>(world)) {}
+  local_group(std::string name, int world);
+  ~local_group();
 
   const std::string& name() const noexcept {
     return name_;
@@ -101,9 +99,20 @@ public:
     return --members_ == 0;
   }
 
-  void set_timeout(std::chrono::milliseconds t) {
+  void set_timeout(std::chrono::milliseconds t);
+
+  /// The members' mailboxes (threads_transport.hpp).
+  threads_hub& hub() noexcept {
+    return *hub_;
+  }
+
+  /// Breaks the group for good with `message` (the first cause wins):
+  /// every member's next operation fails with it.
+  void fail(const std::string& message, errc code) {
     std::lock_guard<std::mutex> guard{mtx_};
-    timeout_ = t;
+    if (!broken_)
+      broken_ = collective_error(message, code);
+    cv_.notify_all();
   }
 
   /// Runs one operation for `rank`: posts `mine`, checks all slots with
@@ -126,6 +135,8 @@ public:
           verdict_code_ = errc::usage;
           why = root_out_of_range(slots_);
         }
+        for (size_t r = 0; r < slots_.size() && why.empty(); ++r)
+          why = slots_[r].problem;
         return why;
       });
       if (!verdict_.empty())
@@ -151,80 +162,7 @@ public:
     return algorithm_;
   }
 
-  /// Point to point: hands `numel` elements of `type` at `data` from `rank`
-  /// to `dst`, returning once `dst` copied them (or refused them, which
-  /// throws on both sides).
-  void send(int rank, int dst, const char* data, ml::dtype type, size_t numel) {
-    std::unique_lock<std::mutex> lock{mtx_};
-    auto& box = p2p_[{rank, dst}];
-    auto deadline = clock::now() + timeout_;
-    wait_for_peer(
-      lock, deadline, [&] { return !box.posted; }, rank, dst, "send to");
-    box = {data, type, numel, true, false, {}};
-    cv_.notify_all();
-    bool taken =
-      cv_.wait_until(lock, deadline, [&] { return box.taken || broken_; });
-    auto refusal = box.refusal;
-    box = {};
-    cv_.notify_all();
-    if (!taken)
-      throw collective_error(timed_out(rank, dst, "send to"), errc::timeout);
-    if (broken_)
-      throw *broken_;
-    if (!refusal.empty())
-      throw collective_error(refusal, errc::mismatch);
-  }
-
-  /// The other end of `send`: copies what `src` sends into `data`, which
-  /// must hold `numel` elements of `type`.
-  void recv(int rank, int src, char* data, ml::dtype type, size_t numel) {
-    std::unique_lock<std::mutex> lock{mtx_};
-    auto& box = p2p_[{src, rank}];
-    wait_for_peer(
-      lock, clock::now() + timeout_, [&] { return box.posted && !box.taken; },
-      rank, src, "receive from");
-    if (box.type != type || box.numel != numel) {
-      box.refusal =
-        "group '" + name_ + "': rank " + std::to_string(src) + " sent " +
-        std::to_string(box.numel) + " " + ml::to_string(box.type) +
-        " elements, rank " + std::to_string(rank) + " receives into " +
-        std::to_string(numel) + " " + ml::to_string(type) + "; both must agree";
-    } else if (numel > 0) {
-      std::memcpy(data, box.data, numel * ml::size_of(type));
-    }
-    box.taken = true;
-    cv_.notify_all();
-    if (!box.refusal.empty())
-      throw collective_error(box.refusal, errc::mismatch);
-  }
-
 private:
-  /// One direction between two ranks: what the sender posted.
-  struct p2p_box {
-    const char* data = nullptr;
-    ml::dtype type = ml::dtype::float32;
-    size_t numel = 0;
-    bool posted = false;
-    bool taken = false;
-    std::string refusal;
-  };
-
-  template <class Ready>
-  void wait_for_peer(std::unique_lock<std::mutex>& lock,
-                     clock::time_point deadline, Ready ready, int rank,
-                     int peer, const char* what) {
-    if (!cv_.wait_until(lock, deadline, [&] { return ready() || broken_; }))
-      throw collective_error(timed_out(rank, peer, what), errc::timeout);
-    if (broken_)
-      throw *broken_;
-  }
-
-  std::string timed_out(int rank, int peer, const char* what) const {
-    return "group '" + name_ + "': rank " + std::to_string(rank) + " waited " +
-           std::to_string(timeout_.count()) + " ms to " + what + " rank " +
-           std::to_string(peer) + ", which did not come";
-  }
-
   /// Waits for every member to arrive here; the last runs `last` and wakes
   /// the rest. Throws once the group is broken.
   void arrive(std::unique_lock<std::mutex>& lock, int rank, bool starting,
@@ -310,16 +248,18 @@ private:
   errc verdict_code_ = errc::mismatch;
   // Set for good once a member failed to come or left mid-operation.
   std::optional<collective_error> broken_;
-  std::map<std::pair<int, int>, p2p_box> p2p_; // by (sender, receiver)
+  std::unique_ptr<threads_hub> hub_;
 };
 
 /// A thread's place in a group: in a `threads` group (`group`) or a
-/// `processes` one (`net`), never both.
+/// `processes` one (`net`), never both; `over` is its transport (the
+/// threads transport of `group`, or `net`).
 struct membership {
   std::shared_ptr<local_group> group;
   int rank = 0;
   std::shared_ptr<util::work_queue> lane; // made by the first _async call
   std::shared_ptr<net_group> net;
+  std::shared_ptr<transport> over;
   bool declared = false; // joined through create_group's declaration
 
   const std::string& name() const noexcept {

@@ -10,28 +10,15 @@
 
 #include "lumen/collective/collective.hpp"
 
+#include "collective/algorithms/algorithms.hpp"
 #include "collective/groups.hpp"
-#include "collective/net/net_ops.hpp"
+#include "collective/reduce.hpp"
 
 namespace lumen::collective::detail {
 
-/// Dispatches on a dtype to `fn(T{})`.
-template <class F>
-void with_type(ml::dtype t, F&& fn) {
-  switch (t) {
-    case ml::dtype::float32:
-      return fn(float{});
-    case ml::dtype::float64:
-      return fn(double{});
-    case ml::dtype::int32:
-      return fn(int32_t{});
-    case ml::dtype::int64:
-      return fn(int64_t{});
-  }
-}
-
 inline std::string describe(const slot& s) {
-  return std::to_string(s.numel) + " " + ml::to_string(s.type);
+  return (s.count > 0 ? std::to_string(s.count) + " tensors of " : "") +
+         std::to_string(s.numel) + " " + ml::to_string(s.type);
 }
 
 /// The slots disagree on dtype, length or op: who and how.
@@ -41,7 +28,8 @@ inline std::string check_same(const std::vector<slot>& slots, bool same_op) {
       return "rank " + std::to_string(r) + " called " + slots[r].what +
              " while rank 0 called " + slots[0].what +
              "; every rank must call the same collective in the same order";
-    if (slots[r].type != slots[0].type || slots[r].numel != slots[0].numel)
+    if (slots[r].type != slots[0].type || slots[r].numel != slots[0].numel ||
+        slots[r].count != slots[0].count)
       return "rank " + std::to_string(r) + " passed " + describe(slots[r]) +
              " elements, rank 0 passed " + describe(slots[0]) +
              "; every rank must pass the same dtype and length";
@@ -61,15 +49,6 @@ inline std::string check_same(const std::vector<slot>& slots, bool same_op) {
   return {};
 }
 
-inline slot slot_of(const ml::tensor& t, std::string what) {
-  slot s;
-  s.type = t.type();
-  s.numel = t.numel();
-  s.shape = t.shape();
-  s.what = std::move(what);
-  return s;
-}
-
 /// A member's buffer, for the in-place collectives.
 inline slot slot_of(char* data, ml::dtype type, size_t numel,
                     std::string what) {
@@ -77,7 +56,6 @@ inline slot slot_of(char* data, ml::dtype type, size_t numel,
   s.data = data;
   s.type = type;
   s.numel = numel;
-  s.shape = {static_cast<int64_t>(numel)};
   s.what = std::move(what);
   return s;
 }
@@ -104,10 +82,6 @@ inline void reduce_slice_into(const std::vector<slot>& all, size_t slice,
   });
 }
 
-inline const ml::tensor& tensor_in(const slot& s) {
-  return *static_cast<const ml::tensor*>(s.in);
-}
-
 /// Queues `op` on the member's lane; its ref is ready once `op` ran.
 template <class Op>
 ObjectRef<void> later(const std::string& group, Op op) {
@@ -117,7 +91,7 @@ ObjectRef<void> later(const std::string& group, Op op) {
   auto done = std::make_shared<promise<void>>();
   auto ref = done->ref();
   // Not the lane itself: a closure holding it could end it on its thread.
-  membership who{m.group, m.rank, nullptr, m.net};
+  membership who{m.group, m.rank, nullptr, m.net, m.over};
   m.lane->post([who, op, done]() mutable {
     try {
       op(who);

@@ -1,7 +1,7 @@
 #include "lumen/collective/collective.hpp"
 
+#include "collective/algorithms/algorithms.hpp"
 #include "collective/groups.hpp"
-#include "collective/net/net_ops.hpp"
 
 // send and recv: one member hands a buffer to another.
 
@@ -26,18 +26,14 @@ void send_from(const membership& m, const char* data, ml::dtype type,
                size_t numel, int dst) {
   check_peer(m, dst, "send to");
   detail::op_span span{"send", m, numel * ml::size_of(type)};
-  if (m.net)
-    return net_send(*m.net, data, type, numel, dst);
-  m.group->send(m.rank, dst, data, type, numel);
+  detail::run_send(*m.over, data, type, numel, dst);
 }
 
 void recv_into(const membership& m, char* data, ml::dtype type, size_t numel,
                int src) {
   check_peer(m, src, "receive from");
   detail::op_span span{"recv", m, numel * ml::size_of(type)};
-  if (m.net)
-    return net_recv(*m.net, data, type, numel, src);
-  m.group->recv(m.rank, src, data, type, numel);
+  detail::run_recv(*m.over, data, type, numel, src);
 }
 
 } // namespace

@@ -40,20 +40,10 @@ std::chrono::milliseconds left_until(clock::time_point deadline) {
                     deadline - clock::now()));
 }
 
-std::string describe(const op_descriptor& d) {
-  std::string out;
-  if (d.count > 0)
-    out += std::to_string(d.count) + " tensors of ";
-  return out + std::to_string(d.numel) + " " +
-         ml::to_string(static_cast<ml::dtype>(d.type)) + " elements to " +
-         to_string(static_cast<operation_kind>(d.what));
-}
-
 } // namespace
 
 net_group::net_group(std::string name, int world, int rank,
-                     std::chrono::milliseconds timeout)
-  : scratch_(4) {
+                     std::chrono::milliseconds timeout) {
   auto prefix = "group '" + name + "': ";
   try {
     listener_ = lumen::listen(endpoint(name, rank));
@@ -255,51 +245,12 @@ void net_group::agree_by_doubling(op_descriptor mine, bool same_op,
     problem.empty() ? errc::mismatch : errc::usage);
 }
 
-std::string net_group::disagreement(const op_descriptor& theirs, int p,
-                                    const op_descriptor& mine, int me_rank,
-                                    bool same_op) {
-  auto who = "rank " + std::to_string(p);
-  auto me = "rank " + std::to_string(me_rank);
-  if (theirs.what != mine.what)
-    return who + " called " +
-           to_string(static_cast<operation_kind>(theirs.what)) + " while " +
-           me + " called " + to_string(static_cast<operation_kind>(mine.what)) +
-           "; every rank must call the same collective in the same order";
-  if (theirs.type != mine.type || theirs.numel != mine.numel ||
-      theirs.count != mine.count)
-    return who + " passed " + describe(theirs) + ", " + me + " passed " +
-           describe(mine) + "; every rank must pass the same dtype and length";
-  if (same_op && theirs.op != mine.op)
-    return who + " asked for " + to_string(static_cast<reduce_op>(theirs.op)) +
-           ", " + me + " for " + to_string(static_cast<reduce_op>(mine.op));
-  if (theirs.root != mine.root)
-    return who + " named rank " + std::to_string(theirs.root) +
-           " as the root, " + me + " named rank " + std::to_string(mine.root);
-  if (theirs.algorithm != mine.algorithm)
-    return who + " all-reduces " +
-           to_string(static_cast<allreduce_algorithm>(theirs.algorithm)) +
-           ", " + me + " " +
-           to_string(static_cast<allreduce_algorithm>(mine.algorithm)) +
-           "; every member must use the same algorithm";
-  if (theirs.invalid)
-    return who + " refused its own input to " +
-           to_string(static_cast<operation_kind>(mine.what)) +
-           " (its error says why)";
-  return {};
-}
-
 host_segment* net_group::segment() {
   if (!segment_tried_) {
     segment_tried_ = true;
     segment_ = host_segment::open(*links_);
   }
   return segment_.get();
-}
-
-std::vector<char>& net_group::scratch(size_t i, size_t bytes) {
-  if (scratch_[i].size() < bytes)
-    scratch_[i].resize(bytes);
-  return scratch_[i];
 }
 
 } // namespace lumen::collective::detail

@@ -11,26 +11,6 @@ constexpr size_t inline_limit = 64 * 1024;
 
 } // namespace
 
-const char* to_string(operation_kind k) noexcept {
-  switch (k) {
-    case operation_kind::allreduce:
-      return "allreduce";
-    case operation_kind::reduce:
-      return "reduce";
-    case operation_kind::broadcast:
-      return "broadcast";
-    case operation_kind::allgather:
-      return "allgather";
-    case operation_kind::reducescatter:
-      return "reducescatter";
-    case operation_kind::barrier:
-      return "barrier";
-    case operation_kind::send:
-      return "send/recv";
-  }
-  return "an unknown operation";
-}
-
 net_links::net_links(std::string group, int world, int rank,
                      std::vector<lumen::channel> peers,
                      std::chrono::milliseconds timeout)

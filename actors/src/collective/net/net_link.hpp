@@ -36,6 +36,8 @@
 
 #include "lumen/collective/collective.hpp"
 
+#include "collective/transport.hpp"
+
 namespace lumen::collective::detail {
 
 /// `agree`: what a member of a power-of-two group knows of the members'
@@ -59,54 +61,6 @@ inline constexpr uint64_t max_reason = 4096;
 /// its channels regardless (a peer that does not read must not hold it),
 /// and a closed peer to show its last words.
 inline constexpr auto abort_grace = std::chrono::milliseconds(500);
-
-/// What a member starts, as every other member must start it too.
-struct op_descriptor {
-  uint64_t seq = 0;  // the member's count of operations in this group
-  uint32_t what = 0; // an operation_kind
-  uint8_t type = 0;  // ml::dtype
-  uint8_t op = 0;    // reduce_op
-  uint8_t algorithm = 0;
-  uint8_t invalid = 0; // the member refused its own input
-  int32_t root = -1;   // broadcast's source, reduce's destination, a peer
-  uint32_t reserved2 = 0;
-  uint64_t numel = 0; // elements of the buffer (of each tensor for lists)
-  uint64_t count = 0; // tensors in a list (allgather, reducescatter)
-  uint64_t inline_bytes = 0; // data right behind the descriptor
-};
-
-enum class operation_kind : uint32_t {
-  allreduce = 1,
-  reduce,
-  broadcast,
-  allgather,
-  reducescatter,
-  barrier,
-  send,
-};
-
-const char* to_string(operation_kind k) noexcept;
-
-/// A run of data frames out to one peer and in from another, at once (the
-/// ring's steps): the pieces to send, in order, and the pieces to receive,
-/// each of a size both sides know.
-struct exchange_plan {
-  struct piece {
-    char* data = nullptr;
-    size_t n = 0;
-  };
-  /// To send, in order; `done` may add to it.
-  std::deque<piece> out;
-  /// How many pieces come in.
-  size_t pieces_in = 0;
-  /// Where piece i goes (and its size).
-  std::function<piece(size_t i)> where;
-  /// Whether piece i may come in once `sent` pieces went out (its place
-  /// may still be on its way out).
-  std::function<bool(size_t i, size_t sent)> may_receive;
-  /// Piece i is in: reduce it, queue its forward.
-  std::function<void(size_t i)> done;
-};
 
 /// Bytes of operations' data a member sent and received on its links.
 struct link_traffic {

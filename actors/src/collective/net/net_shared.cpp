@@ -14,7 +14,7 @@
 
 #include "lumen/util/spin.hpp"
 
-#include "collective/net/net_ops.hpp"
+#include "collective/reduce.hpp"
 
 namespace lumen::collective::detail {
 

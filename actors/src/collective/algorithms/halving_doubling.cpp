@@ -1,4 +1,5 @@
-#include "collective/net/net_ring.hpp"
+#include "collective/algorithms/algorithms.hpp"
+#include "collective/algorithms/ring.hpp"
 
 // Rabenseifner's all-reduce for a power-of-two group: reduce-scatter by
 // recursive halving, all-gather by recursive doubling.
@@ -17,7 +18,7 @@ struct blocks {
 
 /*
  * log2 N steps each way, each an exchange with one partner, rank r XOR d,
- * in both directions at once over the same channel.
+ * in both directions at once.
  *   Reduce-scatter, d = N/2, N/4, ..., 1: the rank's run of blocks splits
  *   in two; the rank whose bit d is 0 keeps the lower half, its partner
  *   the upper one. Each sends the half it gives up and reduces the half
@@ -31,13 +32,12 @@ struct blocks {
  * Each half leaves in segments, so a step's sending, receiving and
  * reducing overlap as the ring's do.
  */
-void halving_doubling_allreduce(net_group& g, char* data, ml::dtype type,
+void halving_doubling_allreduce(transport& t, char* data, ml::dtype type,
                                 size_t numel, reduce_op op) {
-  auto& l = g.links();
-  size_t n = static_cast<size_t>(g.world()), r = static_cast<size_t>(g.rank());
+  size_t n = static_cast<size_t>(t.world()), r = static_cast<size_t>(t.rank());
   auto elem = ml::size_of(type);
   auto seg = std::max<size_t>(1, segment_bytes / elem);
-  auto& tmp = g.scratch(0, seg * elem);
+  auto& tmp = t.scratch(0, seg * elem);
   auto begin_of = [&](size_t b) {
     return b < n ? chunk_of(numel, n, b).begin : numel;
   };
@@ -62,15 +62,15 @@ void halving_doubling_allreduce(net_group& g, char* data, ml::dtype type,
       if (!reduce)
         return;
       auto [b, e] = pieces[i];
-      with_type(type, [&](auto t) {
-        using T = decltype(t);
+      with_type(type, [&](auto x) {
+        using T = decltype(x);
         auto acc = reinterpret_cast<T*>(data + b * elem);
         reduce_into(acc, reinterpret_cast<const T*>(tmp.data()), e - b, op);
         if (complete)
           finish(acc, e - b, op, n);
       });
     };
-    l.exchange(static_cast<int>(partner), static_cast<int>(partner), plan,
+    t.exchange(static_cast<int>(partner), static_cast<int>(partner), plan,
                "allreduce");
   };
   blocks mine{0, n};

@@ -1,27 +1,25 @@
 #pragma once
 
-// The ring over a group's channels, planned as segments and run as one
-// exchange (net_exchange.cpp); used by the all-reduce, the allgather and
-// the reducescatter of a group spanning processes.
+// The ring over a transport, planned as segments and run as one exchange;
+// used by the all-reduce, the allgather and the reducescatter.
 
 #include <optional>
 #include <vector>
 
 #include "lumen/trace.hpp"
 
-#include "collective/net/net_group.hpp"
-#include "collective/net/net_link.hpp"
-#include "collective/operations.hpp"
+#include "collective/reduce.hpp"
+#include "collective/transport.hpp"
 
 namespace lumen::collective::detail {
 
-/// Data leaves in frames of this size: large enough that a frame costs
+/// Data leaves in pieces of this size: large enough that a piece costs
 /// one system call for half a megabyte, small enough that the next
 /// rank starts on a chunk while the rest of it is still on its way.
 inline constexpr size_t segment_bytes = 512 * 1024;
 
 /*
- * The ring, over the channels to rank r+1 (right) and from rank r-1
+ * The ring, over the transport to rank r+1 (right) and from rank r-1
  * (left). The buffer's N chunks move as ring.hpp's schedule says. Each
  * chunk leaves in segments; a rank forwards each segment of the chunk it
  * receives as soon as that segment is reduced (reduce-scatter) or copied
@@ -32,7 +30,7 @@ inline constexpr size_t segment_bytes = 512 * 1024;
  * chunk on the wire, not a round trip per chunk. The whole operation is
  * planned first (which segment goes where, and which may not be
  * overwritten before it left) and then run by one loop that sends and
- * receives at once (net_links::exchange).
+ * receives at once (transport::exchange).
  *
  * Bytes on the wire per rank: one chunk per step, 2(N-1) steps, about
  * 2·S·(N-1)/N for S bytes (ring_bytes_per_rank, exactly), plus 16 bytes of
@@ -40,18 +38,18 @@ inline constexpr size_t segment_bytes = 512 * 1024;
  */
 class ring_run {
 public:
-  ring_run(net_group& g, char* data, ml::dtype type, size_t numel,
+  ring_run(transport& t, char* data, ml::dtype type, size_t numel,
            const char* doing)
-    : l_(g.links())
-    , n_(static_cast<size_t>(g.world()))
-    , r_(static_cast<size_t>(g.rank()))
+    : t_(t)
+    , n_(static_cast<size_t>(t.world()))
+    , r_(static_cast<size_t>(t.rank()))
     , data_(data)
     , type_(type)
     , elem_(ml::size_of(type))
     , numel_(numel)
     , seg_(std::max<size_t>(1, segment_bytes / elem_))
     , last_send_(n_, 0)
-    , tmp_(g.scratch(0, seg_ * elem_))
+    , tmp_(t.scratch(0, seg_ * elem_))
     , doing_(doing) {}
 
   /// Sends chunk `c` to the right first (a ring of one has nobody to
@@ -140,7 +138,7 @@ public:
         next_step(i + 1);
       }
     };
-    l_.exchange(static_cast<int>((r_ + 1) % n_),
+    t_.exchange(static_cast<int>((r_ + 1) % n_),
                 static_cast<int>((r_ + n_ - 1) % n_), plan_, doing_);
   }
 
@@ -161,7 +159,7 @@ private:
     return (ch.end - ch.begin) * elem_;
   }
 
-  net_links& l_;
+  transport& t_;
   size_t n_, r_;
   char* data_;
   ml::dtype type_;
@@ -174,8 +172,5 @@ private:
   std::vector<piece> pieces_;
   exchange_plan plan_;
 };
-
-void halving_doubling_allreduce(net_group& g, char* data, ml::dtype type,
-                                size_t numel, reduce_op op);
 
 } // namespace lumen::collective::detail

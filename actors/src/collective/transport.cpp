@@ -1,0 +1,70 @@
+#include "collective/transport.hpp"
+
+namespace lumen::collective::detail {
+
+namespace {
+
+std::string describe(const op_descriptor& d) {
+  std::string out;
+  if (d.count > 0)
+    out += std::to_string(d.count) + " tensors of ";
+  return out + std::to_string(d.numel) + " " +
+         ml::to_string(static_cast<ml::dtype>(d.type)) + " elements to " +
+         to_string(static_cast<operation_kind>(d.what));
+}
+
+} // namespace
+
+const char* to_string(operation_kind k) noexcept {
+  switch (k) {
+    case operation_kind::allreduce:
+      return "allreduce";
+    case operation_kind::reduce:
+      return "reduce";
+    case operation_kind::broadcast:
+      return "broadcast";
+    case operation_kind::allgather:
+      return "allgather";
+    case operation_kind::reducescatter:
+      return "reducescatter";
+    case operation_kind::barrier:
+      return "barrier";
+    case operation_kind::send:
+      return "send/recv";
+  }
+  return "an unknown operation";
+}
+
+std::string disagreement(const op_descriptor& theirs, int p,
+                         const op_descriptor& mine, int me_rank, bool same_op) {
+  auto who = "rank " + std::to_string(p);
+  auto me = "rank " + std::to_string(me_rank);
+  if (theirs.what != mine.what)
+    return who + " called " +
+           to_string(static_cast<operation_kind>(theirs.what)) + " while " +
+           me + " called " + to_string(static_cast<operation_kind>(mine.what)) +
+           "; every rank must call the same collective in the same order";
+  if (theirs.type != mine.type || theirs.numel != mine.numel ||
+      theirs.count != mine.count)
+    return who + " passed " + describe(theirs) + ", " + me + " passed " +
+           describe(mine) + "; every rank must pass the same dtype and length";
+  if (same_op && theirs.op != mine.op)
+    return who + " asked for " + to_string(static_cast<reduce_op>(theirs.op)) +
+           ", " + me + " for " + to_string(static_cast<reduce_op>(mine.op));
+  if (theirs.root != mine.root)
+    return who + " named rank " + std::to_string(theirs.root) +
+           " as the root, " + me + " named rank " + std::to_string(mine.root);
+  if (theirs.algorithm != mine.algorithm)
+    return who + " all-reduces " +
+           to_string(static_cast<allreduce_algorithm>(theirs.algorithm)) +
+           ", " + me + " " +
+           to_string(static_cast<allreduce_algorithm>(mine.algorithm)) +
+           "; every member must use the same algorithm";
+  if (theirs.invalid)
+    return who + " refused its own input to " +
+           to_string(static_cast<operation_kind>(mine.what)) +
+           " (its error says why)";
+  return {};
+}
+
+} // namespace lumen::collective::detail

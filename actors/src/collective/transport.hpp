@@ -1,0 +1,163 @@
+#pragma once
+
+// What an algorithm asks of the members it runs between: a transport.
+// The algorithms (algorithms/) know the rank, the group's size, the peers
+// they talk to and a reduction op; a transport starts an operation (every
+// member checks that all called it alike) and moves byte ranges between
+// two members. Members in processes talk over channels (net/), members in
+// one process through mailboxes in memory (threads/); the algorithms are
+// the same over both (Gloo's algorithm.h over transport/pair.h).
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lumen/collective/collective.hpp"
+
+namespace lumen::collective::detail {
+
+/// What a member starts, as every other member must start it too.
+struct op_descriptor {
+  uint64_t seq = 0;  // the member's count of operations in this group
+  uint32_t what = 0; // an operation_kind
+  uint8_t type = 0;  // ml::dtype
+  uint8_t op = 0;    // reduce_op
+  uint8_t algorithm = 0;
+  uint8_t invalid = 0; // the member refused its own input
+  int32_t root = -1;   // broadcast's source, reduce's destination, a peer
+  uint32_t reserved2 = 0;
+  uint64_t numel = 0; // elements of the buffer (of each tensor for lists)
+  uint64_t count = 0; // tensors in a list (allgather, reducescatter)
+  uint64_t inline_bytes = 0; // data right behind the descriptor
+};
+
+enum class operation_kind : uint32_t {
+  allreduce = 1,
+  reduce,
+  broadcast,
+  allgather,
+  reducescatter,
+  barrier,
+  send,
+};
+
+const char* to_string(operation_kind k) noexcept;
+
+/// A run of pieces out to one peer and in from another, at once (the
+/// ring's steps): the pieces to send, in order, and the pieces to receive,
+/// each of a size both sides know.
+struct exchange_plan {
+  struct piece {
+    char* data = nullptr;
+    size_t n = 0;
+  };
+  /// To send, in order; `done` may add to it.
+  std::deque<piece> out;
+  /// How many pieces come in.
+  size_t pieces_in = 0;
+  /// Where piece i goes (and its size).
+  std::function<piece(size_t i)> where;
+  /// Whether piece i may come in once `sent` pieces went out (its place
+  /// may still be on its way out).
+  std::function<bool(size_t i, size_t sent)> may_receive;
+  /// Piece i is in: reduce it, queue its forward.
+  std::function<void(size_t i)> done;
+};
+
+/// What is wrong between rank `p`'s descriptor and rank `me`'s, or empty.
+std::string disagreement(const op_descriptor& theirs, int p,
+                         const op_descriptor& mine, int me, bool same_op);
+
+/// One member's connections to the others of its group; one operation
+/// runs at a time, on the member's thread.
+class transport {
+public:
+  virtual ~transport() = default;
+
+  virtual const std::string& name() const noexcept = 0;
+  virtual int world() const noexcept = 0;
+  virtual int rank() const noexcept = 0;
+
+  /// Starts an operation: checks `mine` against every other member's
+  /// descriptor. A disagreement, or a `problem` a member found with its
+  /// own input, fails the operation on every member (each sees it), and
+  /// the group goes on. `same_op`: the reduction must agree too. With
+  /// `payload` (where the group does not agree by doubling), the first
+  /// `payload_bytes` of data for every peer leave with the descriptor (a
+  /// small operation's whole message); the peers take them with `recv`
+  /// as any other data.
+  virtual void start(op_descriptor mine, bool same_op,
+                     const std::string& problem = {},
+                     const void* payload = nullptr,
+                     size_t payload_bytes = 0) = 0;
+
+  /// Whether `start` agrees in log2 N pairwise rounds (a power-of-two
+  /// group of more than two), which `agree_by_doubling` can fill with
+  /// data.
+  bool agrees_by_doubling() const noexcept {
+    return world() > 2 && (world() & (world() - 1)) == 0;
+  }
+
+  /// What each round of agreeing by doubling carries besides the
+  /// agreement: this member's partial result (`send`), and how to take
+  /// the partner's in (`take`: its bytes, to `recv`, and whether everyone
+  /// heard of so far agrees), which makes the rounds a recursive-doubling
+  /// all-reduce.
+  struct doubling_data {
+    std::function<std::pair<const char*, size_t>()> send;
+    std::function<void(int partner, uint64_t bytes, bool agreed)> take;
+  };
+
+  /// `start` in a power-of-two group: log2 N rounds, rank r with rank
+  /// r XOR 2^k in round k, both ways at once; after the last round every
+  /// member knows whether all agree, and all name the same pair of ranks
+  /// that do not. With `data`, as described there.
+  virtual void agree_by_doubling(op_descriptor mine, bool same_op,
+                                 const std::string& problem,
+                                 const doubling_data* data = nullptr) = 0;
+
+  /// Queues `n` bytes at `data` to `peer`, after those queued before;
+  /// they must stay untouched until `flush`. Throws the group's failure
+  /// once it is broken.
+  virtual void post(int peer, const void* data, size_t n) = 0;
+
+  /// Queues a copy of `d` to `peer` (a point-to-point call's descriptor,
+  /// or its answer), which takes it with `recv_op`.
+  virtual void post_op(int peer, const op_descriptor& d) = 0;
+
+  /// Returns once everything posted left (or was taken): its buffers may
+  /// change.
+  virtual void flush() = 0;
+
+  /// Receives exactly `n` bytes of data from `peer` into `into`.
+  virtual void recv(int peer, void* into, size_t n, const char* doing) = 0;
+
+  /// The next descriptor `peer` posted with `post_op`.
+  virtual op_descriptor recv_op(int peer, const char* doing) = 0;
+
+  /// Runs `plan`: sends its pieces to `right` while it receives its
+  /// pieces from `left`.
+  virtual void exchange(int right, int left, exchange_plan& plan,
+                        const char* doing) = 0;
+
+  /// Breaks the group with `why` (the first cause wins, on every member)
+  /// and throws it as a `collective_error` carrying `code`.
+  [[noreturn]] virtual void fail(const std::string& why, errc code) = 0;
+
+  /// Scratch buffer `i` (0 to 3) of the member's operations (one runs at
+  /// a time), at least `bytes` long.
+  std::vector<char>& scratch(size_t i, size_t bytes) {
+    if (scratch_[i].size() < bytes)
+      scratch_[i].resize(bytes);
+    return scratch_[i];
+  }
+
+private:
+  std::vector<char> scratch_[4];
+};
+
+} // namespace lumen::collective::detail
