@@ -8,6 +8,7 @@
 #include "lumen/errors.hpp"
 
 #include "core/log.hpp"
+#include "node/named_work.hpp"
 #include "objects/object_exchange.hpp"
 #include "objects/shared_arena.hpp"
 #include "trace/trace_session.hpp"
@@ -31,72 +32,6 @@ bool take_name(const bytes& payload, size_t& pos, std::string& name) {
   pos += len;
   return true;
 }
-
-/// A task sent by name: runs the registered invoker on the arguments inside
-/// the received frame. Retries are the sender's business.
-class named_task final : public task_spec {
-public:
-  named_task(std::shared_ptr<value_state<bytes>> st, const function_entry& e,
-             std::shared_ptr<bytes> frame, byte_span args)
-    : task_spec(st, e, 0, false)
-    , st_(std::move(st))
-    , frame_(std::move(frame))
-    , args_(args) {}
-
-  bytes encode_args() override {
-    return bytes(args_.data, args_.data + args_.size);
-  }
-
-  void accept_result(const bytes& out) override {
-    st_->set_value(out);
-  }
-
-protected:
-  void attempt() override {
-    st_->set_value(function().invoke(function().fn, args_));
-  }
-
-private:
-  std::shared_ptr<value_state<bytes>> st_;
-  std::shared_ptr<bytes> frame_; // owns args_
-  byte_span args_;
-};
-
-/// A call sent by name: runs the registered method invoker on the host.
-class named_call final : public actor_call {
-public:
-  named_call(std::shared_ptr<value_state<bytes>> st, const method_entry& m,
-             std::shared_ptr<bytes> frame, byte_span args)
-    : actor_call(st, m)
-    , st_(std::move(st))
-    , frame_(std::move(frame))
-    , args_(args) {}
-
-  void invoke(void* instance) override {
-    try {
-      st_->set_value(method().invoke(instance, method().key, args_));
-    } catch (const actor_exit_request&) {
-      throw;
-    } catch (const actor_fatal_error&) {
-      throw;
-    } catch (...) {
-      st_->set_error(capture_task_error(method().name));
-    }
-  }
-
-  bytes encode_args() override {
-    return bytes(args_.data, args_.data + args_.size);
-  }
-
-  void accept_result(const bytes& out) override {
-    st_->set_value(out);
-  }
-
-private:
-  std::shared_ptr<value_state<bytes>> st_;
-  std::shared_ptr<bytes> frame_; // owns args_
-  byte_span args_;
-};
 
 /// Sends `result` back as the reply to request `id` once it is ready.
 void reply_when_ready(const std::shared_ptr<data_connection>& c, uint64_t id,

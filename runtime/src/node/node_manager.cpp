@@ -21,6 +21,7 @@
 #include "head/kv_store.hpp"
 #include "node/data_server.hpp"
 #include "node/manager_state.hpp"
+#include "node/named_work.hpp"
 #include "transport/protocol.hpp"
 
 namespace lumen::detail {
@@ -28,30 +29,6 @@ namespace lumen::detail {
 namespace {
 
 constexpr auto used_report_every = std::chrono::milliseconds(200);
-
-/// Builds an actor sent by name from its encoded constructor arguments.
-class named_factory final : public actor_factory {
-public:
-  named_factory(const constructor_entry& ctor, bytes args)
-    : ctor_(&ctor)
-    , args_(std::move(args)) {}
-
-  std::shared_ptr<void> construct() override {
-    return ctor_->construct(args_);
-  }
-
-  std::string constructor_key() const override {
-    return ctor_->key;
-  }
-
-  bytes encode_args() const override {
-    return args_;
-  }
-
-private:
-  const constructor_entry* ctor_;
-  bytes args_;
-};
 
 std::vector<node_info> directory(manager_actor* self) {
   auto& st = self->state;

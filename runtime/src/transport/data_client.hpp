@@ -129,17 +129,7 @@ cancel_on(const std::shared_ptr<data_client>& data, uint64_t id);
 /// call): the value, the remote error, or the error of decoding it.
 template <class T>
 data_client::on_reply publish_reply(std::shared_ptr<T> x) {
-  return [x](bool ok, const bytes& out) {
-    if (!ok) {
-      x->result()->set_error(decode_error(out));
-      return;
-    }
-    try {
-      x->accept_result(out);
-    } catch (...) {
-      x->result()->set_error(std::current_exception());
-    }
-  };
+  return [x](bool ok, const bytes& out) { publish_answer(*x, ok, out); };
 }
 
 } // namespace lumen::detail

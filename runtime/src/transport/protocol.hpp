@@ -86,4 +86,20 @@ bytes encode_error(const std::exception_ptr& err);
 /// The exception an encoded error stands for.
 std::exception_ptr decode_error(const bytes& payload);
 
+/// Publishes into the ref of `x` (a task or a call) the answer that came
+/// back for it: its encoded value, or if not `ok` its encoded error; an
+/// answer that does not decode fails the ref with why.
+template <class Work>
+void publish_answer(Work& x, bool ok, const bytes& out) {
+  if (!ok) {
+    x.result()->set_error(decode_error(out));
+    return;
+  }
+  try {
+    x.accept_result(out);
+  } catch (...) {
+    x.result()->set_error(std::current_exception());
+  }
+}
+
 } // namespace lumen::detail
