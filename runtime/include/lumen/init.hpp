@@ -1,5 +1,7 @@
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -22,6 +24,27 @@ struct tls_options {
   /// PEM certificates a peer's must chain to; $LUMEN_TLS_CA, else
   /// `cert_file` itself (one self-signed certificate for the cluster).
   std::string ca_file;
+};
+
+/// A simulated cluster in this process instead of a real one
+/// (lumen/sim.hpp).
+struct sim_options {
+  /// `--simulate[=SEED]`, or $LUMEN_SIMULATE=SEED.
+  bool enabled = false;
+  uint64_t seed = 1;
+  /// Simulated nodes, "node-0" to "node-<N-1>"; the script itself (the
+  /// driver) runs on node-0. `--sim-nodes`.
+  int nodes = 3;
+  /// Every link between two nodes: its one-way latency and its bandwidth
+  /// in bytes per second (a 10 Gbit/s LAN by default).
+  /// `--sim-link=LATENCY,BANDWIDTH`, e.g. `1ms,1Gbit`.
+  std::chrono::nanoseconds latency{std::chrono::microseconds(50)};
+  double bandwidth = 1.25e9;
+  /// Nodes slower than the rest: id -> factor (3: its compute takes three
+  /// times as long). `--sim-slow=node-2=3,...`.
+  std::map<std::string, double> slow{};
+  /// Where to write the run's events, a JSON object a line. `--sim-log`.
+  std::string log_file{};
 };
 
 /// How `lumen::init` sets up this process.
@@ -55,13 +78,16 @@ struct init_options {
   /// (`with_resources`): name -> amount, e.g. {{"gpu", 2}}. "cpu" defaults
   /// to the task threads. A node advertises them in `lumen status`.
   std::map<std::string, double> resources{};
+  /// A simulated cluster instead (lumen/sim.hpp); off by default.
+  sim_options sim{};
 };
 
 /// Starts an embedded local cluster in this process, or joins the cluster
 /// at `--address`. Flags understood: `--num-cpus N`, `--resources K=V,...`,
 /// `--address HOST:PORT`,
 /// `--local-nodes N`, `--token-file F`, `--tls`, `--tls-cert F`,
-/// `--tls-key F`, `--tls-ca F`, `--trace F`
+/// `--tls-key F`, `--tls-ca F`, `--trace F`, `--simulate[=SEED]`,
+/// `--sim-nodes N`, `--sim-link L,B`, `--sim-slow ID=F,...`, `--sim-log F`
 /// (also as `--flag=value`) and `--help` (prints them and
 /// exits 0). As command-line tools do, it prints what is wrong and exits
 /// when it cannot start: 2 for misuse (any other flag starting with `--`,

@@ -17,10 +17,14 @@ namespace detail {
 
 using clock = object_state::clock;
 
+/// The clock of waits: the steady clock, or in a simulated cluster
+/// (lumen/sim.hpp) its virtual time.
+clock::time_point wait_clock_now();
+
 /// now() + d, saturating instead of overflowing for huge timeouts.
 template <class Rep, class Period>
 clock::time_point deadline_after(std::chrono::duration<Rep, Period> d) {
-  auto now = clock::now();
+  auto now = wait_clock_now();
   auto room = std::chrono::duration_cast<std::chrono::duration<double>>(
     clock::time_point::max() - now);
   if (std::chrono::duration<double>(d) >= room)
@@ -76,7 +80,7 @@ T get(const ObjectRef<T>& ref) {
 template <class T, class Rep, class Period>
 T get(const ObjectRef<T>& ref, std::chrono::duration<Rep, Period> timeout) {
   detail::require_valid(ref.state().get(), "lumen::get");
-  auto start = detail::clock::now();
+  auto start = detail::wait_clock_now();
   detail::await(*ref.state(), detail::deadline_after(timeout), start);
   return detail::take(*ref.state());
 }
@@ -91,7 +95,7 @@ get(const std::vector<ObjectRef<T>>& refs,
       std::chrono::duration<Rep, Period>::max()) {
   for (auto& r : refs)
     detail::require_valid(r.state().get(), "lumen::get");
-  auto start = detail::clock::now();
+  auto start = detail::wait_clock_now();
   auto deadline = detail::deadline_after(timeout);
   for (auto& r : refs)
     detail::await(*r.state(), deadline, start);

@@ -6,6 +6,7 @@
 #include "lumen/detail/init_flags.hpp"
 #include "lumen/errors.hpp"
 
+#include "sim/sim_world.hpp"
 #include "transport/address.hpp"
 
 namespace lumen::detail {
@@ -25,6 +26,9 @@ CLI::Validator address_check() {
     "", "address");
 }
 
+std::map<std::string, double> parse_resources(const std::string& text);
+void add_sim_flags(CLI::App& app, sim_options& sim);
+
 /// The app `init(argc, argv)` parses with; `help` is set by --help.
 void build_init_app(CLI::App& app, init_options& opts, bool& help) {
   app.set_help_flag();
@@ -42,7 +46,75 @@ void build_init_app(CLI::App& app, init_options& opts, bool& help) {
                 "trace-event JSON for Perfetto (default: $LUMEN_TRACE)")
     ->type_name("F")
     ->check(non_empty());
+  add_sim_flags(app, opts.sim);
   app.allow_extras(); // positional arguments belong to the program
+}
+
+/// The flags of a simulated cluster (lumen/sim.hpp).
+void add_sim_flags(CLI::App& app, sim_options& sim) {
+  app
+    .add_option_function<std::string>(
+      "--simulate",
+      [&sim](const std::string& seed) {
+        sim.enabled = true;
+        if (seed.empty())
+          return;
+        try {
+          size_t used = 0;
+          sim.seed = std::stoull(seed, &used);
+          if (used != seed.size() || seed[0] == '-')
+            throw std::invalid_argument("");
+        } catch (const std::exception&) {
+          throw CLI::ValidationError("--simulate",
+                                     "takes the run's seed, a whole number, "
+                                     "as --simulate=SEED; got '" +
+                                       seed + "'");
+        }
+      },
+      "run in a simulated cluster in this process, seeded with SEED "
+      "(default 1; $LUMEN_SIMULATE=SEED)")
+    ->expected(0, 1)
+    ->type_name("[=SEED]");
+  app
+    .add_option("--sim-nodes", sim.nodes,
+                "simulated nodes, node-0 (the script's) to node-<N-1> "
+                "(default 3)")
+    ->type_name("N")
+    ->check(CLI::Range(1, 1024));
+  app
+    .add_option_function<std::string>(
+      "--sim-link",
+      [&sim](const std::string& text) {
+        try {
+          sim::parse_link(text, sim);
+        } catch (const usage_error& e) {
+          throw CLI::ValidationError("--sim-link", e.what());
+        }
+      },
+      "every simulated link's one-way latency and bandwidth (default "
+      "50us,10Gbit)")
+    ->type_name("LATENCY,BANDWIDTH");
+  app
+    .add_option_function<std::string>(
+      "--sim-slow",
+      [&sim](const std::string& text) {
+        try {
+          sim.slow = parse_resources(text);
+        } catch (const CLI::ValidationError&) {
+          throw CLI::ValidationError("--sim-slow",
+                                     "takes node=factor pairs separated by "
+                                     "commas, e.g. node-2=3; got '" +
+                                       text + "'");
+        }
+      },
+      "simulated nodes whose compute takes FACTOR times as long")
+    ->type_name("NODE=FACTOR,...");
+  app
+    .add_option("--sim-log", sim.log_file,
+                "write the simulated run's events there, a JSON object a "
+                "line")
+    ->type_name("F")
+    ->check(non_empty());
 }
 
 /// name=amount pairs separated by commas, e.g. cpu=2,gpu=1.

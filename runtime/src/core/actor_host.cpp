@@ -59,6 +59,10 @@ std::string current_actor_id() {
 
 namespace detail {
 
+std::string& current_actor_slot() {
+  return current_actor;
+}
+
 std::atomic<bool> hosts_running{false};
 
 std::string actor_id_of(const caf::actor_addr& host) {

@@ -127,6 +127,11 @@ caf::actor spawn_host(caf::actor_system& sys, std::shared_ptr<actor_core> core,
                       resource_ledger& ledger,
                       resource_ledger::revoke_fn revoked);
 
+/// The id of the actor the calling thread runs, for
+/// lumen::current_actor_id() and lumen::exit_actor(); empty elsewhere. The
+/// simulated cluster's fibers share one thread: each swaps its own in.
+std::string& current_actor_slot();
+
 /// Whether `c`, pending while its actor died `deaths` times, may go to the
 /// rebuilt instance (max_task_retries: each death it lived through counts
 /// as a retry); if so, counts them and stamps `c` with the current

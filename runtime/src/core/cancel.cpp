@@ -44,6 +44,10 @@ private:
 
 } // namespace
 
+const cancellable*& running_work_slot() {
+  return current_work;
+}
+
 running_scope::running_scope(const cancellable& work)
   : saved_(current_work) {
   current_work = &work;

@@ -20,8 +20,10 @@
 #include "core/log.hpp"
 #include "core/node_setup.hpp"
 #include "core/process_runtime.hpp"
+#include "core/scheduling.hpp"
 #include "security/credentials.hpp"
 #include "security/token.hpp"
+#include "sim/sim_runtime.hpp"
 #include "trace/trace_session.hpp"
 
 namespace lumen {
@@ -37,6 +39,10 @@ std::unique_ptr<detail::local_nodes> the_local_nodes;
 std::atomic<detail::process_runtime*> live_runtime{nullptr};
 // The timeline this process records as a driver, if asked; under init_mtx.
 std::unique_ptr<detail::trace_session> the_trace;
+// A simulated cluster instead of the runtime (lumen/sim.hpp); under
+// init_mtx, and read lock-free through live_sim.
+std::unique_ptr<detail::sim_runtime> the_sim;
+std::atomic<detail::sim_runtime*> live_sim{nullptr};
 
 // Ends the runtime at exit for programs that forget lumen::shutdown(), on
 // a thread of its own: by now the main thread's thread-locals are gone,
@@ -44,7 +50,7 @@ std::unique_ptr<detail::trace_session> the_trace;
 // here would release that pointer's logger a second time.
 struct shutdown_at_exit {
   ~shutdown_at_exit() {
-    if (live_runtime.load() != nullptr)
+    if (live_runtime.load() != nullptr || live_sim.load() != nullptr)
       std::thread{[] { shutdown(); }}.join();
   }
 } shutdown_guard;
@@ -149,6 +155,56 @@ void start_role(const init_options& opts) {
   the_local_nodes = std::move(locals);
 }
 
+/// The simulation `opts` or $LUMEN_SIMULATE=SEED ask for.
+sim_options simulation_asked(const init_options& opts) {
+  auto sim = opts.sim;
+  if (auto env = std::getenv("LUMEN_SIMULATE"); !sim.enabled && env && *env) {
+    try {
+      size_t used = 0;
+      sim.seed = std::stoull(env, &used);
+      if (used != std::string{env}.size())
+        throw std::invalid_argument("");
+    } catch (const std::exception&) {
+      throw usage_error("LUMEN_SIMULATE is '" + std::string{env} +
+                        "'; set it to the run's seed, a whole number");
+    }
+    sim.enabled = true;
+  }
+  return sim;
+}
+
+/// Starts a simulated cluster in this process as `sim` says.
+void start_simulation(const init_options& opts, const sim_options& sim) {
+  auto refuse = [](const std::string& what) {
+    throw usage_error("lumen::init: " + what +
+                      " cannot go with a simulated cluster (--simulate), "
+                      "which is all in this process; drop one of the two");
+  };
+  if (!opts.address.empty())
+    refuse("--address");
+  if (opts.local_nodes > 0)
+    refuse("--local-nodes");
+  if (opts.tls.enabled || !opts.tls.cert_file.empty())
+    refuse("--tls");
+  if (!opts.trace_file.empty())
+    refuse("--trace (not simulated yet; --sim-log records the run)");
+  std::lock_guard<std::mutex> guard{init_mtx};
+  if (the_runtime || the_sim)
+    throw usage_error("lumen::init was called twice; call lumen::shutdown() "
+                      "before initializing again");
+  auto errs = detail::registration_errors();
+  if (!errs.empty()) {
+    std::string msg = "lumen::init: registration errors:";
+    for (auto& e : errs)
+      msg += "\n  " + e;
+    throw usage_error(msg);
+  }
+  the_sim = std::make_unique<detail::sim_runtime>(sim);
+  detail::sim::set_live(&the_sim->world());
+  detail::set_scheduling(&the_sim->world());
+  live_sim = the_sim.get();
+}
+
 /// The trace `opts` or $LUMEN_TRACE ask for, recording; or null.
 std::unique_ptr<detail::trace_session> start_trace(const init_options& opts) {
   auto file = opts.trace_file;
@@ -164,6 +220,10 @@ std::unique_ptr<detail::trace_session> start_trace(const init_options& opts) {
 } // namespace
 
 void init(const init_options& opts) {
+  if (auto sim = simulation_asked(opts); sim.enabled) {
+    start_simulation(opts, sim);
+    return;
+  }
   detail::reclaim_unmapped_blocks();
   detail::serve_if_local_node(opts); // a local node never returns from it
   auto trace = start_trace(opts);
@@ -182,7 +242,7 @@ void init(const init_options& opts) {
 
 void detail::init_node(const init_options& opts, detail::cluster_role role) {
   std::lock_guard<std::mutex> guard{init_mtx};
-  if (the_runtime)
+  if (the_runtime || the_sim)
     throw usage_error("lumen::init was called twice; call lumen::shutdown() "
                       "before initializing again");
   auto errs = detail::registration_errors();
@@ -197,6 +257,8 @@ void detail::init_node(const init_options& opts, detail::cluster_role role) {
 }
 
 std::vector<node_info> nodes() {
+  if (auto* sim = live_sim.load())
+    return sim->nodes();
   return detail::this_runtime().nodes();
 }
 
@@ -219,10 +281,17 @@ void shutdown() {
   detail::set_lifecycle_quiet(false);
   live_runtime = nullptr;
   the_runtime.reset();
+  if (the_sim) {
+    // Work left waiting unwinds with the run's scheduling still in force.
+    live_sim = nullptr;
+    the_sim.reset();
+    detail::set_scheduling(nullptr);
+    detail::sim::set_live(nullptr);
+  }
 }
 
 bool is_initialized() {
-  return live_runtime.load() != nullptr;
+  return live_runtime.load() != nullptr || live_sim.load() != nullptr;
 }
 
 namespace detail {
@@ -251,6 +320,8 @@ void set_this_node(std::string id) {
 }
 
 std::string this_node() {
+  if (auto* s = current_scheduling())
+    return s->node();
   auto& name = this_node_name();
   std::lock_guard<std::mutex> guard{name.mtx};
   return name.id;
@@ -258,6 +329,14 @@ std::string this_node() {
 
 process_runtime& this_runtime() {
   auto* rt = live_runtime.load(std::memory_order_acquire);
+  if (rt == nullptr && live_sim.load() != nullptr)
+    throw usage_error(
+      "this call needs a real cluster process and is not simulated: a "
+      "simulated cluster (--simulate) runs remote functions, actors, get, "
+      "wait, put and kill on its nodes; the key-value store, channels, "
+      "node-shared memory, placement groups, typed CAF actors and "
+      "collectives are not simulated yet. Run without --simulate to use "
+      "them");
   if (rt == nullptr)
     throw usage_error("Lumen is not running; call lumen::init() first (or "
                       "it was shut down)");
@@ -265,6 +344,8 @@ process_runtime& this_runtime() {
 }
 
 runtime& current_runtime() {
+  if (auto* sim = live_sim.load(std::memory_order_acquire))
+    return *sim;
   return this_runtime();
 }
 

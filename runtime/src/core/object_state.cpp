@@ -11,6 +11,7 @@
 #include "lumen/errors.hpp"
 #include "lumen/object_store.hpp"
 
+#include "core/scheduling.hpp"
 #include "core/spin.hpp"
 #include "core/task_pool.hpp"
 
@@ -120,9 +121,35 @@ bool object_state::wait_until(clock::time_point deadline) {
   return park_until(&deadline);
 }
 
+namespace {
+
+scheduling* the_scheduling = nullptr;
+
+} // namespace
+
+scheduling::~scheduling() = default;
+
+scheduling* current_scheduling() noexcept {
+  return the_scheduling;
+}
+
+void set_scheduling(scheduling* s) noexcept {
+  the_scheduling = s;
+}
+
+clock::time_point wait_clock_now() {
+  if (auto* s = current_scheduling())
+    return s->now();
+  return clock::now();
+}
+
 bool object_state::park_until(const clock::time_point* deadline) {
   if (ready())
     return true;
+  if (auto* s = current_scheduling()) {
+    s->wait({this}, 1, deadline ? *deadline : clock::time_point::max());
+    return ready();
+  }
   demand();
   auto spin_end = clock::now() + get_spin_budget;
   if (deadline != nullptr)
@@ -199,7 +226,7 @@ void throw_get_timeout(uint64_t id, clock::duration waited) {
 void await(object_state& st, clock::time_point deadline,
            clock::time_point started) {
   if (!st.wait_until(deadline))
-    throw_get_timeout(st.id(), clock::now() - started);
+    throw_get_timeout(st.id(), wait_clock_now() - started);
 }
 
 std::vector<bool> wait_states(const std::vector<object_state*>& states,
@@ -213,7 +240,9 @@ std::vector<bool> wait_states(const std::vector<object_state*>& states,
     return static_cast<size_t>(std::count_if(
       states.begin(), states.end(), [](auto* s) { return s->ready(); }));
   };
-  if (count_ready() < num_returns) {
+  if (auto* s = current_scheduling())
+    s->wait(states, num_returns, deadline);
+  else if (count_ready() < num_returns) {
     struct waiter {
       std::mutex mtx;
       std::condition_variable cv;

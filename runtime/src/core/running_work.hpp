@@ -18,4 +18,8 @@ private:
   const cancellable* saved_;
 };
 
+/// The calling thread's running work itself. The simulated cluster's
+/// fibers share one thread: each keeps its own and swaps it in to run.
+const cancellable*& running_work_slot();
+
 } // namespace lumen::detail

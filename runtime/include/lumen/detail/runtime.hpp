@@ -53,6 +53,9 @@ public:
   int max_retries() const noexcept {
     return max_retries_;
   }
+  bool retry_exceptions() const noexcept {
+    return retry_exceptions_;
+  }
 
   std::vector<std::shared_ptr<object_state>> deps;
   lumen::placement where;

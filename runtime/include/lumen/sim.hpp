@@ -1,0 +1,95 @@
+#pragma once
+
+// The simulated cluster. A script started with `--simulate[=SEED]` (or
+// LUMEN_SIMULATE=SEED) runs unchanged on `--sim-nodes` simulated nodes in
+// its own process: one piece of its code at a time, chosen by a scheduler
+// seeded from SEED; time is virtual and moves only from event to event; a
+// message of S bytes between two nodes arrives after the link's latency
+// plus S over its bandwidth. The same seed gives the same run, event for
+// event, and `--sim-log=FILE` writes each event as a line of JSON, the same
+// file byte for byte (FoundationDB's simulation, MIT 6.824's labrpc).
+//
+//   lumen::init(argc, argv);              // ./script --simulate=7
+//   auto r = square.remote(4);            // runs on a simulated node
+//   lumen::get(r);                        // the driver steps the run
+//   lumen::sim::now();                    // the virtual time it took
+//
+// Outside a simulated run the calls here throw `usage_error`, except
+// `active()` and lumen::sleep_for, which then sleeps for real.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace lumen {
+
+namespace detail {
+
+void sleep_ns(std::chrono::nanoseconds d);
+
+} // namespace detail
+
+/// Sleeps `d`: in virtual time in a simulated run (other work runs
+/// meanwhile), for real elsewhere.
+template <class Rep, class Period>
+void sleep_for(std::chrono::duration<Rep, Period> d) {
+  detail::sleep_ns(std::chrono::duration_cast<std::chrono::nanoseconds>(d));
+}
+
+} // namespace lumen
+
+namespace lumen::sim {
+
+/// One thing that happened in a simulated run; a line of `--sim-log`.
+struct event {
+  /// Its place in the run, from 1.
+  uint64_t seq = 0;
+  /// Virtual time since the run began.
+  std::chrono::nanoseconds time{0};
+  /// "send" (a message leaves `node` for `peer`), "deliver" (it arrives
+  /// at `node` from `peer`), "start" and "finish" (work on `node`),
+  /// "ready" (a result reached the caller at `node`), "wake" (a sleep or
+  /// a wait's timeout ends).
+  std::string kind;
+  std::string node;
+  std::string peer;
+  /// The work: a function's or "Class::method"'s name, "spawn Class".
+  std::string what;
+  /// The message's size (send, deliver).
+  uint64_t bytes = 0;
+  /// The task's or call's number in this run, from 1.
+  uint64_t work = 0;
+};
+
+/// The event as the line `--sim-log` writes (no newline).
+std::string to_json(const event& e);
+
+/// True while this process runs a simulated cluster.
+bool active() noexcept;
+
+/// The seed of the run.
+uint64_t seed();
+
+/// Virtual time since the run began.
+std::chrono::nanoseconds now();
+
+/// The compute the calling task or method does, as virtual time on its
+/// node: `d` times the node's slowness (`--sim-slow`; 1 by default).
+/// Code costs no virtual time unless it says so here.
+void charge(std::chrono::duration<double> d);
+
+/// Runs the next event; false if nothing is left to happen. From the
+/// script's own thread only (the driver), not from inside a task.
+bool step();
+
+/// Runs events until `done()` holds; throws `error` if the run has
+/// nothing left to do first.
+void run_until(const std::function<bool()>& done);
+
+/// Calls `observer` with every event from now on (one observer; an empty
+/// function removes it). It runs inside the simulation: it must not call
+/// into Lumen.
+void on_event(std::function<void(const event&)> observer);
+
+} // namespace lumen::sim

@@ -1,0 +1,168 @@
+#include "lumen/sim.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <thread>
+
+#include "lumen/errors.hpp"
+
+#include "sim/sim_world.hpp"
+
+namespace lumen {
+
+namespace {
+
+detail::sim::world& running(const char* api) {
+  auto* w = detail::sim::live();
+  if (w == nullptr)
+    throw usage_error(std::string{api} +
+                      ": no simulated run is in progress; start the script "
+                      "with --simulate[=SEED] (or LUMEN_SIMULATE=SEED)");
+  return *w;
+}
+
+void quote(std::string& out, const std::string& s) {
+  out += '"';
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += '"';
+}
+
+/// A number with a unit suffix: `text` = 1.5ms -> {1.5, "ms"}.
+std::pair<double, std::string> number_and_unit(const std::string& text) {
+  size_t used = 0;
+  double v = std::stod(text, &used);
+  if (!std::isfinite(v) || v < 0)
+    throw std::invalid_argument("");
+  return {v, text.substr(used)};
+}
+
+} // namespace
+
+namespace detail {
+
+void sleep_ns(std::chrono::nanoseconds d) {
+  if (auto* w = sim::live()) {
+    w->sleep(d.count());
+    return;
+  }
+  std::this_thread::sleep_for(d);
+}
+
+namespace sim {
+
+void parse_link(const std::string& text, sim_options& opts) {
+  auto comma = text.find(',');
+  auto bad = [&](const std::string& why) {
+    return usage_error("'" + text + "': " + why +
+                       "; give LATENCY,BANDWIDTH, e.g. 50us,10Gbit or "
+                       "1ms,125MB (bytes per second)");
+  };
+  if (comma == std::string::npos)
+    throw bad("no comma");
+  try {
+    auto [lat, lu] = number_and_unit(text.substr(0, comma));
+    double ns_per = lu == "ns"   ? 1
+                    : lu == "us" ? 1e3
+                    : lu == "ms" ? 1e6
+                    : lu == "s"  ? 1e9
+                                 : -1;
+    if (ns_per < 0)
+      throw bad("the latency's unit is one of ns, us, ms, s");
+    auto [bw, bu] = number_and_unit(text.substr(comma + 1));
+    double per = bu == "bit"    ? 1.0 / 8
+                 : bu == "Kbit" ? 1e3 / 8
+                 : bu == "Mbit" ? 1e6 / 8
+                 : bu == "Gbit" ? 1e9 / 8
+                 : bu == "B"    ? 1
+                 : bu == "KB"   ? 1e3
+                 : bu == "MB"   ? 1e6
+                 : bu == "GB"   ? 1e9
+                                : -1;
+    if (per < 0)
+      throw bad("the bandwidth's unit is one of bit, Kbit, Mbit, Gbit, B, KB, "
+                "MB, GB");
+    opts.latency = std::chrono::nanoseconds{std::llround(lat * ns_per)};
+    opts.bandwidth = bw * per;
+  } catch (const usage_error&) {
+    throw;
+  } catch (const std::exception&) {
+    throw bad("not a number with a unit");
+  }
+}
+
+} // namespace sim
+
+} // namespace detail
+
+namespace sim {
+
+std::string to_json(const event& e) {
+  std::string out = "{\"seq\":" + std::to_string(e.seq) +
+                    ",\"t\":" + std::to_string(e.time.count()) + ",\"kind\":";
+  quote(out, e.kind);
+  out += ",\"node\":";
+  quote(out, e.node);
+  if (!e.peer.empty()) {
+    out += ",\"peer\":";
+    quote(out, e.peer);
+  }
+  out += ",\"what\":";
+  quote(out, e.what);
+  if (e.kind == "send" || e.kind == "deliver")
+    out += ",\"bytes\":" + std::to_string(e.bytes);
+  out += ",\"work\":" + std::to_string(e.work) + "}";
+  return out;
+}
+
+bool active() noexcept {
+  return detail::sim::live() != nullptr;
+}
+
+uint64_t seed() {
+  return running("lumen::sim::seed").options().seed;
+}
+
+std::chrono::nanoseconds now() {
+  return std::chrono::nanoseconds{running("lumen::sim::now").time()};
+}
+
+void charge(std::chrono::duration<double> d) {
+  auto& w = running("lumen::sim::charge");
+  w.sleep(w.compute_time(d.count()));
+}
+
+bool step() {
+  auto& w = running("lumen::sim::step");
+  if (w.in_work())
+    throw usage_error("lumen::sim::step: called from inside a task or "
+                      "method; step the run from the script itself");
+  return w.step();
+}
+
+void run_until(const std::function<bool()>& done) {
+  auto& w = running("lumen::sim::run_until");
+  if (w.in_work())
+    throw usage_error("lumen::sim::run_until: called from inside a task or "
+                      "method; step the run from the script itself");
+  w.wait_until(done, detail::sim::no_deadline,
+               [](const std::function<void()>&) {});
+}
+
+void on_event(std::function<void(const event&)> observer) {
+  running("lumen::sim::on_event").observe(std::move(observer));
+}
+
+} // namespace sim
+
+} // namespace lumen

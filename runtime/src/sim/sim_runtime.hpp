@@ -1,0 +1,93 @@
+#pragma once
+
+// The runtime of a simulated cluster (lumen/sim.hpp): the free functions'
+// runtime interface over a sim::world. Work crosses the simulated network
+// as a real cluster sends it: arguments encoded where they are ready, run
+// on the node by name from the registry (node/named_work.hpp), the result
+// encoded and sent back, where it is published into the caller's ref. So
+// a script that runs here also encodes, places and fails as it would
+// across processes, and every message has the size it would have there.
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "lumen/cluster.hpp"
+#include "lumen/detail/runtime.hpp"
+
+#include "core/actor_host.hpp"
+#include "sim/sim_world.hpp"
+
+namespace lumen::detail {
+
+class sim_runtime final : public runtime {
+public:
+  /// Throws `usage_error` for settings out of range.
+  explicit sim_runtime(const sim_options& opts);
+
+  /// Ends the run: work still waiting unwinds, actors end.
+  ~sim_runtime() override;
+
+  sim::world& world() noexcept {
+    return world_;
+  }
+
+  void submit_task(std::shared_ptr<task_spec> t) override;
+  std::shared_ptr<actor_ref> spawn_actor(const actor_class_entry& cls,
+                                         std::unique_ptr<actor_factory> f,
+                                         const actor_options& opts) override;
+  void submit_call(const actor_ref& a, std::shared_ptr<actor_call> c) override;
+  std::shared_ptr<actor_ref> find_actor(const std::string& name) override;
+  void kill_actor(const actor_ref& a) override;
+  void create_placement_group(
+    const std::shared_ptr<placement_group_state>& g) override;
+  void remove_placement_group(placement_group_state& g) override;
+
+  /// The simulated nodes.
+  std::vector<node_info> nodes() const;
+
+private:
+  struct host;
+
+  /// The node `where` names for work called `what`; throws `usage_error`
+  /// for a node that does not exist or a placement group.
+  int place(const placement& where, const std::string& what);
+
+  void send_task(const std::shared_ptr<task_spec>& t, int from, int to,
+                 uint64_t work);
+
+  /// Sends the result in `st` (bytes or an error) from node `from` back to
+  /// `to`, where it is published into `x`'s ref.
+  template <class Work>
+  void answer(int from, int to, const std::shared_ptr<value_state<bytes>>& st,
+              std::shared_ptr<Work> x, uint64_t work);
+
+  /// Sends the calls of `h` whose arguments are ready, in their order.
+  void pump(const std::shared_ptr<host>& h);
+
+  /// Runs the calls that reached `h`'s node, as its concurrency allows.
+  void drain(const std::shared_ptr<host>& h);
+
+  /// Builds `h`'s instance on its node; false if the actor died of it.
+  bool start_instance(const std::shared_ptr<host>& h);
+
+  /// Takes `h`'s instance down for `reason`, restarting it if allowed and
+  /// restarts are left; false if the actor is dead for good.
+  bool die(const std::shared_ptr<host>& h, const std::string& reason,
+           bool may_restart);
+
+  /// Ends the actor of `h` for good (its death's reason set before).
+  void end(host& h);
+
+  // What waits for arguments after the run ended finds this gone.
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+  sim::world world_;
+  std::map<std::string, std::shared_ptr<actor_ref>> names_;
+  std::unordered_map<const actor_core*, std::shared_ptr<host>> hosts_;
+  size_t spread_next_ = 0;
+};
+
+} // namespace lumen::detail

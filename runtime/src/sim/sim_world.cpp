@@ -1,0 +1,359 @@
+#include "sim/sim_world.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include <boost/context/fiber.hpp>
+#include <boost/context/protected_fixedsize_stack.hpp>
+
+#include "lumen/detail/object_state.hpp"
+#include "lumen/errors.hpp"
+
+#include "core/actor_host.hpp"
+#include "core/running_work.hpp"
+
+namespace lumen::detail::sim {
+
+namespace {
+
+world* the_world = nullptr;
+
+/// A fiber's stack; a guard page below it turns an overflow into a crash
+/// at the spot instead of silent corruption.
+constexpr size_t stack_bytes = 512 * 1024;
+
+/// How often a fiber left waiting when the run ends is woken to unwind
+/// before it is destroyed where it stands.
+constexpr int unwind_tries = 3;
+
+} // namespace
+
+/// A fiber and what the work on it keeps of the thread it shares with
+/// every other fiber.
+class fiber {
+public:
+  boost::context::fiber ctx;  // the fiber, while it does not run
+  boost::context::fiber back; // the scheduler, while it runs
+  std::function<void()> job;  // empty once done: the fiber is idle
+  std::exception_ptr failure; // what escaped the job, for the driver
+  int node = 0;
+  bool parked = false;
+  uint64_t park_id = 0; // a wake for an earlier park is stale
+  // The thread-locals of its work, swapped in while it runs.
+  const cancellable* work = nullptr;
+  std::string actor;
+};
+
+world::world(sim_options opts)
+  : opts_(std::move(opts))
+  , owner_(std::this_thread::get_id()) {
+  if (opts_.nodes < 1 || opts_.nodes > 1024)
+    throw usage_error("--sim-nodes is " + std::to_string(opts_.nodes) +
+                      "; give 1 to 1024 simulated nodes");
+  if (opts_.latency.count() < 0)
+    throw usage_error("--sim-link: the latency is negative; give 0 or more");
+  if (!std::isfinite(opts_.bandwidth) || opts_.bandwidth < 1)
+    throw usage_error("--sim-link: the bandwidth must be at least 1 byte "
+                      "per second");
+  for (int i = 0; i < opts_.nodes; ++i)
+    names_.push_back("node-" + std::to_string(i));
+  slowness_.assign(names_.size(), 1.0);
+  for (auto& [id, factor] : opts_.slow) {
+    auto i = node_index(id);
+    if (i < 0)
+      throw usage_error("--sim-slow names " + id +
+                        ", which is not a simulated node; they are node-0 "
+                        "to node-" +
+                        std::to_string(opts_.nodes - 1));
+    if (!std::isfinite(factor) || factor <= 0)
+      throw usage_error("--sim-slow: " + id +
+                        "'s factor must be a positive number");
+    slowness_[static_cast<size_t>(i)] = factor;
+  }
+  link_free_.assign(names_.size() * names_.size(), 0);
+  rng_ = opts_.seed;
+  if (!opts_.log_file.empty()) {
+    log_.open(opts_.log_file, std::ios::trunc);
+    if (!log_)
+      throw usage_error("--sim-log: cannot write " + opts_.log_file +
+                        "; give a path in a folder that exists");
+  }
+}
+
+world::~world() {
+  stop();
+}
+
+uint64_t world::draw() noexcept {
+  // splitmix64: the same numbers on every platform, unlike the standard
+  // library's distributions.
+  uint64_t z = (rng_ += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+int world::node_index(const std::string& id) const {
+  auto i = std::find(names_.begin(), names_.end(), id);
+  return i == names_.end() ? -1 : static_cast<int>(i - names_.begin());
+}
+
+int world::here() const noexcept {
+  return current_ != nullptr ? current_->node : 0;
+}
+
+void world::schedule(vtime at, std::function<void()> fn) {
+  if (stopped_)
+    return;
+  events_.push({std::max(at, now_), draw(), ++scheduled_, std::move(fn)});
+}
+
+bool world::step() {
+  if (stopped_ || events_.empty())
+    return false;
+  // Moved out before the pop: only the function moves, the keys the
+  // queue compares stay.
+  auto fn = std::move(const_cast<item&>(events_.top()).fn);
+  now_ = events_.top().at;
+  events_.pop();
+  fn();
+  return true;
+}
+
+void world::record(lumen::sim::event e) {
+  if (stopped_)
+    return; // the run is over: teardown is not part of it
+  e.seq = ++recorded_;
+  e.time = std::chrono::nanoseconds{now_};
+  if (log_.is_open())
+    log_ << lumen::sim::to_json(e) << '\n';
+  if (observer_)
+    observer_(e);
+}
+
+void world::send(int from, int to, uint64_t bytes, const std::string& what,
+                 uint64_t work, std::function<void()> arrive) {
+  if (stopped_)
+    return;
+  record({0, {}, "send", node_name(from), node_name(to), what, bytes, work});
+  vtime at = now_;
+  if (from != to) {
+    auto& free = link_free_[static_cast<size_t>(from * nodes() + to)];
+    auto depart = std::max(now_, free);
+    auto per_second =
+      static_cast<unsigned __int128>(std::llround(opts_.bandwidth));
+    auto wire = static_cast<vtime>(static_cast<unsigned __int128>(bytes) *
+                                   1000000000u / per_second);
+    free = depart + wire;
+    at = free + opts_.latency.count();
+  }
+  schedule(at, [this, from, to, what, bytes, work, arrive = std::move(arrive)] {
+    record(
+      {0, {}, "deliver", node_name(to), node_name(from), what, bytes, work});
+    arrive();
+  });
+}
+
+fiber& world::idle_fiber() {
+  if (!idle_.empty()) {
+    auto* f = idle_.back();
+    idle_.pop_back();
+    return *f;
+  }
+  fibers_.push_back(std::make_unique<fiber>());
+  auto* f = fibers_.back().get();
+  f->ctx = boost::context::fiber{
+    std::allocator_arg, boost::context::protected_fixedsize_stack{stack_bytes},
+    [f](boost::context::fiber&& back) {
+      f->back = std::move(back);
+      // Resumed with nothing to do: the run is over.
+      while (f->job) {
+        try {
+          f->job();
+        } catch (const boost::context::detail::forced_unwind&) {
+          throw; // the fiber is destroyed where it stands: let it unwind
+        } catch (...) {
+          f->failure = std::current_exception();
+        }
+        f->job = nullptr;
+        f->back = std::move(f->back).resume();
+      }
+      return std::move(f->back);
+    }};
+  return *f;
+}
+
+void world::resume(fiber& f) {
+  current_ = &f;
+  std::swap(running_work_slot(), f.work);
+  std::swap(current_actor_slot(), f.actor);
+  f.ctx = std::move(f.ctx).resume();
+  std::swap(running_work_slot(), f.work);
+  std::swap(current_actor_slot(), f.actor);
+  current_ = nullptr;
+  if (!f.job && f.ctx)
+    idle_.push_back(&f);
+  // Work reports its own errors; what escapes it is the runtime's bug,
+  // thrown where the driver steps the run rather than lost on a fiber.
+  if (f.failure)
+    std::rethrow_exception(std::exchange(f.failure, nullptr));
+}
+
+void world::run_on(int node, std::function<void()> body) {
+  schedule(now_, [this, node, body = std::move(body)]() mutable {
+    auto& f = idle_fiber();
+    f.node = node;
+    f.job = std::move(body);
+    resume(f);
+  });
+}
+
+bool world::wait_until(
+  const std::function<bool()>& ready, vtime deadline,
+  const std::function<void(const std::function<void()>&)>& arm) {
+  if (ready())
+    return true;
+  if (current_ == nullptr) {
+    // The driver is the scheduler: it runs the run until it may go on.
+    while (!ready()) {
+      if (stopped_)
+        throw error("lumen: the simulated run was stopped");
+      bool none = events_.empty();
+      if (!none && events_.top().at <= deadline) {
+        step();
+        continue;
+      }
+      if (deadline != no_deadline) {
+        now_ = std::max(now_, deadline);
+        return ready();
+      }
+      throw error("simulated run (seed " + std::to_string(opts_.seed) +
+                  "): nothing is left to happen at " + std::to_string(now_) +
+                  " ns, yet the script waits: every task and call still "
+                  "running waits for something that will not come (a "
+                  "deadlock), or what it waits for was never started");
+    }
+    return true;
+  }
+  auto& f = *current_;
+  for (;;) {
+    if (stopped_)
+      throw error("lumen: the simulated run ended while this work waited");
+    auto id = ++f.park_id;
+    f.parked = true;
+    auto wake = [this, &f, id] {
+      if (f.park_id != id || !f.parked)
+        return;
+      f.parked = false;
+      schedule(now_, [this, &f, id] {
+        if (f.park_id == id)
+          resume(f);
+      });
+    };
+    arm(wake);
+    if (deadline != no_deadline)
+      schedule(deadline, wake);
+    if (f.parked && !ready())
+      park(f);
+    f.parked = false;
+    ++f.park_id; // what is still scheduled for this park is stale now
+    if (ready())
+      return true;
+    if (now_ >= deadline)
+      return false;
+  }
+}
+
+scheduling::clock::time_point world::now() {
+  return clock::time_point{std::chrono::nanoseconds{now_}};
+}
+
+void world::wait(const std::vector<object_state*>& states, size_t need,
+                 clock::time_point deadline) {
+  if (std::this_thread::get_id() != owner_)
+    throw usage_error("lumen: in a simulated run only the script's thread "
+                      "and its tasks and actors may wait (get, wait); this "
+                      "is another thread");
+  auto count = [&] {
+    size_t n = 0;
+    for (auto* s : states)
+      n += s->ready() ? 1 : 0;
+    return n;
+  };
+  vtime until = deadline == clock::time_point::max()
+                  ? no_deadline
+                  : std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      deadline.time_since_epoch())
+                      .count();
+  std::vector<std::pair<object_state*, uint64_t>> armed;
+  auto forget = [&] {
+    for (auto& [s, token] : armed)
+      s->forget(token);
+    armed.clear();
+  };
+  try {
+    wait_until([&] { return count() >= need; }, until,
+               [&](const std::function<void()>& wake) {
+                 forget();
+                 for (auto* s : states)
+                   if (!s->ready())
+                     armed.emplace_back(s, s->on_ready(wake));
+               });
+  } catch (...) {
+    forget();
+    throw;
+  }
+  forget();
+}
+
+std::string world::node() {
+  return node_name(here());
+}
+
+void world::park(fiber& f) {
+  f.back = std::move(f.back).resume();
+}
+
+void world::sleep(vtime d) {
+  wait_until([] { return false; }, now_ + std::max<vtime>(d, 0),
+             [](const std::function<void()>&) {});
+}
+
+vtime world::compute_time(double seconds) const {
+  if (!std::isfinite(seconds) || seconds < 0)
+    throw usage_error("lumen::sim::charge: the compute time must be a "
+                      "finite number of seconds, 0 or more");
+  return static_cast<vtime>(
+    std::llround(seconds * slowness_[static_cast<size_t>(here())] * 1e9));
+}
+
+void world::stop() {
+  if (current_ != nullptr)
+    throw usage_error("lumen: the simulated run cannot end from inside a task "
+                      "or method; end it from the script (lumen::shutdown)");
+  stopped_ = true;
+  events_ = {};
+  // Work left waiting wakes to an error and unwinds; an idle fiber resumed
+  // without a job returns. What still will not end is destroyed with its
+  // fiber, which unwinds its stack.
+  for (int attempt = 0; attempt < unwind_tries; ++attempt)
+    for (auto& f : fibers_)
+      if (f->ctx && f->job)
+        resume(*f);
+  for (auto& f : fibers_)
+    if (f->ctx && !f->job)
+      resume(*f);
+  idle_.clear();
+  fibers_.clear();
+}
+
+world* live() noexcept {
+  return the_world;
+}
+
+void set_live(world* w) noexcept {
+  the_world = w;
+}
+
+} // namespace lumen::detail::sim

@@ -1,0 +1,192 @@
+#pragma once
+
+// The simulated cluster's engine: virtual time, the seeded order of
+// events, the network between simulated nodes, the fibers that run work,
+// and the log.
+//
+// One OS thread, the script's, runs everything. The script itself runs on
+// the thread's own stack and is the scheduler: whenever it waits
+// (lumen::get, wait, sleep_for, sim::step) it runs events until what it
+// waits for is there. Work (a task, a method call, an actor's
+// construction) runs on a fiber (Boost.Context); a fiber that waits parks
+// and yields back to the scheduler, and what it waits for wakes it with an
+// event. So exactly one piece of user code runs at a time, and a blocking
+// call inside work stalls no one else.
+//
+// An event is a closure due at a virtual time. Events due at the same time
+// run in an order drawn from the seed: each draws a random rank when it is
+// scheduled, and since the run schedules its events in an order fixed by
+// the script and the ranks drawn before, the seed fixes the whole run.
+// Nothing reads the wall clock, an address, a thread id or a hash table's
+// order (FoundationDB's deterministic simulation, TigerBeetle's VOPR).
+
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <queue>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lumen/init.hpp"
+#include "lumen/sim.hpp"
+
+#include "core/scheduling.hpp"
+
+namespace lumen::detail::sim {
+
+/// Virtual nanoseconds since the run began.
+using vtime = int64_t;
+
+/// A wait without a deadline.
+inline constexpr vtime no_deadline = INT64_MAX;
+
+class fiber;
+
+/// The run: also the scheduling of the script's waits (core/scheduling.hpp).
+class world final : public scheduling {
+public:
+  /// Throws `usage_error` for settings out of range.
+  explicit world(sim_options opts);
+  ~world() override;
+
+  world(const world&) = delete;
+  world& operator=(const world&) = delete;
+
+  const sim_options& options() const noexcept {
+    return opts_;
+  }
+
+  vtime time() const noexcept {
+    return now_;
+  }
+
+  /// The next number of the run's seeded sequence.
+  uint64_t draw() noexcept;
+
+  /// A new work number (a task, a call, a spawn), from 1.
+  uint64_t new_work() noexcept {
+    return ++works_;
+  }
+
+  int nodes() const noexcept {
+    return static_cast<int>(names_.size());
+  }
+  const std::string& node_name(int i) const {
+    return names_[static_cast<size_t>(i)];
+  }
+  /// The index of node `id`, or -1.
+  int node_index(const std::string& id) const;
+
+  /// The node the running code is on: its fiber's; node 0 for the driver.
+  int here() const noexcept;
+
+  /// True while work (a fiber) runs, false on the driver.
+  bool in_work() const noexcept {
+    return current_ != nullptr;
+  }
+
+  /// Schedules `fn` at `at` (now at the earliest).
+  void schedule(vtime at, std::function<void()> fn);
+
+  /// Runs the next event; false if none is left.
+  bool step();
+
+  /// Records `e` (stamped with the time and the next number): the log and
+  /// the observer see it.
+  void record(lumen::sim::event e);
+
+  void observe(std::function<void(const lumen::sim::event&)> fn) {
+    observer_ = std::move(fn);
+  }
+
+  /// Sends a message of `bytes` from node `from` to node `to` (`what` and
+  /// `work` name it in the log); `arrive` runs when it is there. A link
+  /// carries one message at a time: a message waits for those sent before
+  /// it on the same link, then takes bytes / bandwidth on the wire, then
+  /// the latency. A message to the same node arrives at once.
+  void send(int from, int to, uint64_t bytes, const std::string& what,
+            uint64_t work, std::function<void()> arrive);
+
+  /// Runs `body` on a fiber of node `node`, from an event due now. `body`
+  /// must not throw.
+  void run_on(int node, std::function<void()> body);
+
+  /// Waits until `ready()` or the virtual time `deadline`, and returns
+  /// ready(). The driver runs events meanwhile (and throws `error` if none
+  /// is left: nothing could make it ready); work parks, and `arm(wake)`
+  /// gets the function that wakes it, for what may make it ready to call.
+  bool wait_until(const std::function<bool()>& ready, vtime deadline,
+                  const std::function<void(const std::function<void()>&)>& arm);
+
+  // scheduling: virtual time, waits that run the run, the node of the
+  // running code. Waits from another thread than the script's are refused.
+  clock::time_point now() override;
+  void wait(const std::vector<object_state*>& states, size_t need,
+            clock::time_point deadline) override;
+  std::string node() override;
+
+  /// Waits `d` of virtual time.
+  void sleep(vtime d);
+
+  /// Virtual nanoseconds of `seconds` of compute on the running code's
+  /// node (its slowness applied).
+  vtime compute_time(double seconds) const;
+
+  /// Ends the run: parked work wakes to an error, and no event runs after.
+  void stop();
+
+private:
+  struct item {
+    vtime at;
+    uint64_t rank; // drawn from the seed: the order among events due at once
+    uint64_t seq;  // never equal: the order is total
+    std::function<void()> fn;
+  };
+  struct later {
+    bool operator()(const item& a, const item& b) const noexcept {
+      if (a.at != b.at)
+        return a.at > b.at;
+      if (a.rank != b.rank)
+        return a.rank > b.rank;
+      return a.seq > b.seq;
+    }
+  };
+
+  void resume(fiber& f);
+  fiber& idle_fiber();
+  void park(fiber& f);
+
+  sim_options opts_;
+  std::vector<std::string> names_;
+  std::vector<double> slowness_;
+  uint64_t rng_;
+  vtime now_ = 0;
+  uint64_t works_ = 0;
+  uint64_t scheduled_ = 0;
+  uint64_t recorded_ = 0;
+  bool stopped_ = false;
+  std::priority_queue<item, std::vector<item>, later> events_;
+  // When each directed link is free again, [from * nodes + to].
+  std::vector<vtime> link_free_;
+  std::vector<std::unique_ptr<fiber>> fibers_;
+  std::vector<fiber*> idle_;
+  fiber* current_ = nullptr;
+  std::thread::id owner_; // the script's thread
+  std::ofstream log_;
+  std::function<void(const lumen::sim::event&)> observer_;
+};
+
+/// The world of the simulated run in progress, or null.
+world* live() noexcept;
+
+/// Makes `w` the world of the run in progress (null: none).
+void set_live(world* w) noexcept;
+
+/// Parses `--sim-link`'s LATENCY,BANDWIDTH (`50us,10Gbit`, `1ms,125MB`)
+/// into `opts`; throws `usage_error` saying what is wrong.
+void parse_link(const std::string& text, sim_options& opts);
+
+} // namespace lumen::detail::sim

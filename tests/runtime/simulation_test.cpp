@@ -1,0 +1,280 @@
+#define BOOST_TEST_MODULE simulation
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <lumen/kv.hpp>
+#include <lumen/lumen.hpp>
+#include <lumen/sim.hpp>
+
+using namespace std::chrono_literals;
+using std::chrono::nanoseconds;
+
+namespace {
+
+/// Nanoseconds, which Boost.Test prints.
+template <class D>
+long long ns(D d) {
+  return std::chrono::duration_cast<nanoseconds>(d).count();
+}
+
+} // namespace
+
+namespace {
+
+int square(int x) {
+  return x * x;
+}
+LUMEN_REMOTE(square);
+
+// Waits, inside a task, for a task on another node.
+int square_there(int x, std::string node) {
+  return lumen::get(lumen::task(square).on_node(node).remote(x)) + 1;
+}
+LUMEN_REMOTE(square_there);
+
+int nap(int ms) {
+  lumen::sleep_for(std::chrono::milliseconds(ms));
+  return ms;
+}
+LUMEN_REMOTE(nap);
+
+int busy(double seconds) {
+  lumen::sim::charge(std::chrono::duration<double>(seconds));
+  return 0;
+}
+LUMEN_REMOTE(busy);
+
+int never(int) {
+  lumen::promise<int> p;
+  return lumen::get(p.ref()); // nothing ever sets it
+}
+LUMEN_REMOTE(never);
+
+class Log {
+public:
+  void add(int x) {
+    seen_.push_back(x);
+  }
+  std::vector<int> seen() const {
+    return seen_;
+  }
+  std::string where() const {
+    return lumen::this_node_id();
+  }
+  int quit() {
+    lumen::exit_actor();
+    return 0;
+  }
+
+private:
+  std::vector<int> seen_;
+};
+LUMEN_ACTOR(Log, &Log::add, &Log::seen, &Log::where, &Log::quit);
+
+// Tells the actor its number from wherever it runs.
+int tell(std::string name, int x) {
+  auto log = lumen::get_actor<Log>(name);
+  lumen::get(log->call(&Log::add, x));
+  return x;
+}
+LUMEN_REMOTE(tell);
+
+/// A simulated run for one test: `nodes` nodes, `seed`, 1 ms links of
+/// 1 GB/s (a byte takes a nanosecond).
+struct simulated {
+  explicit simulated(uint64_t seed = 1, int nodes = 3,
+                     std::map<std::string, double> slow = {}) {
+    lumen::init_options opts;
+    opts.sim.enabled = true;
+    opts.sim.seed = seed;
+    opts.sim.nodes = nodes;
+    opts.sim.latency = 1ms;
+    opts.sim.bandwidth = 1e9;
+    opts.sim.slow = std::move(slow);
+    lumen::init(opts);
+    lumen::sim::on_event([this](const lumen::sim::event& e) {
+      log += lumen::sim::to_json(e) + "\n";
+      if (e.kind == "send" && e.node != e.peer)
+        wire += 1ms + nanoseconds(e.bytes);
+    });
+  }
+  ~simulated() {
+    lumen::shutdown();
+  }
+  std::string log;
+  nanoseconds wire{0}; // what the messages between nodes took, one by one
+};
+
+/// The order in which eight tasks, spread over the nodes, reached one
+/// actor, for `seed`; their log in `log`.
+std::vector<int> arrival_order(uint64_t seed, std::string* log = nullptr) {
+  simulated run{seed, 4};
+  auto a = lumen::actor<Log>().with_name("log").remote();
+  std::vector<lumen::ObjectRef<int>> told;
+  for (int i = 0; i < 8; ++i)
+    told.push_back(lumen::task(tell).spread().remote("log", i));
+  lumen::get(told);
+  auto seen = lumen::get(a.call(&Log::seen));
+  if (log != nullptr)
+    *log = run.log;
+  return seen;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(simulation)
+
+BOOST_AUTO_TEST_CASE(a_task_on_another_node_costs_its_messages_time_exactly) {
+  simulated run;
+  BOOST_TEST(lumen::sim::active());
+  BOOST_TEST(lumen::nodes().size() == 3u);
+  BOOST_TEST(lumen::get(lumen::task(square).on_node("node-2").remote(7)) == 49);
+  // There and back: each message its latency plus a nanosecond a byte, and
+  // nothing else takes time.
+  BOOST_TEST(ns(run.wire) > ns(2ms));
+  BOOST_TEST(ns(lumen::sim::now()) == ns(run.wire));
+  // Work on the script's own node sends nothing between nodes.
+  auto before = lumen::sim::now();
+  BOOST_TEST(lumen::get(lumen::task(square).remote(3)) == 9);
+  BOOST_TEST(ns(lumen::sim::now()) == ns(before));
+}
+
+BOOST_AUTO_TEST_CASE(a_get_inside_a_task_waits_without_stalling_the_run) {
+  simulated run;
+  auto r = lumen::task(square_there).on_node("node-1").remote(5, "node-2");
+  BOOST_TEST(lumen::get(r) == 26);
+  BOOST_TEST(ns(lumen::sim::now()) == ns(run.wire));
+}
+
+BOOST_AUTO_TEST_CASE(refs_as_arguments_are_sent_once_their_values_are_in) {
+  simulated run;
+  auto four = lumen::task(square).on_node("node-2").remote(2);
+  auto sixteen = lumen::task(square).on_node("node-1").remote(four);
+  BOOST_TEST(lumen::get(sixteen) == 16);
+  auto nine = lumen::task(square).on_node("node-1").remote(lumen::put(3));
+  BOOST_TEST(lumen::get(nine) == 9);
+}
+
+BOOST_AUTO_TEST_CASE(sleeps_and_timeouts_are_virtual_and_exact) {
+  simulated run;
+  auto r = lumen::task(nap).remote(10);
+  BOOST_CHECK_THROW(lumen::get(r, 4ms), lumen::get_timeout);
+  BOOST_TEST(ns(lumen::sim::now()) == ns(4ms));
+  BOOST_TEST(lumen::get(r) == 10);
+  BOOST_TEST(ns(lumen::sim::now()) == ns(10ms));
+  lumen::sleep_for(1s);
+  BOOST_TEST(ns(lumen::sim::now()) == ns(1010ms));
+}
+
+BOOST_AUTO_TEST_CASE(a_slow_node_takes_its_factor_times_the_compute) {
+  simulated run{1, 3, {{"node-2", 3.0}}};
+  lumen::get(lumen::task(busy).remote(0.5));
+  BOOST_TEST(ns(lumen::sim::now()) == ns(500ms));
+  auto start = lumen::sim::now();
+  lumen::get(lumen::task(busy).on_node("node-2").remote(0.5));
+  BOOST_TEST(ns(lumen::sim::now() - start) == ns(1500ms + run.wire));
+}
+
+BOOST_AUTO_TEST_CASE(actors_run_their_calls_in_order_on_their_node) {
+  simulated run;
+  auto a = lumen::actor<Log>().on_node("node-1").with_name("log").remote();
+  for (int i = 0; i < 5; ++i)
+    a.call(&Log::add, i);
+  BOOST_TEST(lumen::get(a.call(&Log::seen)) ==
+             (std::vector<int>{0, 1, 2, 3, 4}));
+  BOOST_TEST(lumen::get(a.call(&Log::where)) == "node-1");
+  BOOST_TEST(lumen::get_actor<Log>("log")->id() == a.id());
+  lumen::kill(a);
+  BOOST_CHECK_THROW(lumen::get(a.call(&Log::seen)), lumen::actor_died);
+  BOOST_TEST(!lumen::get_actor<Log>("log").has_value());
+}
+
+BOOST_AUTO_TEST_CASE(an_actor_with_restarts_comes_back_after_exit_actor) {
+  simulated run;
+  auto a = lumen::actor<Log>().on_node("node-2").with_max_restarts(1).remote();
+  lumen::get(a.call(&Log::add, 1));
+  BOOST_CHECK_THROW(lumen::get(a.call(&Log::quit)), lumen::actor_died);
+  BOOST_TEST(lumen::get(a.call(&Log::seen)).empty()); // a new instance
+  BOOST_TEST(a.num_restarts() == 1);
+  BOOST_CHECK_THROW(lumen::get(a.call(&Log::quit)), lumen::actor_died);
+  BOOST_CHECK_THROW(lumen::get(a.call(&Log::seen)), lumen::actor_died);
+}
+
+BOOST_AUTO_TEST_CASE(a_task_error_names_the_simulated_node_it_ran_on) {
+  simulated run;
+  try {
+    lumen::get(
+      lumen::task(square_there).on_node("node-1").remote(1, "nowhere"));
+    BOOST_ERROR("a task placed on no node ran");
+  } catch (const lumen::task_error& e) {
+    BOOST_TEST(e.node() == "node-1");
+    BOOST_TEST(std::string{e.what()}.find("nowhere") != std::string::npos,
+               e.what());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_same_seed_gives_the_same_run_and_seeds_differ) {
+  std::string first, second;
+  auto order = arrival_order(7, &first);
+  BOOST_TEST(arrival_order(7, &second) == order);
+  BOOST_TEST(first == second); // event for event, byte for byte
+  BOOST_TEST(first.size() > 1000u);
+  std::set<std::vector<int>> orders;
+  for (uint64_t seed = 1; seed <= 10; ++seed)
+    orders.insert(arrival_order(seed));
+  BOOST_TEST(orders.size() > 1u); // the seed chooses the interleaving
+}
+
+BOOST_AUTO_TEST_CASE(a_run_with_nothing_left_to_do_says_it_is_stuck) {
+  simulated run;
+  try {
+    lumen::get(lumen::task(never).on_node("node-1").remote(0));
+    BOOST_ERROR("a get of a task that waits forever returned");
+  } catch (const lumen::error& e) {
+    BOOST_TEST(std::string{e.what()}.find("deadlock") != std::string::npos,
+               e.what());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(what_is_not_simulated_says_so_at_the_call) {
+  simulated run;
+  try {
+    lumen::kv::put("k", "v");
+    BOOST_ERROR("the key-value store ran in a simulated cluster");
+  } catch (const lumen::usage_error& e) {
+    BOOST_TEST(std::string{e.what()}.find("not simulated") != std::string::npos,
+               e.what());
+  }
+  BOOST_CHECK_THROW(lumen::task(square).with_num_cpus(1).remote(1),
+                    lumen::usage_error);
+  BOOST_CHECK_THROW(lumen::task(square).on_node("node-9").remote(1),
+                    lumen::usage_error);
+}
+
+BOOST_AUTO_TEST_CASE(the_flags_start_a_simulated_run_and_bad_ones_say_why) {
+  auto opts =
+    lumen::parse_init_flags({"--simulate=42", "--sim-nodes=5",
+                             "--sim-link=2ms,1Gbit", "--sim-slow=node-3=2.5"});
+  BOOST_TEST(opts.sim.enabled);
+  BOOST_TEST(opts.sim.seed == 42u);
+  BOOST_TEST(opts.sim.nodes == 5);
+  BOOST_TEST(ns(opts.sim.latency) == ns(2ms));
+  BOOST_TEST(opts.sim.bandwidth == 1.25e8);
+  BOOST_TEST(opts.sim.slow.at("node-3") == 2.5);
+  BOOST_TEST(lumen::parse_init_flags({"--simulate"}).sim.seed == 1u);
+  BOOST_CHECK_THROW(lumen::parse_init_flags({"--simulate=x"}),
+                    lumen::usage_error);
+  BOOST_CHECK_THROW(lumen::parse_init_flags({"--sim-link=2ms"}),
+                    lumen::usage_error);
+  BOOST_CHECK_THROW(lumen::parse_init_flags({"--sim-link=2parsecs,1Gbit"}),
+                    lumen::usage_error);
+  opts.sim.slow = {{"node-7", 2}};
+  BOOST_CHECK_THROW(lumen::init(opts), lumen::usage_error);
+  BOOST_TEST(!lumen::is_initialized());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
