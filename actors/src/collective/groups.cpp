@@ -8,6 +8,7 @@
 #include <lumen/cluster.hpp>
 #include <lumen/init.hpp>
 #include <lumen/kv.hpp>
+#include <lumen/sim.hpp>
 
 #include "collective/threads/threads_transport.hpp"
 
@@ -250,6 +251,12 @@ membership join_threads(int world_size, int rank, const std::string& group) {
 
 void init_group(int world_size, int rank, const std::string& group,
                 backend where) {
+  // Members would block their thread, which a simulated run's work shares.
+  if (lumen::sim::active())
+    throw collective_error("group '" + group +
+                             "': collectives are not simulated yet; run "
+                             "without --simulate to use them",
+                           errc::usage);
   if (world_size < 1)
     throw collective_error("group '" + group + "' needs at least one member (" +
                              "world_size " + std::to_string(world_size) + ")",
