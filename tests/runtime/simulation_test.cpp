@@ -1,8 +1,12 @@
 #define BOOST_TEST_MODULE simulation
 #include <boost/test/unit_test.hpp>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -82,6 +86,55 @@ int tell(std::string name, int x) {
   return x;
 }
 LUMEN_REMOTE(tell);
+
+class Account {
+public:
+  int balance() const {
+    return balance_;
+  }
+  void set(int v) {
+    balance_ = v;
+  }
+
+private:
+  int balance_ = 0;
+};
+LUMEN_ACTOR(Account, &Account::balance, &Account::set);
+
+// A deposit as two calls, a read and a write: a race can split them.
+int deposit(std::string name) {
+  auto account = *lumen::get_actor<Account>(name);
+  auto b = lumen::get(account.call(&Account::balance));
+  lumen::get(account.call(&Account::set, b + 1));
+  return b;
+}
+LUMEN_REMOTE(deposit);
+
+// Two deposits from two nodes, the second 4.5 ms after the first: the
+// first writes about 4 ms in, so the two collide only when the network's
+// jitter brings the second's read in before the first's write.
+void two_deposits() {
+  auto account = lumen::actor<Account>().with_name("account").remote();
+  auto first = lumen::task(deposit).on_node("node-1").remote("account");
+  lumen::sleep_for(4500us);
+  auto second = lumen::task(deposit).on_node("node-2").remote("account");
+  lumen::get(first);
+  lumen::get(second);
+  auto balance = lumen::get(account.call(&Account::balance));
+  if (balance != 2)
+    throw std::runtime_error("a deposit was lost: the balance is " +
+                             std::to_string(balance));
+}
+
+/// 1 ms links of 1 GB/s with up to 1 ms of jitter, three nodes.
+lumen::init_options jittery() {
+  lumen::init_options opts;
+  opts.sim.nodes = 3;
+  opts.sim.latency = 1ms;
+  opts.sim.bandwidth = 1e9;
+  opts.sim.jitter = 1ms;
+  return opts;
+}
 
 /// A simulated run for one test: `nodes` nodes, `seed`, 1 ms links of
 /// 1 GB/s (a byte takes a nanosecond).
@@ -227,6 +280,60 @@ BOOST_AUTO_TEST_CASE(the_same_seed_gives_the_same_run_and_seeds_differ) {
   for (uint64_t seed = 1; seed <= 10; ++seed)
     orders.insert(arrival_order(seed));
   BOOST_TEST(orders.size() > 1u); // the seed chooses the interleaving
+}
+
+BOOST_AUTO_TEST_CASE(
+  a_sweep_of_seeds_finds_a_planted_race_and_its_seed_fails_again) {
+  auto found = lumen::sim::sweep(1, 1000, two_deposits, jittery());
+  BOOST_TEST(found.runs == 1000u);
+  BOOST_TEST_REQUIRE(!found.failed.empty()); // the race is there
+  BOOST_TEST(found.failed.size() < 200u);    // and rare
+  auto [seed, what] = found.failed.front();
+  BOOST_TEST(what.find("a deposit was lost") != std::string::npos, what);
+  // The failing seed alone fails the same way, every time.
+  for (int again = 0; again < 3; ++again) {
+    auto alone = lumen::sim::sweep(seed, seed, two_deposits, jittery());
+    BOOST_TEST_REQUIRE(alone.failed.size() == 1u);
+    BOOST_TEST(alone.failed.front().second == what);
+  }
+  // A seed that passed passes again.
+  uint64_t fine = seed == 1 ? 2 : 1;
+  if (found.failed.size() > 1 && found.failed[1].first == fine)
+    fine = seed + 1;
+  BOOST_TEST(
+    lumen::sim::sweep(fine, fine, two_deposits, jittery()).failed.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_replay_of_a_log_stops_at_the_first_event_that_differs) {
+  auto log = std::filesystem::temp_directory_path() /
+             ("lumen-sim-replay-" + std::to_string(::getpid()) + ".jsonl");
+  auto opts = jittery();
+  opts.sim.enabled = true;
+  opts.sim.seed = 5;
+  opts.sim.log_file = log.string();
+  lumen::init(opts);
+  two_deposits();
+  lumen::shutdown();
+  // The same seed keeps to it.
+  opts.sim.log_file.clear();
+  opts.sim.replay_file = log.string();
+  lumen::init(opts);
+  two_deposits();
+  lumen::shutdown();
+  // Another seed leaves it where its network first differs.
+  opts.sim.seed = 6;
+  lumen::init(opts);
+  try {
+    two_deposits();
+    BOOST_ERROR("a run of another seed kept to the log");
+  } catch (const lumen::error& e) {
+    std::string what = e.what();
+    BOOST_TEST(what.find("--sim-replay: event ") == 0u, what);
+    BOOST_TEST(what.find("differs from " + log.string()) != std::string::npos,
+               what);
+  }
+  lumen::shutdown();
+  std::filesystem::remove(log);
 }
 
 BOOST_AUTO_TEST_CASE(a_run_with_nothing_left_to_do_says_it_is_stuck) {

@@ -40,11 +40,17 @@ struct sim_options {
   /// `--sim-link=LATENCY,BANDWIDTH`, e.g. `1ms,1Gbit`.
   std::chrono::nanoseconds latency{std::chrono::microseconds(50)};
   double bandwidth = 1.25e9;
+  /// Up to this much more latency for each message, drawn from the seed; a
+  /// link still delivers in order, as TCP does. `--sim-jitter`.
+  std::chrono::nanoseconds jitter{0};
   /// Nodes slower than the rest: id -> factor (3: its compute takes three
   /// times as long). `--sim-slow=node-2=3,...`.
   std::map<std::string, double> slow{};
   /// Where to write the run's events, a JSON object a line. `--sim-log`.
   std::string log_file{};
+  /// A log to check the run against: the run stops with an error at the
+  /// first event that differs, naming it. `--sim-replay`.
+  std::string replay_file{};
 };
 
 /// How `lumen::init` sets up this process.
@@ -87,7 +93,8 @@ struct init_options {
 /// `--address HOST:PORT`,
 /// `--local-nodes N`, `--token-file F`, `--tls`, `--tls-cert F`,
 /// `--tls-key F`, `--tls-ca F`, `--trace F`, `--simulate[=SEED]`,
-/// `--sim-nodes N`, `--sim-link L,B`, `--sim-slow ID=F,...`, `--sim-log F`
+/// `--sim-nodes N`, `--sim-link L,B`, `--sim-jitter D`, `--sim-slow ID=F,...`,
+/// `--sim-log F`, `--sim-replay F`
 /// (also as `--flag=value`) and `--help` (prints them and
 /// exits 0). As command-line tools do, it prints what is wrong and exits
 /// when it cannot start: 2 for misuse (any other flag starting with `--`,

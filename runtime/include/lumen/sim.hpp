@@ -21,6 +21,10 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "lumen/init.hpp"
 
 namespace lumen {
 
@@ -91,5 +95,21 @@ void run_until(const std::function<bool()>& done);
 /// function removes it). It runs inside the simulation: it must not call
 /// into Lumen.
 void on_event(std::function<void(const event&)> observer);
+
+/// What a sweep found.
+struct sweep_result {
+  /// Runs made, one a seed.
+  size_t runs = 0;
+  /// The seeds whose run threw, with what it said, in seed order.
+  std::vector<std::pair<uint64_t, std::string>> failed;
+};
+
+/// Runs `script` in a fresh simulated cluster once per seed from `first`
+/// to `last`, each set up as `opts` says (simulation on, its seed
+/// replaced); a seed fails when `script` throws. A failing seed runs the
+/// same way again alone: `opts.sim.seed = seed`, or `--simulate=SEED`.
+/// Throws `usage_error` if Lumen is running already.
+sweep_result sweep(uint64_t first, uint64_t last,
+                   const std::function<void()>& script, init_options opts = {});
 
 } // namespace lumen::sim

@@ -71,6 +71,29 @@ struct start_flags {
   }
 };
 
+/// `--seeds`'s FIRST..LAST into `o`.
+void parse_seeds(const std::string& text, sim_command_options& o) {
+  auto dots = text.find("..");
+  try {
+    if (dots == std::string::npos || text[0] == '-' ||
+        text.find('-', dots) != std::string::npos)
+      throw std::invalid_argument("");
+    size_t used = 0;
+    o.first = std::stoull(text.substr(0, dots), &used);
+    if (used != dots)
+      throw std::invalid_argument("");
+    auto rest = text.substr(dots + 2);
+    o.last = std::stoull(rest, &used);
+    if (used != rest.size() || o.last < o.first)
+      throw std::invalid_argument("");
+  } catch (const std::exception&) {
+    throw CLI::ValidationError("--seeds",
+                               "takes FIRST..LAST, whole numbers with FIRST "
+                               "<= LAST, e.g. 1..1000; got '" +
+                                 text + "'");
+  }
+}
+
 } // namespace
 
 int cli_main(int argc, char** argv, const std::vector<cli_verb>& verbs) {
@@ -114,6 +137,27 @@ int cli_main(int argc, char** argv, const std::vector<cli_verb>& verbs) {
                  "its running work up to 10 s to finish)")
     ->type_name("SECONDS")
     ->check(CLI::Range(0.0, 3600.0));
+  sim_command_options sim;
+  std::string seeds = "1..100";
+  auto* sim_cmd = app.add_subcommand(
+    "sim", "run a program in a simulated cluster once per seed, each run a "
+           "process of its own (PROGRAM --simulate=SEED ARGS), and name the "
+           "seeds whose run failed");
+  sim_cmd->add_option("program", sim.script, "the Lumen program to run")
+    ->required()
+    ->check(CLI::ExistingFile);
+  sim_cmd
+    ->add_option("--seeds", seeds, "the seeds, FIRST..LAST (default 1..100)")
+    ->type_name("A..B");
+  sim_cmd
+    ->add_option("--timeout", sim.timeout,
+                 "wall seconds a run may take before it is killed and "
+                 "counted failed (default 60)")
+    ->type_name("SECONDS")
+    ->check(CLI::Range(0.001, 86400.0));
+  sim_cmd->add_option("args", sim.args,
+                      "after --: arguments every run gets (e.g. "
+                      "--sim-nodes=4)");
   // Listed for --help; never parsed here, as each parses its own flags.
   for (auto& v : verbs)
     app.add_subcommand(v.name, v.summary);
@@ -121,6 +165,8 @@ int cli_main(int argc, char** argv, const std::vector<cli_verb>& verbs) {
     app.parse(argc, argv);
     if (app.got_subcommand("start"))
       start.finish();
+    if (app.got_subcommand("sim"))
+      parse_seeds(seeds, sim);
   } catch (const CLI::CallForHelp&) {
     std::cout << app.help();
     return exit_ok;
@@ -142,6 +188,8 @@ int cli_main(int argc, char** argv, const std::vector<cli_verb>& verbs) {
       return run_start(start.o);
     if (verb == "status")
       return run_status(status);
+    if (verb == "sim")
+      return run_sim(sim);
     return run_stop(stop);
   } catch (const usage_error& e) {
     std::cerr << "lumen " << verb << ": " << e.what() << "\n";

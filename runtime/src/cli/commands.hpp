@@ -3,6 +3,7 @@
 // The verbs of the `lumen` command, each given its parsed flags; cli.cpp
 // parses them. Each returns the exit code: 0 done, 1 failed, 2 misuse.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -38,5 +39,15 @@ struct stop_options {
 };
 
 int run_stop(const stop_options& o);
+
+struct sim_command_options {
+  std::string script;
+  uint64_t first = 1; // --seeds=FIRST..LAST
+  uint64_t last = 100;
+  double timeout = 60;           // wall seconds a run may take
+  std::vector<std::string> args; // after --, to every run
+};
+
+int run_sim(const sim_command_options& o);
 
 } // namespace lumen::detail

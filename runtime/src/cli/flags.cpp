@@ -96,6 +96,19 @@ void add_sim_flags(CLI::App& app, sim_options& sim) {
     ->type_name("LATENCY,BANDWIDTH");
   app
     .add_option_function<std::string>(
+      "--sim-jitter",
+      [&sim](const std::string& text) {
+        try {
+          sim.jitter = sim::parse_duration(text);
+        } catch (const usage_error& e) {
+          throw CLI::ValidationError("--sim-jitter", e.what());
+        }
+      },
+      "up to this much more latency for each message, drawn from the seed "
+      "(default 0)")
+    ->type_name("D");
+  app
+    .add_option_function<std::string>(
       "--sim-slow",
       [&sim](const std::string& text) {
         try {
@@ -115,6 +128,12 @@ void add_sim_flags(CLI::App& app, sim_options& sim) {
                 "line")
     ->type_name("F")
     ->check(non_empty());
+  app
+    .add_option("--sim-replay", sim.replay_file,
+                "check the simulated run against a log --sim-log wrote: it "
+                "stops at the first event that differs, naming it")
+    ->type_name("F")
+    ->check(CLI::ExistingFile);
 }
 
 /// name=amount pairs separated by commas, e.g. cpu=2,gpu=1.

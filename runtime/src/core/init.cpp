@@ -186,8 +186,6 @@ void start_simulation(const init_options& opts, const sim_options& sim) {
     refuse("--local-nodes");
   if (opts.tls.enabled || !opts.tls.cert_file.empty())
     refuse("--tls");
-  if (!opts.trace_file.empty())
-    refuse("--trace (not simulated yet; --sim-log records the run)");
   std::lock_guard<std::mutex> guard{init_mtx};
   if (the_runtime || the_sim)
     throw usage_error("lumen::init was called twice; call lumen::shutdown() "
@@ -199,7 +197,11 @@ void start_simulation(const init_options& opts, const sim_options& sim) {
       msg += "\n  " + e;
     throw usage_error(msg);
   }
-  the_sim = std::make_unique<detail::sim_runtime>(sim);
+  // --trace: the run's timeline in virtual time.
+  auto trace = opts.trace_file;
+  if (auto env = std::getenv("LUMEN_TRACE"); trace.empty() && env && *env)
+    trace = env;
+  the_sim = std::make_unique<detail::sim_runtime>(sim, trace);
   detail::sim::set_live(&the_sim->world());
   detail::set_scheduling(&the_sim->world());
   live_sim = the_sim.get();
@@ -282,6 +284,17 @@ void shutdown() {
   live_runtime = nullptr;
   the_runtime.reset();
   if (the_sim) {
+    if (!detail::sim::summaries_quiet())
+      std::cerr << "lumen: " << the_sim->world().summary() << "\n";
+    try {
+      if (auto file = the_sim->world().write_timeline(); !file.empty())
+        std::cerr << "lumen: wrote the timeline of the simulated run to "
+                  << file
+                  << " (open it at https://ui.perfetto.dev or "
+                     "chrome://tracing)\n";
+    } catch (const error& e) {
+      std::cerr << "lumen: " << e.what() << "\n";
+    }
     // Work left waiting unwinds with the run's scheduling still in force.
     live_sim = nullptr;
     the_sim.reset();

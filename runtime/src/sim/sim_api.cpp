@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "lumen/errors.hpp"
+#include "lumen/init.hpp"
 
 #include "sim/sim_world.hpp"
 
@@ -19,23 +20,6 @@ detail::sim::world& running(const char* api) {
                       ": no simulated run is in progress; start the script "
                       "with --simulate[=SEED] (or LUMEN_SIMULATE=SEED)");
   return *w;
-}
-
-void quote(std::string& out, const std::string& s) {
-  out += '"';
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  out += '"';
 }
 
 /// A number with a unit suffix: `text` = 1.5ms -> {1.5, "ms"}.
@@ -61,6 +45,40 @@ void sleep_ns(std::chrono::nanoseconds d) {
 
 namespace sim {
 
+void quote_json(std::string& out, const std::string& s) {
+  out += '"';
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += '"';
+}
+
+std::chrono::nanoseconds parse_duration(const std::string& text) {
+  try {
+    auto [v, unit] = number_and_unit(text);
+    double ns_per = unit == "ns"   ? 1
+                    : unit == "us" ? 1e3
+                    : unit == "ms" ? 1e6
+                    : unit == "s"  ? 1e9
+                                   : -1;
+    if (ns_per >= 0)
+      return std::chrono::nanoseconds{std::llround(v * ns_per)};
+  } catch (const std::exception&) {
+  }
+  throw usage_error("'" + text +
+                    "' is not a time: give a number and one of ns, us, ms, "
+                    "s, e.g. 50us");
+}
+
 void parse_link(const std::string& text, sim_options& opts) {
   auto comma = text.find(',');
   auto bad = [&](const std::string& why) {
@@ -70,15 +88,8 @@ void parse_link(const std::string& text, sim_options& opts) {
   };
   if (comma == std::string::npos)
     throw bad("no comma");
+  opts.latency = parse_duration(text.substr(0, comma));
   try {
-    auto [lat, lu] = number_and_unit(text.substr(0, comma));
-    double ns_per = lu == "ns"   ? 1
-                    : lu == "us" ? 1e3
-                    : lu == "ms" ? 1e6
-                    : lu == "s"  ? 1e9
-                                 : -1;
-    if (ns_per < 0)
-      throw bad("the latency's unit is one of ns, us, ms, s");
     auto [bw, bu] = number_and_unit(text.substr(comma + 1));
     double per = bu == "bit"    ? 1.0 / 8
                  : bu == "Kbit" ? 1e3 / 8
@@ -92,12 +103,11 @@ void parse_link(const std::string& text, sim_options& opts) {
     if (per < 0)
       throw bad("the bandwidth's unit is one of bit, Kbit, Mbit, Gbit, B, KB, "
                 "MB, GB");
-    opts.latency = std::chrono::nanoseconds{std::llround(lat * ns_per)};
     opts.bandwidth = bw * per;
   } catch (const usage_error&) {
     throw;
   } catch (const std::exception&) {
-    throw bad("not a number with a unit");
+    throw bad("the bandwidth is not a number with a unit");
   }
 }
 
@@ -110,15 +120,15 @@ namespace sim {
 std::string to_json(const event& e) {
   std::string out = "{\"seq\":" + std::to_string(e.seq) +
                     ",\"t\":" + std::to_string(e.time.count()) + ",\"kind\":";
-  quote(out, e.kind);
+  detail::sim::quote_json(out, e.kind);
   out += ",\"node\":";
-  quote(out, e.node);
+  detail::sim::quote_json(out, e.node);
   if (!e.peer.empty()) {
     out += ",\"peer\":";
-    quote(out, e.peer);
+    detail::sim::quote_json(out, e.peer);
   }
   out += ",\"what\":";
-  quote(out, e.what);
+  detail::sim::quote_json(out, e.what);
   if (e.kind == "send" || e.kind == "deliver")
     out += ",\"bytes\":" + std::to_string(e.bytes);
   out += ",\"work\":" + std::to_string(e.work) + "}";
@@ -161,6 +171,44 @@ void run_until(const std::function<bool()>& done) {
 
 void on_event(std::function<void(const event&)> observer) {
   running("lumen::sim::on_event").observe(std::move(observer));
+}
+
+sweep_result sweep(uint64_t first, uint64_t last,
+                   const std::function<void()>& script, init_options opts) {
+  if (is_initialized())
+    throw usage_error("lumen::sim::sweep starts a simulated cluster for each "
+                      "seed; call it before lumen::init or after "
+                      "lumen::shutdown");
+  if (last < first)
+    throw usage_error("lumen::sim::sweep: the last seed is below the first");
+  sweep_result out;
+  opts.sim.enabled = true;
+  // A line a run would bury what failed.
+  struct quiet_runs {
+    quiet_runs() {
+      detail::sim::quiet_summaries(true);
+    }
+    ~quiet_runs() {
+      detail::sim::quiet_summaries(false);
+    }
+  } quiet;
+  for (auto seed = first;; ++seed) {
+    opts.sim.seed = seed;
+    init(opts); // bad options fail the sweep, not each seed
+    try {
+      script();
+    } catch (const std::exception& e) {
+      out.failed.emplace_back(seed, e.what());
+    } catch (...) {
+      out.failed.emplace_back(seed, "an exception of a type not derived "
+                                    "from std::exception");
+    }
+    shutdown();
+    ++out.runs;
+    if (seed == last)
+      break;
+  }
+  return out;
 }
 
 } // namespace sim

@@ -27,6 +27,7 @@ std::string not_simulated(const std::string& what) {
 struct sim_runtime::host {
   std::shared_ptr<actor_core> core;
   int node = 0;
+  std::string what; // "Class constructor", as the log names its building
   // On the node: what builds the instance (from the bytes that came), and
   // the instance once built.
   std::unique_ptr<named_factory> factory;
@@ -53,8 +54,8 @@ struct sim_runtime::host {
   int running = 0;
 };
 
-sim_runtime::sim_runtime(const sim_options& opts)
-  : world_(opts) {}
+sim_runtime::sim_runtime(const sim_options& opts, const std::string& trace_file)
+  : world_(opts, trace_file) {}
 
 sim_runtime::~sim_runtime() {
   alive_.reset();
@@ -116,25 +117,23 @@ void sim_runtime::send_task(const std::shared_ptr<task_spec>& t, int from,
     return;
   }
   auto& name = t->function().name;
-  world_.send(
-    from, to, frame->size(), name, work, [this, t, from, to, work, frame] {
-      world_.run_on(to, [this, t, from, to, work, frame] {
-        auto& fn = t->function();
-        world_.record(
-          {0, {}, "start", world_.node_name(to), {}, fn.name, 0, work});
-        auto st = std::make_shared<value_state<bytes>>();
-        named_task{st,
-                   fn,
-                   frame,
-                   {frame->data(), frame->size()},
-                   t->max_retries(),
-                   t->retry_exceptions()}
-          .run();
-        world_.record(
-          {0, {}, "finish", world_.node_name(to), {}, fn.name, 0, work});
-        answer(to, from, st, t, work);
-      });
-    });
+  world_.send(from, to, frame->size(), name, work,
+              [this, t, from, to, work, frame] {
+                world_.run_on(to, [this, t, from, to, work, frame] {
+                  auto& fn = t->function();
+                  world_.record("start", to, -1, fn.name, 0, work);
+                  auto st = std::make_shared<value_state<bytes>>();
+                  named_task{st,
+                             fn,
+                             frame,
+                             {frame->data(), frame->size()},
+                             t->max_retries(),
+                             t->retry_exceptions()}
+                    .run();
+                  world_.record("finish", to, -1, fn.name, 0, work);
+                  answer(to, from, st, t, work);
+                });
+              });
 }
 
 template <class Work>
@@ -147,13 +146,12 @@ void sim_runtime::answer(int from, int to,
        : encode_error(st->ready() ? st->error()
                                   : std::make_exception_ptr(error(
                                       "the work ended without a result"))));
-  auto name = x->work_name();
-  world_.send(
-    from, to, out->size(), name, work,
-    [this, ok, out, x = std::move(x), to, name, work] {
-      publish_answer(*x, ok, *out);
-      world_.record({0, {}, "ready", world_.node_name(to), {}, name, 0, work});
-    });
+  auto& name = x->work_name(); // the registry's, as long as the run
+  world_.send(from, to, out->size(), name, work,
+              [this, ok, out, x = std::move(x), to, work] {
+                publish_answer(*x, ok, *out);
+                world_.record("ready", to, -1, x->work_name(), 0, work);
+              });
 }
 
 std::shared_ptr<actor_ref>
@@ -191,16 +189,15 @@ sim_runtime::spawn_actor(const actor_class_entry& cls,
   hosts_[core.get()] = h;
   if (!opts.name.empty())
     names_[opts.name] = ref;
-  auto what = cls.name + " constructor";
-  world_.send(world_.here(), node, args->size(), what, work,
-              [this, h, ctor, args, what, work] {
+  h->what = cls.name + " constructor";
+  world_.send(world_.here(), node, args->size(), h->what, work,
+              [this, h, ctor, args, work] {
                 h->factory = std::make_unique<named_factory>(*ctor, *args);
-                world_.run_on(h->node, [this, h, what, work] {
-                  auto& node = world_.node_name(h->node);
-                  world_.record({0, {}, "start", node, {}, what, 0, work});
+                world_.run_on(h->node, [this, h, work] {
+                  world_.record("start", h->node, -1, h->what, 0, work);
                   start_instance(h);
                   h->built = true;
-                  world_.record({0, {}, "finish", node, {}, what, 0, work});
+                  world_.record("finish", h->node, -1, h->what, 0, work);
                   drain(h);
                 });
               });
@@ -329,9 +326,8 @@ void sim_runtime::drain(const std::shared_ptr<host>& h) {
     }
     ++h->running;
     world_.run_on(h->node, [this, h, in = std::move(in)] {
-      auto& node = world_.node_name(h->node);
       auto& name = in.call->method().name;
-      world_.record({0, {}, "start", node, {}, name, 0, in.work});
+      world_.record("start", h->node, -1, name, 0, in.work);
       current_actor_slot() = h->core->remote->actor_id;
       auto instance = h->instance; // a restart meanwhile does not take it
       std::optional<std::string> death;
@@ -343,7 +339,7 @@ void sim_runtime::drain(const std::shared_ptr<host>& h) {
       } catch (const actor_fatal_error& e) {
         death = std::string{"it raised actor_fatal_error: "} + e.what();
       }
-      world_.record({0, {}, "finish", node, {}, name, 0, in.work});
+      world_.record("finish", h->node, -1, name, 0, in.work);
       --h->running;
       if (death)
         die(h, *death, true);

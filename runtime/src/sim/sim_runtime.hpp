@@ -25,8 +25,9 @@ namespace lumen::detail {
 
 class sim_runtime final : public runtime {
 public:
-  /// Throws `usage_error` for settings out of range.
-  explicit sim_runtime(const sim_options& opts);
+  /// Throws `usage_error` for settings out of range; `trace_file` as
+  /// sim::world takes it.
+  sim_runtime(const sim_options& opts, const std::string& trace_file);
 
   /// Ends the run: work still waiting unwinds, actors end.
   ~sim_runtime() override;

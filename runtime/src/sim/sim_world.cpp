@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <utility>
 
 #include <boost/context/fiber.hpp>
@@ -18,6 +19,7 @@ namespace lumen::detail::sim {
 namespace {
 
 world* the_world = nullptr;
+bool quiet = false;
 
 /// A fiber's stack; a guard page below it turns an overflow into a crash
 /// at the spot instead of silent corruption.
@@ -45,9 +47,10 @@ public:
   std::string actor;
 };
 
-world::world(sim_options opts)
+world::world(sim_options opts, std::string trace_file)
   : opts_(std::move(opts))
-  , owner_(std::this_thread::get_id()) {
+  , owner_(std::this_thread::get_id())
+  , trace_file_(std::move(trace_file)) {
   if (opts_.nodes < 1 || opts_.nodes > 1024)
     throw usage_error("--sim-nodes is " + std::to_string(opts_.nodes) +
                       "; give 1 to 1024 simulated nodes");
@@ -71,7 +74,19 @@ world::world(sim_options opts)
                         "'s factor must be a positive number");
     slowness_[static_cast<size_t>(i)] = factor;
   }
+  if (opts_.jitter.count() < 0)
+    throw usage_error("--sim-jitter is negative; give 0 or more");
   link_free_.assign(names_.size() * names_.size(), 0);
+  link_last_ = link_free_;
+  if (!opts_.replay_file.empty()) {
+    std::ifstream in{opts_.replay_file};
+    if (!in)
+      throw usage_error("--sim-replay: cannot read " + opts_.replay_file +
+                        "; give a log that --sim-log wrote");
+    for (std::string line; std::getline(in, line);)
+      replay_.push_back(line);
+    replaying_ = true;
+  }
   rng_ = opts_.seed;
   if (!opts_.log_file.empty()) {
     log_.open(opts_.log_file, std::ios::trunc);
@@ -121,13 +136,40 @@ bool world::step() {
   return true;
 }
 
-void world::record(lumen::sim::event e) {
+void world::record(const char* kind, int node, int peer,
+                   const std::string& what, uint64_t bytes, uint64_t work,
+                   uint64_t message) {
   if (stopped_)
     return; // the run is over: teardown is not part of it
-  e.seq = ++recorded_;
-  e.time = std::chrono::nanoseconds{now_};
+  ++recorded_;
+  if (!trace_file_.empty())
+    timeline_event(kind, node, what, work, message);
+  if (!observer_ && !log_.is_open() && !replaying_)
+    return;
+  lumen::sim::event e{recorded_,
+                      std::chrono::nanoseconds{now_},
+                      kind,
+                      node_name(node),
+                      peer < 0 ? std::string{} : node_name(peer),
+                      what,
+                      bytes,
+                      work};
+  auto line = lumen::sim::to_json(e);
+  if (replaying_ && (e.seq > replay_.size() || replay_[e.seq - 1] != line)) {
+    // The first event that differs ends the run: what follows it would
+    // differ for its sake.
+    diverged_ = true;
+    stopped_ = true;
+    events_ = {};
+    throw error("--sim-replay: event " + std::to_string(e.seq) +
+                " differs from " + opts_.replay_file + ": the run has " + line +
+                ", the log " +
+                (e.seq > replay_.size()
+                   ? "ends after " + std::to_string(replay_.size()) + " events"
+                   : "has " + replay_[e.seq - 1]));
+  }
   if (log_.is_open())
-    log_ << lumen::sim::to_json(e) << '\n';
+    log_ << line << '\n';
   if (observer_)
     observer_(e);
 }
@@ -136,7 +178,8 @@ void world::send(int from, int to, uint64_t bytes, const std::string& what,
                  uint64_t work, std::function<void()> arrive) {
   if (stopped_)
     return;
-  record({0, {}, "send", node_name(from), node_name(to), what, bytes, work});
+  auto message = ++messages_;
+  record("send", from, to, what, bytes, work, message);
   vtime at = now_;
   if (from != to) {
     auto& free = link_free_[static_cast<size_t>(from * nodes() + to)];
@@ -147,10 +190,16 @@ void world::send(int from, int to, uint64_t bytes, const std::string& what,
                                    1000000000u / per_second);
     free = depart + wire;
     at = free + opts_.latency.count();
+    if (auto jitter = opts_.jitter.count(); jitter > 0)
+      at += static_cast<vtime>(draw() % static_cast<uint64_t>(jitter + 1));
+    // In order on a link, as TCP delivers.
+    auto& last = link_last_[static_cast<size_t>(from * nodes() + to)];
+    at = std::max(at, last);
+    last = at;
   }
-  schedule(at, [this, from, to, what, bytes, work, arrive = std::move(arrive)] {
-    record(
-      {0, {}, "deliver", node_name(to), node_name(from), what, bytes, work});
+  schedule(at, [this, from, to, what = &what, bytes, work, message,
+                arrive = std::move(arrive)] {
+    record("deliver", to, from, *what, bytes, work, message);
     arrive();
   });
 }
@@ -346,6 +395,73 @@ void world::stop() {
       resume(*f);
   idle_.clear();
   fibers_.clear();
+}
+
+void world::timeline_event(const char* kind, int node, const std::string& what,
+                           uint64_t work, uint64_t message) {
+  // Work is an async span of its node's process, by its number; a message
+  // between nodes an arrow, by its own.
+  std::string ph, cat, id;
+  std::string k = kind;
+  if (k == "start" || k == "finish") {
+    ph = k == "start" ? "b" : "e";
+    cat = "work";
+    id = std::to_string(work);
+  } else if ((k == "send" || k == "deliver") && message != 0) {
+    ph = k == "send" ? "s" : "f";
+    cat = "message";
+    id = std::to_string(message);
+  } else {
+    return;
+  }
+  std::string name;
+  quote_json(name, what);
+  char ts[40];
+  std::snprintf(ts, sizeof(ts), "%.3f", static_cast<double>(now_) / 1e3);
+  timeline_.push_back(
+    "{\"ph\":\"" + ph + "\",\"cat\":\"" + cat + "\",\"name\":" + name +
+    ",\"id\":" + id + ",\"pid\":" + std::to_string(node) +
+    ",\"tid\":0,\"ts\":" + ts + (ph == "f" ? ",\"bp\":\"e\"}" : "}"));
+}
+
+std::string world::write_timeline() {
+  if (trace_file_.empty())
+    return {};
+  std::ofstream out{trace_file_, std::ios::trunc};
+  if (!out)
+    throw error("--trace: cannot write " + trace_file_);
+  out << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+  for (int i = 0; i < nodes(); ++i) {
+    std::string name;
+    quote_json(name, node_name(i) + " (simulated)");
+    out << "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" << i
+        << ",\"tid\":0,\"args\":{\"name\":" << name << "}},\n";
+  }
+  for (size_t i = 0; i < timeline_.size(); ++i)
+    out << timeline_[i] << (i + 1 < timeline_.size() ? ",\n" : "\n");
+  out << "]}\n";
+  return std::exchange(trace_file_, {});
+}
+
+std::string world::summary() const {
+  char took[32];
+  std::snprintf(took, sizeof(took), "%.6f", static_cast<double>(now_) / 1e9);
+  auto out = "simulated run, seed " + std::to_string(opts_.seed) + ": " + took +
+             " s of virtual time, " + std::to_string(recorded_) + " events";
+  if (replaying_ && !diverged_)
+    out += recorded_ == replay_.size()
+             ? ", the same as " + opts_.replay_file
+             : "; " + opts_.replay_file + " has " +
+                 std::to_string(replay_.size()) + " (the run stopped first)";
+  return out;
+}
+
+bool summaries_quiet() noexcept {
+  return quiet;
+}
+
+void quiet_summaries(bool q) noexcept {
+  quiet = q;
 }
 
 world* live() noexcept {

@@ -48,8 +48,10 @@ class fiber;
 /// The run: also the scheduling of the script's waits (core/scheduling.hpp).
 class world final : public scheduling {
 public:
-  /// Throws `usage_error` for settings out of range.
-  explicit world(sim_options opts);
+  /// Throws `usage_error` for settings out of range. With `trace_file`,
+  /// the run's events are written there at its end as a timeline in
+  /// virtual time (trace-event JSON for Perfetto).
+  explicit world(sim_options opts, std::string trace_file = {});
   ~world() override;
 
   world(const world&) = delete;
@@ -94,16 +96,20 @@ public:
   /// Runs the next event; false if none is left.
   bool step();
 
-  /// Records `e` (stamped with the time and the next number): the log and
-  /// the observer see it.
-  void record(lumen::sim::event e);
+  /// Records an event of `kind` at node `node` (`peer`: the other end of
+  /// a message, or -1) for work `what` (a name that outlives the run):
+  /// numbered and stamped with the time; the log, the replay and the
+  /// observer see it, and it is built only if one of them looks.
+  void record(const char* kind, int node, int peer, const std::string& what,
+              uint64_t bytes, uint64_t work, uint64_t message = 0);
 
   void observe(std::function<void(const lumen::sim::event&)> fn) {
     observer_ = std::move(fn);
   }
 
-  /// Sends a message of `bytes` from node `from` to node `to` (`what` and
-  /// `work` name it in the log); `arrive` runs when it is there. A link
+  /// Sends a message of `bytes` from node `from` to node `to` (`what`, a
+  /// name that outlives the run, and `work` name it in the log); `arrive`
+  /// runs when it is there. A link
   /// carries one message at a time: a message waits for those sent before
   /// it on the same link, then takes bytes / bandwidth on the wire, then
   /// the latency. A message to the same node arrives at once.
@@ -138,6 +144,15 @@ public:
   /// Ends the run: parked work wakes to an error, and no event runs after.
   void stop();
 
+  /// Writes the timeline, if one was asked for: a process per node, a
+  /// span per piece of work, an arrow per message between nodes. Returns
+  /// the file written, or "".
+  std::string write_timeline();
+
+  /// What the run was, a line for the end of it: its seed, virtual time
+  /// and events, and how it kept to the log it replayed.
+  std::string summary() const;
+
 private:
   struct item {
     vtime at;
@@ -155,6 +170,8 @@ private:
     }
   };
 
+  void timeline_event(const char* kind, int node, const std::string& what,
+                      uint64_t work, uint64_t message);
   void resume(fiber& f);
   fiber& idle_fiber();
   void park(fiber& f);
@@ -169,13 +186,22 @@ private:
   uint64_t recorded_ = 0;
   bool stopped_ = false;
   std::priority_queue<item, std::vector<item>, later> events_;
-  // When each directed link is free again, [from * nodes + to].
+  // When each directed link is free again, and when its last message
+  // arrives, [from * nodes + to].
   std::vector<vtime> link_free_;
+  std::vector<vtime> link_last_;
+  // The log a replay checks the run against, a line an event.
+  std::vector<std::string> replay_;
+  bool replaying_ = false;
+  bool diverged_ = false;
   std::vector<std::unique_ptr<fiber>> fibers_;
   std::vector<fiber*> idle_;
   fiber* current_ = nullptr;
   std::thread::id owner_; // the script's thread
   std::ofstream log_;
+  std::string trace_file_;
+  std::vector<std::string> timeline_; // its events, as JSON
+  uint64_t messages_ = 0;
   std::function<void(const lumen::sim::event&)> observer_;
 };
 
@@ -184,6 +210,16 @@ world* live() noexcept;
 
 /// Makes `w` the world of the run in progress (null: none).
 void set_live(world* w) noexcept;
+
+/// Whether the end of a run prints its summary: not in a sweep.
+bool summaries_quiet() noexcept;
+void quiet_summaries(bool quiet) noexcept;
+
+/// Appends `s` to `out` as a JSON string.
+void quote_json(std::string& out, const std::string& s);
+
+/// A time with its unit (`50us`, `1.5ms`); throws `usage_error`.
+std::chrono::nanoseconds parse_duration(const std::string& text);
 
 /// Parses `--sim-link`'s LATENCY,BANDWIDTH (`50us,10Gbit`, `1ms,125MB`)
 /// into `opts`; throws `usage_error` saying what is wrong.
