@@ -126,6 +126,40 @@ void two_deposits() {
                              std::to_string(balance));
 }
 
+class Slow {
+public:
+  int wait_then(int ms) {
+    lumen::sleep_for(std::chrono::milliseconds(ms));
+    return ms;
+  }
+  std::string where() const {
+    return lumen::this_node_id();
+  }
+};
+LUMEN_ACTOR(Slow, &Slow::wait_then, &Slow::where);
+
+// A call that reached node-2 when node-2 dies 50 ms in must fail with
+// actor_died, naming the node, once the death is noticed; whatever the
+// network's jitter did to the order.
+void killed_mid_call() {
+  auto a = lumen::actor<Slow>().on_node("node-2").remote();
+  auto call = a.call(&Slow::wait_then, 100);
+  lumen::sim::kill_node("node-2", 50ms);
+  try {
+    lumen::get(call);
+  } catch (const lumen::actor_died& e) {
+    if (std::string{e.what()}.find("node-2") == std::string::npos)
+      throw std::runtime_error(std::string{"the error names no node: "} +
+                               e.what());
+    if (lumen::sim::now() != 50ms + lumen::sim::death_noticed_after)
+      throw std::runtime_error("the call failed at " +
+                               std::to_string(lumen::sim::now().count()) +
+                               " ns, not when the death was noticed");
+    return;
+  }
+  throw std::runtime_error("a call to a killed node answered");
+}
+
 /// 1 ms links of 1 GB/s with up to 1 ms of jitter, three nodes.
 lumen::init_options jittery() {
   lumen::init_options opts;
@@ -334,6 +368,75 @@ BOOST_AUTO_TEST_CASE(a_replay_of_a_log_stops_at_the_first_event_that_differs) {
   }
   lumen::shutdown();
   std::filesystem::remove(log);
+}
+
+BOOST_AUTO_TEST_CASE(a_call_to_a_killed_node_fails_once_its_death_is_noticed) {
+  simulated run;
+  auto a = lumen::actor<Slow>().on_node("node-2").remote();
+  auto call = a.call(&Slow::wait_then, 5000);
+  lumen::sim::kill_node("node-2", 1s);
+  try {
+    lumen::get(call);
+    BOOST_ERROR("a call to a killed node answered");
+  } catch (const lumen::actor_died& e) {
+    BOOST_TEST(ns(lumen::sim::now()) ==
+               ns(2s)); // killed at 1 s, noticed 1 s on
+    BOOST_TEST(std::string{e.what()}.find("on node node-2, which went down") !=
+                 std::string::npos,
+               e.what());
+  }
+  BOOST_TEST(!lumen::nodes()[2].alive);
+  BOOST_CHECK_THROW(lumen::get(a.call(&Slow::where)), lumen::actor_died);
+  BOOST_CHECK_THROW(lumen::get(lumen::task(square).on_node("node-2").remote(1)),
+                    lumen::error);
+  BOOST_CHECK_THROW(lumen::sim::kill_node("node-0", 0ns), lumen::usage_error);
+  // Back, empty, it takes work again.
+  lumen::sim::restart_node("node-2", lumen::sim::now());
+  lumen::sleep_for(1ms);
+  BOOST_TEST(lumen::nodes()[2].alive);
+  BOOST_TEST(lumen::get(lumen::task(square).on_node("node-2").remote(4)) == 16);
+}
+
+BOOST_AUTO_TEST_CASE(an_actor_with_restarts_is_built_again_on_a_live_node) {
+  simulated run;
+  auto a = lumen::actor<Slow>().on_node("node-2").with_max_restarts(1).remote();
+  BOOST_TEST(lumen::get(a.call(&Slow::where)) == "node-2");
+  lumen::sim::kill_node("node-2", lumen::sim::now());
+  lumen::sleep_for(lumen::sim::death_noticed_after + 10ms);
+  BOOST_TEST(lumen::get(a.call(&Slow::where)) == "node-0"); // next, round
+  BOOST_TEST(a.num_restarts() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(
+  a_spread_task_runs_again_elsewhere_and_a_pinned_one_fails) {
+  simulated run;
+  std::vector<lumen::ObjectRef<int>> spread;
+  for (int i = 0; i < 3; ++i) // node-0, node-1, node-2 in turn
+    spread.push_back(
+      lumen::task(nap).spread().with_max_retries(1).remote(5000));
+  auto pinned = lumen::task(nap).on_node("node-1").remote(5000);
+  lumen::sim::kill_node("node-2", 1s);
+  lumen::sim::kill_node("node-1", 1s);
+  // Again on node-0, the script's own (no messages): noticed at 2 s, then
+  // its 5 s again.
+  BOOST_TEST(lumen::get(spread[2]) == 5000);
+  BOOST_TEST(ns(lumen::sim::now()) == ns(7s));
+  try {
+    lumen::get(pinned);
+    BOOST_ERROR("a task of a killed node answered");
+  } catch (const lumen::actor_died& e) {
+    BOOST_TEST(std::string{e.what()}.find("lost with node node-1") !=
+                 std::string::npos,
+               e.what());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(
+  a_node_killed_mid_call_fails_it_the_same_way_for_every_seed) {
+  auto found = lumen::sim::sweep(1, 100, killed_mid_call, jittery());
+  BOOST_TEST(found.runs == 100u);
+  for (auto& [seed, what] : found.failed)
+    BOOST_ERROR("seed " << seed << ": " << what);
 }
 
 BOOST_AUTO_TEST_CASE(a_run_with_nothing_left_to_do_says_it_is_stuck) {

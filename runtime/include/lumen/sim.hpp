@@ -52,9 +52,9 @@ struct event {
   /// Virtual time since the run began.
   std::chrono::nanoseconds time{0};
   /// "send" (a message leaves `node` for `peer`), "deliver" (it arrives
-  /// at `node` from `peer`), "start" and "finish" (work on `node`),
-  /// "ready" (a result reached the caller at `node`), "wake" (a sleep or
-  /// a wait's timeout ends).
+  /// at `node` from `peer`), "lost" (it arrived at a node that died
+  /// meanwhile), "start" and "finish" (work on `node`), "ready" (a result
+  /// reached the caller at `node`), "kill" and "restart" (of `node`).
   std::string kind;
   std::string node;
   std::string peer;
@@ -95,6 +95,22 @@ void run_until(const std::function<bool()>& done);
 /// function removes it). It runs inside the simulation: it must not call
 /// into Lumen.
 void on_event(std::function<void(const event&)> observer);
+
+/// How long after a node's death the cluster knows of it: the failure
+/// detector's time (a real cluster's is within 2 s).
+inline constexpr std::chrono::seconds death_noticed_after{1};
+
+/// Kills node `id` at virtual time `at` (now, if that is past), as SIGKILL
+/// would: its work stops where it is, its actors die, and messages to it
+/// are lost. `death_noticed_after` later the cluster knows: its tasks fail
+/// with `actor_died` (a spread task with retries left runs again on
+/// another node), calls that reached its actors fail, and an actor with
+/// restarts left is built again on another node. Throws `usage_error` for
+/// a node that does not exist, or node-0, where the script itself runs.
+void kill_node(const std::string& id, std::chrono::nanoseconds at);
+
+/// Brings node `id` back at `at`, empty, to take new work.
+void restart_node(const std::string& id, std::chrono::nanoseconds at);
 
 /// What a sweep found.
 struct sweep_result {

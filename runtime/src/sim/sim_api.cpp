@@ -7,6 +7,7 @@
 #include "lumen/errors.hpp"
 #include "lumen/init.hpp"
 
+#include "sim/sim_runtime.hpp"
 #include "sim/sim_world.hpp"
 
 namespace lumen {
@@ -171,6 +172,37 @@ void run_until(const std::function<bool()>& done) {
 
 void on_event(std::function<void(const event&)> observer) {
   running("lumen::sim::on_event").observe(std::move(observer));
+}
+
+namespace {
+
+/// The simulated runtime and the index of node `id` in it, for `api`.
+std::pair<detail::sim_runtime*, int> node_of(const std::string& id,
+                                             const char* api) {
+  auto& w = running(api);
+  auto* rt = dynamic_cast<detail::sim_runtime*>(&detail::current_runtime());
+  auto i = w.node_index(id);
+  if (rt == nullptr || i < 0)
+    throw usage_error(std::string{api} + ": '" + id +
+                      "' is not a simulated node; they are node-0 to node-" +
+                      std::to_string(w.nodes() - 1));
+  if (i == 0)
+    throw usage_error(std::string{api} +
+                      ": node-0 is where the script itself runs; give "
+                      "another node");
+  return {rt, i};
+}
+
+} // namespace
+
+void kill_node(const std::string& id, std::chrono::nanoseconds at) {
+  auto [rt, i] = node_of(id, "lumen::sim::kill_node");
+  rt->kill_node(i, at.count());
+}
+
+void restart_node(const std::string& id, std::chrono::nanoseconds at) {
+  auto [rt, i] = node_of(id, "lumen::sim::restart_node");
+  rt->restart_node(i, at.count());
 }
 
 sweep_result sweep(uint64_t first, uint64_t last,

@@ -26,6 +26,7 @@ std::string not_simulated(const std::string& what) {
 
 struct sim_runtime::host {
   std::shared_ptr<actor_core> core;
+  uint64_t id = 0; // its spawn's work number: the order of actors
   int node = 0;
   std::string what; // "Class constructor", as the log names its building
   // On the node: what builds the instance (from the bytes that came), and
@@ -78,9 +79,12 @@ int sim_runtime::place(const placement& where, const std::string& what) {
                           errc::no_such_node);
       return i;
     }
-    case placement::spread:
-      return static_cast<int>(spread_next_++ %
-                              static_cast<size_t>(world_.nodes()));
+    case placement::spread: {
+      // Round the live nodes.
+      auto n =
+        static_cast<int>(spread_next_++ % static_cast<size_t>(world_.nodes()));
+      return world_.alive(n) ? n : live_node_after(n);
+    }
     case placement::in_group:
       break;
   }
@@ -97,18 +101,26 @@ void sim_runtime::submit_task(std::shared_ptr<task_spec> t) {
   when_all_ready(deps, [this, alive = std::weak_ptr<int>{alive_},
                         t = std::move(t), from, to, work] {
     if (!alive.expired())
-      send_task(t, from, to, work);
+      send_task(t, from, to, work, t->max_retries());
   });
 }
 
 void sim_runtime::send_task(const std::shared_ptr<task_spec>& t, int from,
-                            int to, uint64_t work) {
+                            int to, uint64_t work, int retries_left) {
   if (t->cancel_requested())
     return; // its result failed when it was cancelled
   if (auto err = first_error(t->deps)) {
     t->result()->set_error(err);
     return;
   }
+  if (!world_.alive(to)) {
+    t->result()->set_error(std::make_exception_ptr(
+      error("task " + t->function().name + " is placed on node " +
+              world_.node_name(to) + ", which is dead",
+            errc::node_dead)));
+    return;
+  }
+  tasks_out_[work] = {t, from, to, retries_left};
   auto frame = std::make_shared<bytes>();
   try {
     *frame = t->encode_args();
@@ -149,6 +161,8 @@ void sim_runtime::answer(int from, int to,
   auto& name = x->work_name(); // the registry's, as long as the run
   world_.send(from, to, out->size(), name, work,
               [this, ok, out, x = std::move(x), to, work] {
+                tasks_out_.erase(work);
+                calls_out_.erase(work);
                 publish_answer(*x, ok, *out);
                 world_.record("ready", to, -1, x->work_name(), 0, work);
               });
@@ -174,7 +188,11 @@ sim_runtime::spawn_actor(const actor_class_entry& cls,
                       " is registered as " + key +
                       "; construct it with the argument types its "
                       "LUMEN_ACTOR registration was built with");
-  auto args = std::make_shared<bytes>(f->encode_args());
+  if (!world_.alive(node))
+    throw error("lumen::actor: " + cls.name + " is placed on node " +
+                  world_.node_name(node) + ", which is dead",
+                errc::node_dead);
+  auto args = f->encode_args();
   auto core = std::make_shared<actor_core>(cls, std::move(f), opts);
   auto work = world_.new_work();
   // Hosted by a simulated node: the id says which.
@@ -185,14 +203,22 @@ sim_runtime::spawn_actor(const actor_class_entry& cls,
   auto ref = std::make_shared<actor_ref>(core);
   auto h = std::make_shared<host>();
   h->core = core;
+  h->id = work;
   h->node = node;
+  h->what = cls.name + " constructor";
+  h->factory = std::make_unique<named_factory>(*ctor, std::move(args));
   hosts_[core.get()] = h;
   if (!opts.name.empty())
     names_[opts.name] = ref;
-  h->what = cls.name + " constructor";
-  world_.send(world_.here(), node, args->size(), h->what, work,
-              [this, h, ctor, args, work] {
-                h->factory = std::make_unique<named_factory>(*ctor, *args);
+  build(h, world_.here(), work);
+  return ref;
+}
+
+void sim_runtime::build(const std::shared_ptr<host>& h, int from,
+                        uint64_t work) {
+  h->built = false;
+  world_.send(from, h->node, h->factory->encode_args().size(), h->what, work,
+              [this, h, work] {
                 world_.run_on(h->node, [this, h, work] {
                   world_.record("start", h->node, -1, h->what, 0, work);
                   start_instance(h);
@@ -201,7 +227,6 @@ sim_runtime::spawn_actor(const actor_class_entry& cls,
                   drain(h);
                 });
               });
-  return ref;
 }
 
 bool sim_runtime::start_instance(const std::shared_ptr<host>& h) {
@@ -299,6 +324,12 @@ void sim_runtime::pump(const std::shared_ptr<host>& h) {
       continue;
     }
     auto& m = call->method();
+    if (!world_.alive(h->node)) {
+      // Its node died and the cluster does not know yet: lost on the way.
+      calls_out_[sent.work] = {call, h->node};
+      continue;
+    }
+    calls_out_[sent.work] = {call, h->node};
     world_.send(sent.from, h->node, frame->size(), m.name, sent.work,
                 [this, h, sent, frame, &m] {
                   auto st = std::make_shared<value_state<bytes>>();
@@ -374,6 +405,100 @@ void sim_runtime::remove_placement_group(placement_group_state&) {
   throw usage_error(not_simulated("a placement group"));
 }
 
+int sim_runtime::live_node_after(int n) const {
+  for (int k = 1; k <= world_.nodes(); ++k) {
+    int i = (n + k) % world_.nodes();
+    if (world_.alive(i))
+      return i;
+  }
+  return -1;
+}
+
+void sim_runtime::kill_node(int n, sim::vtime at) {
+  world_.schedule(at, [this, n] {
+    if (!world_.alive(n))
+      return;
+    world_.kill(n);
+    auto noticed = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     lumen::sim::death_noticed_after)
+                     .count();
+    world_.schedule(world_.time() + noticed,
+                    [this, n] { node_lost(n, "it was killed"); });
+  });
+}
+
+void sim_runtime::restart_node(int n, sim::vtime at) {
+  world_.schedule(at, [this, n] { world_.revive(n); });
+}
+
+void sim_runtime::node_lost(int n, const std::string& why) {
+  auto& node = world_.node_name(n);
+  for (auto i = tasks_out_.begin(); i != tasks_out_.end();) {
+    if (i->second.to != n) {
+      ++i;
+      continue;
+    }
+    auto [work, out] = *i;
+    i = tasks_out_.erase(i);
+    // A spread task may run on another node; one placed on this one
+    // cannot (as in a cluster).
+    auto elsewhere = live_node_after(n);
+    if (out.t->where.kind == placement::spread && out.retries_left > 0 &&
+        elsewhere >= 0) {
+      send_task(out.t, out.from, elsewhere, work, out.retries_left - 1);
+      continue;
+    }
+    out.t->result()->set_error(std::make_exception_ptr(
+      actor_died("task " + out.t->function().name + " was lost with node " +
+                 node + ": " + why)));
+  }
+  for (auto i = calls_out_.begin(); i != calls_out_.end();) {
+    if (i->second.node != n) {
+      ++i;
+      continue;
+    }
+    auto call = i->second.call;
+    i = calls_out_.erase(i);
+    call->result()->set_error(
+      call->core->lost_call_error(call->method(), node, why));
+  }
+  // Its actors, in the order they were made (not the table's).
+  std::vector<std::shared_ptr<host>> there;
+  for (auto& [core, h] : hosts_)
+    if (h->node == n && !core->dead)
+      there.push_back(h);
+  std::sort(there.begin(), there.end(),
+            [](auto& a, auto& b) { return a->id < b->id; });
+  for (auto& h : there)
+    relocate(h, "its node " + node + " died (" + why + ")");
+}
+
+void sim_runtime::relocate(const std::shared_ptr<host>& h,
+                           const std::string& why) {
+  auto& core = *h->core;
+  h->instance.reset();
+  h->mailbox.clear(); // the calls in it were lost with the node
+  h->running = 0;
+  int used = core.restarts.load();
+  auto elsewhere = live_node_after(h->node);
+  bool restart = !core.dead && used < core.opts.max_restarts && elsewhere >= 0;
+  core.set_death_reason(
+    why + (restart ? "; restarted (" + std::to_string(used + 1) + " of " +
+                       std::to_string(core.opts.max_restarts) + ") on " +
+                       world_.node_name(elsewhere)
+                   : std::string{}));
+  if (!restart) {
+    end(*h);
+    return;
+  }
+  core.generation.fetch_add(1);
+  core.restarts.fetch_add(1);
+  h->node = elsewhere;
+  core.remote->node_id = world_.node_name(elsewhere);
+  // The head has it built again, as Ray's GCS does.
+  build(h, 0, h->id);
+}
+
 std::vector<node_info> sim_runtime::nodes() const {
   std::vector<node_info> out;
   for (int i = 0; i < world_.nodes(); ++i) {
@@ -382,6 +507,7 @@ std::vector<node_info> sim_runtime::nodes() const {
     n.address = "sim:" + n.id;
     n.data_address = n.address;
     n.resources = {{"cpu", 1.0}};
+    n.alive = world_.alive(i);
     out.push_back(std::move(n));
   }
   return out;

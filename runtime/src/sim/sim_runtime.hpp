@@ -50,15 +50,48 @@ public:
   /// The simulated nodes.
   std::vector<node_info> nodes() const;
 
+  /// lumen::sim::kill_node and restart_node, for node `n` at `at`.
+  void kill_node(int n, sim::vtime at);
+  void restart_node(int n, sim::vtime at);
+
 private:
   struct host;
+
+  /// A task sent to a node, until its answer is back.
+  struct task_out {
+    std::shared_ptr<task_spec> t;
+    int from = 0;
+    int to = 0;
+    int retries_left = 0; // to run again elsewhere if its node dies
+  };
+
+  /// A call sent to an actor's node, until its answer is back.
+  struct call_out {
+    std::shared_ptr<actor_call> call;
+    int node = 0;
+  };
+
+  /// The cluster learns that node `n` died: its tasks and the calls that
+  /// reached it fail (or run again), its actors restart elsewhere.
+  void node_lost(int n, const std::string& why);
+
+  /// Builds `h`'s actor again on another live node after its node died,
+  /// if restarts are left; otherwise ends it.
+  void relocate(const std::shared_ptr<host>& h, const std::string& why);
+
+  /// The first live node after `n`, round the nodes; -1 if none is.
+  int live_node_after(int n) const;
+
+  /// Builds `h`'s instance on its node, from the constructor's bytes, as
+  /// a message from `from`.
+  void build(const std::shared_ptr<host>& h, int from, uint64_t work);
 
   /// The node `where` names for work called `what`; throws `usage_error`
   /// for a node that does not exist or a placement group.
   int place(const placement& where, const std::string& what);
 
   void send_task(const std::shared_ptr<task_spec>& t, int from, int to,
-                 uint64_t work);
+                 uint64_t work, int retries_left);
 
   /// Sends the result in `st` (bytes or an error) from node `from` back to
   /// `to`, where it is published into `x`'s ref.
@@ -87,6 +120,9 @@ private:
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
   sim::world world_;
   std::map<std::string, std::shared_ptr<actor_ref>> names_;
+  // By work number: the order they were sent in.
+  std::map<uint64_t, task_out> tasks_out_;
+  std::map<uint64_t, call_out> calls_out_;
   std::unordered_map<const actor_core*, std::shared_ptr<host>> hosts_;
   size_t spread_next_ = 0;
 };

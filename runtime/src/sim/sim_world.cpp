@@ -25,8 +25,8 @@ bool quiet = false;
 /// at the spot instead of silent corruption.
 constexpr size_t stack_bytes = 512 * 1024;
 
-/// How often a fiber left waiting when the run ends is woken to unwind
-/// before it is destroyed where it stands.
+/// How often a fiber left waiting when the run ends is woken to unwind;
+/// work that catches the error and waits again that often is left.
 constexpr int unwind_tries = 3;
 
 } // namespace
@@ -40,6 +40,7 @@ public:
   std::function<void()> job;  // empty once done: the fiber is idle
   std::exception_ptr failure; // what escaped the job, for the driver
   int node = 0;
+  bool killed = false; // its node died: it never runs again
   bool parked = false;
   uint64_t park_id = 0; // a wake for an earlier park is stale
   // The thread-locals of its work, swapped in while it runs.
@@ -62,6 +63,8 @@ world::world(sim_options opts, std::string trace_file)
   for (int i = 0; i < opts_.nodes; ++i)
     names_.push_back("node-" + std::to_string(i));
   slowness_.assign(names_.size(), 1.0);
+  alive_.assign(names_.size(), true);
+  incarnation_.assign(names_.size(), 0);
   for (auto& [id, factor] : opts_.slow) {
     auto i = node_index(id);
     if (i < 0)
@@ -198,7 +201,11 @@ void world::send(int from, int to, uint64_t bytes, const std::string& what,
     last = at;
   }
   schedule(at, [this, from, to, what = &what, bytes, work, message,
-                arrive = std::move(arrive)] {
+                meant = incarnation(to), arrive = std::move(arrive)] {
+    if (incarnation(to) != meant) {
+      record("lost", to, from, *what, bytes, work, message);
+      return; // its receiver died (and maybe came back) meanwhile
+    }
     record("deliver", to, from, *what, bytes, work, message);
     arrive();
   });
@@ -220,8 +227,6 @@ fiber& world::idle_fiber() {
       while (f->job) {
         try {
           f->job();
-        } catch (const boost::context::detail::forced_unwind&) {
-          throw; // the fiber is destroyed where it stands: let it unwind
         } catch (...) {
           f->failure = std::current_exception();
         }
@@ -250,7 +255,10 @@ void world::resume(fiber& f) {
 }
 
 void world::run_on(int node, std::function<void()> body) {
-  schedule(now_, [this, node, body = std::move(body)]() mutable {
+  schedule(now_, [this, node, meant = incarnation(node),
+                  body = std::move(body)]() mutable {
+    if (incarnation(node) != meant)
+      return; // its node died before it began
     auto& f = idle_fiber();
     f.node = node;
     f.job = std::move(body);
@@ -296,7 +304,7 @@ bool world::wait_until(
         return;
       f.parked = false;
       schedule(now_, [this, &f, id] {
-        if (f.park_id == id)
+        if (f.park_id == id && !f.killed)
           resume(f);
       });
     };
@@ -312,6 +320,27 @@ bool world::wait_until(
     if (now_ >= deadline)
       return false;
   }
+}
+
+void world::kill(int i) {
+  if (!alive(i))
+    return;
+  alive_[static_cast<size_t>(i)] = false;
+  ++incarnation_[static_cast<size_t>(i)];
+  for (auto& f : fibers_)
+    if (f->job && f->node == i)
+      f->killed = true;
+  static const std::string none;
+  record("kill", i, -1, none, 0, 0);
+}
+
+void world::revive(int i) {
+  if (alive(i))
+    return;
+  alive_[static_cast<size_t>(i)] = true;
+  ++incarnation_[static_cast<size_t>(i)];
+  static const std::string none;
+  record("restart", i, -1, none, 0, 0);
 }
 
 scheduling::clock::time_point world::now() {
@@ -383,17 +412,29 @@ void world::stop() {
                       "or method; end it from the script (lumen::shutdown)");
   stopped_ = true;
   events_ = {};
-  // Work left waiting wakes to an error and unwinds; an idle fiber resumed
-  // without a job returns. What still will not end is destroyed with its
-  // fiber, which unwinds its stack.
+  // Work left waiting, on a dead node too, wakes to an error and unwinds
+  // as any exception would; an idle fiber resumed without a job returns.
+  // A fiber is never destroyed while its work is suspended: Boost's
+  // forced unwinding would pass through the work's catch (...), which
+  // swallows it (named_task and named_call catch all).
+  auto unwind = [this](fiber& f) {
+    try {
+      resume(f);
+    } catch (...) {
+      // The run is over: what its work throws on the way out goes nowhere.
+    }
+  };
   for (int attempt = 0; attempt < unwind_tries; ++attempt)
     for (auto& f : fibers_)
       if (f->ctx && f->job)
-        resume(*f);
+        unwind(*f);
   for (auto& f : fibers_)
     if (f->ctx && !f->job)
-      resume(*f);
+      unwind(*f);
   idle_.clear();
+  for (auto& f : fibers_)
+    if (f->ctx && f->job)
+      (void)f.release(); // work that waits on however often it is woken
   fibers_.clear();
 }
 

@@ -85,6 +85,22 @@ public:
   /// The node the running code is on: its fiber's; node 0 for the driver.
   int here() const noexcept;
 
+  /// Whether node `i` runs; its incarnation counts its deaths and
+  /// restarts, so that what was meant for an earlier one is dropped.
+  bool alive(int i) const noexcept {
+    return alive_[static_cast<size_t>(i)];
+  }
+  uint64_t incarnation(int i) const noexcept {
+    return incarnation_[static_cast<size_t>(i)];
+  }
+
+  /// Kills node `i` now: the work on it never runs again, and what is
+  /// sent to it is lost.
+  void kill(int i);
+
+  /// Brings node `i` back, empty.
+  void revive(int i);
+
   /// True while work (a fiber) runs, false on the driver.
   bool in_work() const noexcept {
     return current_ != nullptr;
@@ -179,6 +195,8 @@ private:
   sim_options opts_;
   std::vector<std::string> names_;
   std::vector<double> slowness_;
+  std::vector<bool> alive_;
+  std::vector<uint64_t> incarnation_;
   uint64_t rng_;
   vtime now_ = 0;
   uint64_t works_ = 0;
