@@ -105,6 +105,31 @@ bool start_instance(host_actor* self);
 
 } // namespace
 
+std::optional<construction_failure>
+construct_instance(actor_factory& factory, const std::string& cls,
+                   std::shared_ptr<void>& instance) {
+  try {
+    trace::detail::runtime_span span{"actor"};
+    if (span.on())
+      span.name.owned = cls + " constructor";
+    instance = factory.construct();
+    return std::nullopt;
+  } catch (const actor_exit_request&) {
+    return construction_failure{"its constructor called lumen::exit_actor()",
+                                true};
+  } catch (const actor_fatal_error& e) {
+    return construction_failure{
+      std::string{"its constructor raised actor_fatal_error: "} + e.what(),
+      true};
+  } catch (...) {
+    // A constructor that throws would throw again: no restart.
+    return construction_failure{"its constructor threw " +
+                                  current_exception_type() + ": " +
+                                  current_exception_message(),
+                                false};
+  }
+}
+
 bool retry_on_new_instance(actor_call& c, uint64_t deaths) {
   auto& core = *c.core;
   if (c.retries + deaths > static_cast<uint64_t>(core.opts.max_task_retries))
@@ -159,26 +184,9 @@ bool die(host_actor* self, const std::string& reason, bool may_restart) {
 
 bool start_instance(host_actor* self) {
   auto& core = *self->state.core;
-  try {
-    trace::detail::runtime_span span{"actor"};
-    if (span.on())
-      span.name.owned = core.cls.name + " constructor";
-    self->state.instance = core.factory->construct();
-    return true;
-  } catch (const actor_exit_request&) {
-    return die(self, "its constructor called lumen::exit_actor()", true);
-  } catch (const actor_fatal_error& e) {
-    return die(self,
-               std::string{"its constructor raised actor_fatal_error: "} +
-                 e.what(),
-               true);
-  } catch (...) {
-    // A constructor that throws would throw again: no restart.
-    return die(self,
-               "its constructor threw " + current_exception_type() + ": " +
-                 current_exception_message(),
-               false);
-  }
+  auto failed =
+    construct_instance(*core.factory, core.cls.name, self->state.instance);
+  return !failed || die(self, failed->reason, failed->may_restart);
 }
 
 // Runs `call` on `instance`; returns why the actor must die, if it must.

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include <deque>
@@ -126,6 +127,20 @@ std::string actor_id_of(const caf::actor_addr& host);
 caf::actor spawn_host(caf::actor_system& sys, std::shared_ptr<actor_core> core,
                       resource_ledger& ledger,
                       resource_ledger::revoke_fn revoked);
+
+/// Why building an actor's instance failed: the reason its death gives,
+/// and whether a restart may help (a constructor that threw an ordinary
+/// exception would throw it again).
+struct construction_failure {
+  std::string reason;
+  bool may_restart = false;
+};
+
+/// Builds an instance of class `cls` with `factory` into `instance`;
+/// what went wrong, if anything. Shared by the hosts of every role.
+std::optional<construction_failure>
+construct_instance(actor_factory& factory, const std::string& cls,
+                   std::shared_ptr<void>& instance);
 
 /// The id of the actor the calling thread runs, for
 /// lumen::current_actor_id() and lumen::exit_actor(); empty elsewhere. The

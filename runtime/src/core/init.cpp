@@ -155,6 +155,21 @@ void start_role(const init_options& opts) {
   the_local_nodes = std::move(locals);
 }
 
+/// Throws `usage_error` if a runtime runs already or the registrations
+/// clash; under init_mtx.
+void require_startable() {
+  if (the_runtime || the_sim)
+    throw usage_error("lumen::init was called twice; call lumen::shutdown() "
+                      "before initializing again");
+  auto errs = detail::registration_errors();
+  if (!errs.empty()) {
+    std::string msg = "lumen::init: registration errors:";
+    for (auto& e : errs)
+      msg += "\n  " + e;
+    throw usage_error(msg);
+  }
+}
+
 /// The simulation `opts` or $LUMEN_SIMULATE=SEED ask for.
 sim_options simulation_asked(const init_options& opts) {
   auto sim = opts.sim;
@@ -187,16 +202,7 @@ void start_simulation(const init_options& opts, const sim_options& sim) {
   if (opts.tls.enabled || !opts.tls.cert_file.empty())
     refuse("--tls");
   std::lock_guard<std::mutex> guard{init_mtx};
-  if (the_runtime || the_sim)
-    throw usage_error("lumen::init was called twice; call lumen::shutdown() "
-                      "before initializing again");
-  auto errs = detail::registration_errors();
-  if (!errs.empty()) {
-    std::string msg = "lumen::init: registration errors:";
-    for (auto& e : errs)
-      msg += "\n  " + e;
-    throw usage_error(msg);
-  }
+  require_startable();
   // --trace: the run's timeline in virtual time.
   auto trace = opts.trace_file;
   if (auto env = std::getenv("LUMEN_TRACE"); trace.empty() && env && *env)
@@ -244,16 +250,7 @@ void init(const init_options& opts) {
 
 void detail::init_node(const init_options& opts, detail::cluster_role role) {
   std::lock_guard<std::mutex> guard{init_mtx};
-  if (the_runtime || the_sim)
-    throw usage_error("lumen::init was called twice; call lumen::shutdown() "
-                      "before initializing again");
-  auto errs = detail::registration_errors();
-  if (!errs.empty()) {
-    std::string msg = "lumen::init: registration errors:";
-    for (auto& e : errs)
-      msg += "\n  " + e;
-    throw usage_error(msg);
-  }
+  require_startable();
   the_runtime = make_runtime(opts, std::move(role));
   live_runtime = the_runtime.get();
 }

@@ -230,24 +230,9 @@ void sim_runtime::build(const std::shared_ptr<host>& h, int from,
 }
 
 bool sim_runtime::start_instance(const std::shared_ptr<host>& h) {
-  auto& core = *h->core;
-  current_actor_slot() = core.remote->actor_id;
-  try {
-    h->instance = h->factory->construct();
-    return true;
-  } catch (const actor_exit_request&) {
-    return die(h, "its constructor called lumen::exit_actor()", true);
-  } catch (const actor_fatal_error& e) {
-    return die(
-      h, std::string{"its constructor raised actor_fatal_error: "} + e.what(),
-      true);
-  } catch (...) {
-    // A constructor that throws would throw again: no restart.
-    return die(h,
-               "its constructor threw " + current_exception_type() + ": " +
-                 current_exception_message(),
-               false);
-  }
+  current_actor_slot() = h->core->remote->actor_id;
+  auto failed = construct_instance(*h->factory, h->core->cls.name, h->instance);
+  return !failed || die(h, failed->reason, failed->may_restart);
 }
 
 bool sim_runtime::die(const std::shared_ptr<host>& h, const std::string& reason,
