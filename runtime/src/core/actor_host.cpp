@@ -151,21 +151,14 @@ bool die(host_actor* self, const std::string& reason, bool may_restart) {
   auto& st = self->state;
   auto& core = *st.core;
   st.instance.reset();
-  int used = core.restarts.load();
-  bool restart = may_restart && !core.dead && used < core.opts.max_restarts;
   // The reason is in place before anyone can see the death, and calls
   // queued before it fail only after the generation moved on, so that a
   // caller woken by their failure reaches the new instance.
-  core.set_death_reason(
-    reason + (restart ? "; restarted (" + std::to_string(used + 1) + " of " +
-                          std::to_string(core.opts.max_restarts) + ")"
-                      : std::string{}));
+  bool restart = core.begin_restart(reason, may_restart);
   auto doomed = std::move(st.queue);
   st.queue.clear();
   st.waiting = false;
   if (restart) {
-    core.generation.fetch_add(1);
-    core.restarts.fetch_add(1);
     // Calls with retries left wait for the new instance, in their order;
     // the others fail as `doomed` goes.
     for (auto& c : doomed)
@@ -343,6 +336,21 @@ actor_core::dropped_call_error(const method_entry& method) const {
   return std::make_exception_ptr(
     actor_died(describe() + " died before running " + method.name + ": " +
                death_reason()));
+}
+
+bool actor_core::begin_restart(const std::string& reason, bool may_restart,
+                               const std::string& where) {
+  int used = restarts.load();
+  bool restart = may_restart && !dead && used < opts.max_restarts;
+  set_death_reason(
+    reason + (restart ? "; restarted (" + std::to_string(used + 1) + " of " +
+                          std::to_string(opts.max_restarts) + ")" + where
+                      : std::string{}));
+  if (restart) {
+    generation.fetch_add(1);
+    restarts.fetch_add(1);
+  }
+  return restart;
 }
 
 std::string actor_core::death_reason() const {

@@ -84,6 +84,13 @@ public:
 
   void set_death_reason(std::string reason);
 
+  /// Its instance died for `reason`: whether it is built again (restarts
+  /// left and `may_restart`), counting the restart and moving the
+  /// generation on. The death's reason says which ("; restarted (1 of 3)",
+  /// then `where`).
+  bool begin_restart(const std::string& reason, bool may_restart,
+                     const std::string& where = {});
+
   /// Why it died, or "it stopped".
   std::string death_reason() const;
 

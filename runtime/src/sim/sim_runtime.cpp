@@ -237,20 +237,11 @@ bool sim_runtime::start_instance(const std::shared_ptr<host>& h) {
 
 bool sim_runtime::die(const std::shared_ptr<host>& h, const std::string& reason,
                       bool may_restart) {
-  auto& core = *h->core;
   h->instance.reset();
-  int used = core.restarts.load();
-  bool restart = may_restart && !core.dead && used < core.opts.max_restarts;
-  core.set_death_reason(
-    reason + (restart ? "; restarted (" + std::to_string(used + 1) + " of " +
-                          std::to_string(core.opts.max_restarts) + ")"
-                      : std::string{}));
-  if (!restart) {
+  if (!h->core->begin_restart(reason, may_restart)) {
     end(*h);
     return false;
   }
-  core.generation.fetch_add(1);
-  core.restarts.fetch_add(1);
   return start_instance(h);
 }
 
@@ -464,20 +455,13 @@ void sim_runtime::relocate(const std::shared_ptr<host>& h,
   h->instance.reset();
   h->mailbox.clear(); // the calls in it were lost with the node
   h->running = 0;
-  int used = core.restarts.load();
   auto elsewhere = live_node_after(h->node);
-  bool restart = !core.dead && used < core.opts.max_restarts && elsewhere >= 0;
-  core.set_death_reason(
-    why + (restart ? "; restarted (" + std::to_string(used + 1) + " of " +
-                       std::to_string(core.opts.max_restarts) + ") on " +
-                       world_.node_name(elsewhere)
-                   : std::string{}));
-  if (!restart) {
+  if (!core.begin_restart(why, elsewhere >= 0,
+                          elsewhere >= 0 ? " on " + world_.node_name(elsewhere)
+                                         : std::string{})) {
     end(*h);
     return;
   }
-  core.generation.fetch_add(1);
-  core.restarts.fetch_add(1);
   h->node = elsewhere;
   core.remote->node_id = world_.node_name(elsewhere);
   // The head has it built again, as Ray's GCS does.
