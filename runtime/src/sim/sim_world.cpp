@@ -29,6 +29,24 @@ constexpr size_t stack_bytes = 512 * 1024;
 /// work that catches the error and waits again that often is left.
 constexpr int unwind_tries = 3;
 
+// AddressSanitizer must be told of each switch between stacks, or it
+// takes a fiber's frames for the script's (sanitizer/common_interface_defs.h).
+#if defined(__SANITIZE_ADDRESS__)
+extern "C" {
+void __sanitizer_start_switch_fiber(void** fake_stack_save, const void* bottom,
+                                    size_t size);
+void __sanitizer_finish_switch_fiber(void* fake_stack_save,
+                                     const void** bottom_old, size_t* size_old);
+}
+#else
+inline void __sanitizer_start_switch_fiber(void**, const void*, size_t) {}
+inline void __sanitizer_finish_switch_fiber(void*, const void**, size_t*) {}
+#endif
+
+/// The script's stack, as ASan learns it at the first switch back.
+const void* script_stack = nullptr;
+size_t script_stack_size = 0;
+
 } // namespace
 
 /// A fiber and what the work on it keeps of the thread it shares with
@@ -46,7 +64,51 @@ public:
   // The thread-locals of its work, swapped in while it runs.
   const cancellable* work = nullptr;
   std::string actor;
+  // Its stack, and what ASan keeps of it while it is switched out.
+  const void* stack = nullptr;
+  size_t stack_size = 0;
+  void* fake_stack = nullptr;
+
+  /// Switches from the fiber back to the script; `last`: for good.
+  void yield(bool last = false) {
+    __sanitizer_start_switch_fiber(last ? nullptr : &fake_stack, script_stack,
+                                   script_stack_size);
+    if (!last)
+      back = std::move(back).resume();
+  }
+
+  /// Where a switch into the fiber lands.
+  void arrived() {
+    __sanitizer_finish_switch_fiber(fake_stack, &script_stack,
+                                    &script_stack_size);
+  }
 };
+
+namespace {
+
+/// The fibers' stacks, each recorded in its fiber (for ASan); a guard
+/// page below each.
+class recorded_stack {
+public:
+  explicit recorded_stack(fiber& f)
+    : f_(&f) {}
+
+  boost::context::stack_context allocate() {
+    auto sc = inner_.allocate();
+    f_->stack = static_cast<char*>(sc.sp) - sc.size;
+    f_->stack_size = sc.size;
+    return sc;
+  }
+  void deallocate(boost::context::stack_context& sc) noexcept {
+    inner_.deallocate(sc);
+  }
+
+private:
+  boost::context::protected_fixedsize_stack inner_{stack_bytes};
+  fiber* f_;
+};
+
+} // namespace
 
 world::world(sim_options opts, std::string trace_file)
   : opts_(std::move(opts))
@@ -219,22 +281,25 @@ fiber& world::idle_fiber() {
   }
   fibers_.push_back(std::make_unique<fiber>());
   auto* f = fibers_.back().get();
-  f->ctx = boost::context::fiber{
-    std::allocator_arg, boost::context::protected_fixedsize_stack{stack_bytes},
-    [f](boost::context::fiber&& back) {
-      f->back = std::move(back);
-      // Resumed with nothing to do: the run is over.
-      while (f->job) {
-        try {
-          f->job();
-        } catch (...) {
-          f->failure = std::current_exception();
-        }
-        f->job = nullptr;
-        f->back = std::move(f->back).resume();
-      }
-      return std::move(f->back);
-    }};
+  f->ctx = boost::context::fiber{std::allocator_arg, recorded_stack{*f},
+                                 [f](boost::context::fiber&& back) {
+                                   f->back = std::move(back);
+                                   f->arrived();
+                                   // Resumed with nothing to do: the run is
+                                   // over.
+                                   while (f->job) {
+                                     try {
+                                       f->job();
+                                     } catch (...) {
+                                       f->failure = std::current_exception();
+                                     }
+                                     f->job = nullptr;
+                                     f->yield();
+                                     f->arrived();
+                                   }
+                                   f->yield(true);
+                                   return std::move(f->back);
+                                 }};
   return *f;
 }
 
@@ -242,7 +307,10 @@ void world::resume(fiber& f) {
   current_ = &f;
   std::swap(running_work_slot(), f.work);
   std::swap(current_actor_slot(), f.actor);
+  void* fake = nullptr;
+  __sanitizer_start_switch_fiber(&fake, f.stack, f.stack_size);
   f.ctx = std::move(f.ctx).resume();
+  __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
   std::swap(running_work_slot(), f.work);
   std::swap(current_actor_slot(), f.actor);
   current_ = nullptr;
@@ -390,7 +458,8 @@ std::string world::node() {
 }
 
 void world::park(fiber& f) {
-  f.back = std::move(f.back).resume();
+  f.yield();
+  f.arrived();
 }
 
 void world::sleep(vtime d) {
