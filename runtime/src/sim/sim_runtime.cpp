@@ -9,6 +9,7 @@
 
 #include "core/running_work.hpp"
 #include "node/named_work.hpp"
+#include "sim/sim_host.hpp"
 #include "transport/protocol.hpp"
 
 namespace lumen::detail {
@@ -23,37 +24,6 @@ std::string not_simulated(const std::string& what) {
 }
 
 } // namespace
-
-struct sim_runtime::host {
-  std::shared_ptr<actor_core> core;
-  uint64_t id = 0; // its spawn's work number: the order of actors
-  int node = 0;
-  std::string what; // "Class constructor", as the log names its building
-  // On the node: what builds the instance (from the bytes that came), and
-  // the instance once built.
-  std::unique_ptr<named_factory> factory;
-  std::shared_ptr<void> instance;
-  bool built = false;
-  // At the callers: calls in submission order, sent once their arguments
-  // are ready; the head holds back the rest to keep the order.
-  struct sent {
-    std::shared_ptr<actor_call> call;
-    int from;
-    uint64_t work;
-  };
-  std::deque<sent> outbox;
-  bool outbox_waiting = false;
-  // On the node: calls in arrival order.
-  struct arrived {
-    std::shared_ptr<actor_call> call; // the caller's, for the answer
-    std::shared_ptr<named_call> named;
-    std::shared_ptr<value_state<bytes>> st;
-    int from;
-    uint64_t work;
-  };
-  std::deque<arrived> mailbox;
-  int running = 0;
-};
 
 sim_runtime::sim_runtime(const sim_options& opts, const std::string& trace_file)
   : world_(opts, trace_file) {}
@@ -379,93 +349,6 @@ void sim_runtime::create_placement_group(
 
 void sim_runtime::remove_placement_group(placement_group_state&) {
   throw usage_error(not_simulated("a placement group"));
-}
-
-int sim_runtime::live_node_after(int n) const {
-  for (int k = 1; k <= world_.nodes(); ++k) {
-    int i = (n + k) % world_.nodes();
-    if (world_.alive(i))
-      return i;
-  }
-  return -1;
-}
-
-void sim_runtime::kill_node(int n, sim::vtime at) {
-  world_.schedule(at, [this, n] {
-    if (!world_.alive(n))
-      return;
-    world_.kill(n);
-    auto noticed = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                     lumen::sim::death_noticed_after)
-                     .count();
-    world_.schedule(world_.time() + noticed,
-                    [this, n] { node_lost(n, "it was killed"); });
-  });
-}
-
-void sim_runtime::restart_node(int n, sim::vtime at) {
-  world_.schedule(at, [this, n] { world_.revive(n); });
-}
-
-void sim_runtime::node_lost(int n, const std::string& why) {
-  auto& node = world_.node_name(n);
-  for (auto i = tasks_out_.begin(); i != tasks_out_.end();) {
-    if (i->second.to != n) {
-      ++i;
-      continue;
-    }
-    auto [work, out] = *i;
-    i = tasks_out_.erase(i);
-    // A spread task may run on another node; one placed on this one
-    // cannot (as in a cluster).
-    auto elsewhere = live_node_after(n);
-    if (out.t->where.kind == placement::spread && out.retries_left > 0 &&
-        elsewhere >= 0) {
-      send_task(out.t, out.from, elsewhere, work, out.retries_left - 1);
-      continue;
-    }
-    out.t->result()->set_error(std::make_exception_ptr(
-      actor_died("task " + out.t->function().name + " was lost with node " +
-                 node + ": " + why)));
-  }
-  for (auto i = calls_out_.begin(); i != calls_out_.end();) {
-    if (i->second.node != n) {
-      ++i;
-      continue;
-    }
-    auto call = i->second.call;
-    i = calls_out_.erase(i);
-    call->result()->set_error(
-      call->core->lost_call_error(call->method(), node, why));
-  }
-  // Its actors, in the order they were made (not the table's).
-  std::vector<std::shared_ptr<host>> there;
-  for (auto& [core, h] : hosts_)
-    if (h->node == n && !core->dead)
-      there.push_back(h);
-  std::sort(there.begin(), there.end(),
-            [](auto& a, auto& b) { return a->id < b->id; });
-  for (auto& h : there)
-    relocate(h, "its node " + node + " died (" + why + ")");
-}
-
-void sim_runtime::relocate(const std::shared_ptr<host>& h,
-                           const std::string& why) {
-  auto& core = *h->core;
-  h->instance.reset();
-  h->mailbox.clear(); // the calls in it were lost with the node
-  h->running = 0;
-  auto elsewhere = live_node_after(h->node);
-  if (!core.begin_restart(why, elsewhere >= 0,
-                          elsewhere >= 0 ? " on " + world_.node_name(elsewhere)
-                                         : std::string{})) {
-    end(*h);
-    return;
-  }
-  h->node = elsewhere;
-  core.remote->node_id = world_.node_name(elsewhere);
-  // The head has it built again, as Ray's GCS does.
-  build(h, 0, h->id);
 }
 
 std::vector<node_info> sim_runtime::nodes() const {

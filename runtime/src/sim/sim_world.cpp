@@ -5,108 +5,20 @@
 #include <cstdio>
 #include <utility>
 
-#include <boost/context/fiber.hpp>
-#include <boost/context/protected_fixedsize_stack.hpp>
-
 #include "lumen/detail/object_state.hpp"
 #include "lumen/errors.hpp"
 
-#include "core/actor_host.hpp"
-#include "core/running_work.hpp"
+#include "sim/sim_fiber.hpp"
 
 namespace lumen::detail::sim {
 
 namespace {
 
 world* the_world = nullptr;
-bool quiet = false;
-
-/// A fiber's stack; a guard page below it turns an overflow into a crash
-/// at the spot instead of silent corruption.
-constexpr size_t stack_bytes = 512 * 1024;
 
 /// How often a fiber left waiting when the run ends is woken to unwind;
 /// work that catches the error and waits again that often is left.
 constexpr int unwind_tries = 3;
-
-// AddressSanitizer must be told of each switch between stacks, or it
-// takes a fiber's frames for the script's (sanitizer/common_interface_defs.h).
-#if defined(__SANITIZE_ADDRESS__)
-extern "C" {
-void __sanitizer_start_switch_fiber(void** fake_stack_save, const void* bottom,
-                                    size_t size);
-void __sanitizer_finish_switch_fiber(void* fake_stack_save,
-                                     const void** bottom_old, size_t* size_old);
-}
-#else
-inline void __sanitizer_start_switch_fiber(void**, const void*, size_t) {}
-inline void __sanitizer_finish_switch_fiber(void*, const void**, size_t*) {}
-#endif
-
-/// The script's stack, as ASan learns it at the first switch back.
-const void* script_stack = nullptr;
-size_t script_stack_size = 0;
-
-} // namespace
-
-/// A fiber and what the work on it keeps of the thread it shares with
-/// every other fiber.
-class fiber {
-public:
-  boost::context::fiber ctx;  // the fiber, while it does not run
-  boost::context::fiber back; // the scheduler, while it runs
-  std::function<void()> job;  // empty once done: the fiber is idle
-  std::exception_ptr failure; // what escaped the job, for the driver
-  int node = 0;
-  bool killed = false; // its node died: it never runs again
-  bool parked = false;
-  uint64_t park_id = 0; // a wake for an earlier park is stale
-  // The thread-locals of its work, swapped in while it runs.
-  const cancellable* work = nullptr;
-  std::string actor;
-  // Its stack, and what ASan keeps of it while it is switched out.
-  const void* stack = nullptr;
-  size_t stack_size = 0;
-  void* fake_stack = nullptr;
-
-  /// Switches from the fiber back to the script; `last`: for good.
-  void yield(bool last = false) {
-    __sanitizer_start_switch_fiber(last ? nullptr : &fake_stack, script_stack,
-                                   script_stack_size);
-    if (!last)
-      back = std::move(back).resume();
-  }
-
-  /// Where a switch into the fiber lands.
-  void arrived() {
-    __sanitizer_finish_switch_fiber(fake_stack, &script_stack,
-                                    &script_stack_size);
-  }
-};
-
-namespace {
-
-/// The fibers' stacks, each recorded in its fiber (for ASan); a guard
-/// page below each.
-class recorded_stack {
-public:
-  explicit recorded_stack(fiber& f)
-    : f_(&f) {}
-
-  boost::context::stack_context allocate() {
-    auto sc = inner_.allocate();
-    f_->stack = static_cast<char*>(sc.sp) - sc.size;
-    f_->stack_size = sc.size;
-    return sc;
-  }
-  void deallocate(boost::context::stack_context& sc) noexcept {
-    inner_.deallocate(sc);
-  }
-
-private:
-  boost::context::protected_fixedsize_stack inner_{stack_bytes};
-  fiber* f_;
-};
 
 } // namespace
 
@@ -201,44 +113,6 @@ bool world::step() {
   return true;
 }
 
-void world::record(const char* kind, int node, int peer,
-                   const std::string& what, uint64_t bytes, uint64_t work,
-                   uint64_t message) {
-  if (stopped_)
-    return; // the run is over: teardown is not part of it
-  ++recorded_;
-  if (!trace_file_.empty())
-    timeline_event(kind, node, what, work, message);
-  if (!observer_ && !log_.is_open() && !replaying_)
-    return;
-  lumen::sim::event e{recorded_,
-                      std::chrono::nanoseconds{now_},
-                      kind,
-                      node_name(node),
-                      peer < 0 ? std::string{} : node_name(peer),
-                      what,
-                      bytes,
-                      work};
-  auto line = lumen::sim::to_json(e);
-  if (replaying_ && (e.seq > replay_.size() || replay_[e.seq - 1] != line)) {
-    // The first event that differs ends the run: what follows it would
-    // differ for its sake.
-    diverged_ = true;
-    stopped_ = true;
-    events_ = {};
-    throw error("--sim-replay: event " + std::to_string(e.seq) +
-                " differs from " + opts_.replay_file + ": the run has " + line +
-                ", the log " +
-                (e.seq > replay_.size()
-                   ? "ends after " + std::to_string(replay_.size()) + " events"
-                   : "has " + replay_[e.seq - 1]));
-  }
-  if (log_.is_open())
-    log_ << line << '\n';
-  if (observer_)
-    observer_(e);
-}
-
 void world::send(int from, int to, uint64_t bytes, const std::string& what,
                  uint64_t work, std::function<void()> arrive) {
   if (stopped_)
@@ -270,67 +144,6 @@ void world::send(int from, int to, uint64_t bytes, const std::string& what,
     }
     record("deliver", to, from, *what, bytes, work, message);
     arrive();
-  });
-}
-
-fiber& world::idle_fiber() {
-  if (!idle_.empty()) {
-    auto* f = idle_.back();
-    idle_.pop_back();
-    return *f;
-  }
-  fibers_.push_back(std::make_unique<fiber>());
-  auto* f = fibers_.back().get();
-  f->ctx = boost::context::fiber{std::allocator_arg, recorded_stack{*f},
-                                 [f](boost::context::fiber&& back) {
-                                   f->back = std::move(back);
-                                   f->arrived();
-                                   // Resumed with nothing to do: the run is
-                                   // over.
-                                   while (f->job) {
-                                     try {
-                                       f->job();
-                                     } catch (...) {
-                                       f->failure = std::current_exception();
-                                     }
-                                     f->job = nullptr;
-                                     f->yield();
-                                     f->arrived();
-                                   }
-                                   f->yield(true);
-                                   return std::move(f->back);
-                                 }};
-  return *f;
-}
-
-void world::resume(fiber& f) {
-  current_ = &f;
-  std::swap(running_work_slot(), f.work);
-  std::swap(current_actor_slot(), f.actor);
-  void* fake = nullptr;
-  __sanitizer_start_switch_fiber(&fake, f.stack, f.stack_size);
-  f.ctx = std::move(f.ctx).resume();
-  __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
-  std::swap(running_work_slot(), f.work);
-  std::swap(current_actor_slot(), f.actor);
-  current_ = nullptr;
-  if (!f.job && f.ctx)
-    idle_.push_back(&f);
-  // Work reports its own errors; what escapes it is the runtime's bug,
-  // thrown where the driver steps the run rather than lost on a fiber.
-  if (f.failure)
-    std::rethrow_exception(std::exchange(f.failure, nullptr));
-}
-
-void world::run_on(int node, std::function<void()> body) {
-  schedule(now_, [this, node, meant = incarnation(node),
-                  body = std::move(body)]() mutable {
-    if (incarnation(node) != meant)
-      return; // its node died before it began
-    auto& f = idle_fiber();
-    f.node = node;
-    f.job = std::move(body);
-    resume(f);
   });
 }
 
@@ -457,11 +270,6 @@ std::string world::node() {
   return node_name(here());
 }
 
-void world::park(fiber& f) {
-  f.yield();
-  f.arrived();
-}
-
 void world::sleep(vtime d) {
   wait_until([] { return false; }, now_ + std::max<vtime>(d, 0),
              [](const std::function<void()>&) {});
@@ -505,73 +313,6 @@ void world::stop() {
     if (f->ctx && f->job)
       (void)f.release(); // work that waits on however often it is woken
   fibers_.clear();
-}
-
-void world::timeline_event(const char* kind, int node, const std::string& what,
-                           uint64_t work, uint64_t message) {
-  // Work is an async span of its node's process, by its number; a message
-  // between nodes an arrow, by its own.
-  std::string ph, cat, id;
-  std::string k = kind;
-  if (k == "start" || k == "finish") {
-    ph = k == "start" ? "b" : "e";
-    cat = "work";
-    id = std::to_string(work);
-  } else if ((k == "send" || k == "deliver") && message != 0) {
-    ph = k == "send" ? "s" : "f";
-    cat = "message";
-    id = std::to_string(message);
-  } else {
-    return;
-  }
-  std::string name;
-  quote_json(name, what);
-  char ts[40];
-  std::snprintf(ts, sizeof(ts), "%.3f", static_cast<double>(now_) / 1e3);
-  timeline_.push_back(
-    "{\"ph\":\"" + ph + "\",\"cat\":\"" + cat + "\",\"name\":" + name +
-    ",\"id\":" + id + ",\"pid\":" + std::to_string(node) +
-    ",\"tid\":0,\"ts\":" + ts + (ph == "f" ? ",\"bp\":\"e\"}" : "}"));
-}
-
-std::string world::write_timeline() {
-  if (trace_file_.empty())
-    return {};
-  std::ofstream out{trace_file_, std::ios::trunc};
-  if (!out)
-    throw error("--trace: cannot write " + trace_file_);
-  out << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
-  for (int i = 0; i < nodes(); ++i) {
-    std::string name;
-    quote_json(name, node_name(i) + " (simulated)");
-    out << "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" << i
-        << ",\"tid\":0,\"args\":{\"name\":" << name << "}},\n";
-  }
-  for (size_t i = 0; i < timeline_.size(); ++i)
-    out << timeline_[i] << (i + 1 < timeline_.size() ? ",\n" : "\n");
-  out << "]}\n";
-  return std::exchange(trace_file_, {});
-}
-
-std::string world::summary() const {
-  char took[32];
-  std::snprintf(took, sizeof(took), "%.6f", static_cast<double>(now_) / 1e9);
-  auto out = "simulated run, seed " + std::to_string(opts_.seed) + ": " + took +
-             " s of virtual time, " + std::to_string(recorded_) + " events";
-  if (replaying_ && !diverged_)
-    out += recorded_ == replay_.size()
-             ? ", the same as " + opts_.replay_file
-             : "; " + opts_.replay_file + " has " +
-                 std::to_string(replay_.size()) + " (the run stopped first)";
-  return out;
-}
-
-bool summaries_quiet() noexcept {
-  return quiet;
-}
-
-void quiet_summaries(bool q) noexcept {
-  quiet = q;
 }
 
 world* live() noexcept {
