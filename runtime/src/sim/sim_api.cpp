@@ -184,8 +184,7 @@ std::pair<detail::sim_runtime*, int> node_of(const std::string& id,
   auto i = w.node_index(id);
   if (rt == nullptr || i < 0)
     throw usage_error(std::string{api} + ": '" + id +
-                      "' is not a simulated node; they are node-0 to node-" +
-                      std::to_string(w.nodes() - 1));
+                      "' is not a simulated node; " + w.node_range());
   if (i == 0)
     throw usage_error(std::string{api} +
                       ": node-0 is where the script itself runs; give "

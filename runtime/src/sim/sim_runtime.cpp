@@ -43,9 +43,8 @@ int sim_runtime::place(const placement& where, const std::string& what) {
       auto i = world_.node_index(where.node_id);
       if (i < 0)
         throw usage_error(what + " is placed on node '" + where.node_id +
-                            "', which is not a simulated node; they are "
-                            "node-0 to node-" +
-                            std::to_string(world_.nodes() - 1),
+                            "', which is not a simulated node; " +
+                            world_.node_range(),
                           errc::no_such_node);
       return i;
     }
@@ -270,12 +269,9 @@ void sim_runtime::pump(const std::shared_ptr<host>& h) {
       continue;
     }
     auto& m = call->method();
-    if (!world_.alive(h->node)) {
-      // Its node died and the cluster does not know yet: lost on the way.
-      calls_out_[sent.work] = {call, h->node};
-      continue;
-    }
     calls_out_[sent.work] = {call, h->node};
+    if (!world_.alive(h->node))
+      continue; // its node died, unknown yet to the cluster: lost on the way
     world_.send(sent.from, h->node, frame->size(), m.name, sent.work,
                 [this, h, sent, frame, &m] {
                   auto st = std::make_shared<value_state<bytes>>();

@@ -43,9 +43,7 @@ world::world(sim_options opts, std::string trace_file)
     auto i = node_index(id);
     if (i < 0)
       throw usage_error("--sim-slow names " + id +
-                        ", which is not a simulated node; they are node-0 "
-                        "to node-" +
-                        std::to_string(opts_.nodes - 1));
+                        ", which is not a simulated node; " + node_range());
     if (!std::isfinite(factor) || factor <= 0)
       throw usage_error("--sim-slow: " + id +
                         "'s factor must be a positive number");
@@ -84,6 +82,10 @@ uint64_t world::draw() noexcept {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
+}
+
+std::string world::node_range() const {
+  return "they are node-0 to node-" + std::to_string(nodes() - 1);
 }
 
 int world::node_index(const std::string& id) const {

@@ -79,6 +79,9 @@ public:
   const std::string& node_name(int i) const {
     return names_[static_cast<size_t>(i)];
   }
+  /// "they are node-0 to node-N", for errors naming a wrong node.
+  std::string node_range() const;
+
   /// The index of node `id`, or -1.
   int node_index(const std::string& id) const;
 
