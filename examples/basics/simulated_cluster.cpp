@@ -41,10 +41,12 @@ int main(int argc, char** argv) {
     return std::to_string(lumen::sim::now().count() / 1e6) + " ms";
   };
   // [spread-and-wait]
-  // Six steps spread over the nodes; answers come back as they finish.
+  // Six steps spread over the nodes (each runs again elsewhere if its
+  // node dies, twice at most); answers come back as they finish.
   std::vector<lumen::ObjectRef<std::string>> pending;
   for (int step = 0; step < 6; ++step)
-    pending.push_back(lumen::task(work).spread().remote(step));
+    pending.push_back(
+      lumen::task(work).spread().with_max_retries(2).remote(step));
   std::string last;
   int answers = 0;
   while (!pending.empty()) {

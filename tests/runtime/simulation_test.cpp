@@ -14,43 +14,18 @@
 #include <lumen/lumen.hpp>
 #include <lumen/sim.hpp>
 
+#include "sim_work.hpp"
+
 using namespace std::chrono_literals;
 using std::chrono::nanoseconds;
 
 namespace {
-
-/// Nanoseconds, which Boost.Test prints.
-template <class D>
-long long ns(D d) {
-  return std::chrono::duration_cast<nanoseconds>(d).count();
-}
-
-} // namespace
-
-namespace {
-
-int square(int x) {
-  return x * x;
-}
-LUMEN_REMOTE(square);
 
 // Waits, inside a task, for a task on another node.
 int square_there(int x, std::string node) {
   return lumen::get(lumen::task(square).on_node(node).remote(x)) + 1;
 }
 LUMEN_REMOTE(square_there);
-
-int nap(int ms) {
-  lumen::sleep_for(std::chrono::milliseconds(ms));
-  return ms;
-}
-LUMEN_REMOTE(nap);
-
-int busy(double seconds) {
-  lumen::sim::charge(std::chrono::duration<double>(seconds));
-  return 0;
-}
-LUMEN_REMOTE(busy);
 
 int never(int) {
   lumen::promise<int> p;

@@ -46,6 +46,14 @@ struct sim_options {
   /// Nodes slower than the rest: id -> factor (3: its compute takes three
   /// times as long). `--sim-slow=node-2=3,...`.
   std::map<std::string, double> slow{};
+  /// Faults on a schedule, each in `--sim-fault`'s words
+  /// (`at=2s,kill=node-1`; lumen/sim.hpp lists them), and a JSON file of
+  /// more (`--sim-faults=FILE`: an array of objects with the same keys).
+  std::vector<std::string> faults{};
+  std::string faults_file{};
+  /// Faults drawn from the seed: `--sim-chaos=kill=R,partition=R,slow=R`,
+  /// each kind's rate per virtual second over the cluster (lumen/sim.hpp).
+  std::string chaos{};
   /// Where to write the run's events, a JSON object a line. `--sim-log`.
   std::string log_file{};
   /// A log to check the run against: the run stops with an error at the
@@ -94,6 +102,7 @@ struct init_options {
 /// `--local-nodes N`, `--token-file F`, `--tls`, `--tls-cert F`,
 /// `--tls-key F`, `--tls-ca F`, `--trace F`, `--simulate[=SEED]`,
 /// `--sim-nodes N`, `--sim-link L,B`, `--sim-jitter D`, `--sim-slow ID=F,...`,
+/// `--sim-fault K=V,...`, `--sim-faults F`, `--sim-chaos K=R,...`,
 /// `--sim-log F`, `--sim-replay F`
 /// (also as `--flag=value`) and `--help` (prints them and
 /// exits 0). As command-line tools do, it prints what is wrong and exits

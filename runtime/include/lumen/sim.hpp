@@ -54,7 +54,11 @@ struct event {
   /// "send" (a message leaves `node` for `peer`), "deliver" (it arrives
   /// at `node` from `peer`), "lost" (it arrived at a node that died
   /// meanwhile), "start" and "finish" (work on `node`), "ready" (a result
-  /// reached the caller at `node`), "kill" and "restart" (of `node`).
+  /// reached the caller at `node`), "kill" and "restart" (of `node`;
+  /// `what` is "partition" for a node the cluster fenced because a
+  /// partition cut it off), "partition" and "heal" (the links of `node`, on
+  /// the side a partition named, cut and whole again), "slow" (`node`'s
+  /// compute now takes `what` times as long).
   std::string kind;
   std::string node;
   std::string peer;
@@ -111,6 +115,42 @@ void kill_node(const std::string& id, std::chrono::nanoseconds at);
 
 /// Brings node `id` back at `at`, empty, to take new work.
 void restart_node(const std::string& id, std::chrono::nanoseconds at);
+
+/// Cuts every link between the nodes of `side` and the other nodes at
+/// `at`, for `lasting`. A message across the cut waits until it heals, as
+/// TCP retransmits it. A cut that lasts `death_noticed_after` or longer is
+/// death to the side without node-0 (where the head is): the cluster
+/// fences its nodes as if killed (their work and the calls that reached
+/// them fail, their actors restart elsewhere), and they come back empty
+/// when the cut heals. Throws `usage_error` for an unknown node, or a
+/// side that is empty or every node.
+void partition(const std::vector<std::string>& side,
+               std::chrono::nanoseconds at, std::chrono::nanoseconds lasting);
+
+/// Makes node `id`'s compute `factor` times as slow as `--sim-slow` set it
+/// from `at`, for `lasting` (zero: for the rest of the run).
+void slow_node(const std::string& id, double factor,
+               std::chrono::nanoseconds at,
+               std::chrono::nanoseconds lasting = std::chrono::nanoseconds{0});
+
+/*
+ * Faults as flags: `--sim-fault=KEY=VALUE,...` (repeatable), or a JSON file
+ * of them, `--sim-faults=FILE`, an array of objects with the same keys:
+ *
+ *   at=2s,kill=node-1                 kill_node
+ *   at=5s,restart=node-1              restart_node
+ *   at=1s,partition=node-1+node-2,for=3s
+ *                                     partition (JSON: ["node-1","node-2"])
+ *   at=0s,slow=node-2,factor=3,for=10s
+ *                                     slow_node (`for` may be left out)
+ *
+ * Or drawn from the seed: `--sim-chaos=kill=R,partition=R,slow=R` (any of
+ * the three), R faults of that kind a virtual second over the cluster, at
+ * times drawn from the seed, each on a node drawn from node-1 up: a killed
+ * node restarts 0.5-3 s later, a partition cuts one node off for 0.1-3 s,
+ * a slowdown makes one node 2-5 times as slow for 1-5 s. Chaos never keeps
+ * a run going: once the script has nothing else to wait for, it ends.
+ */
 
 /// What a sweep found.
 struct sweep_result {

@@ -6,6 +6,7 @@
 #include "lumen/detail/init_flags.hpp"
 #include "lumen/errors.hpp"
 
+#include "sim/sim_fault_plan.hpp"
 #include "sim/sim_world.hpp"
 #include "transport/address.hpp"
 
@@ -122,6 +123,43 @@ void add_sim_flags(CLI::App& app, sim_options& sim) {
       },
       "simulated nodes whose compute takes FACTOR times as long")
     ->type_name("NODE=FACTOR,...");
+  app
+    .add_option_function<std::vector<std::string>>(
+      "--sim-fault",
+      [&sim](const std::vector<std::string>& all) {
+        for (auto& text : all) {
+          try {
+            (void)sim::parse_fault(text);
+          } catch (const usage_error& e) {
+            throw CLI::ValidationError(e.what());
+          }
+          sim.faults.push_back(text);
+        }
+      },
+      "a fault of the simulated run, e.g. at=2s,kill=node-1 or "
+      "at=1s,partition=node-1+node-2,for=3s (lumen/sim.hpp); repeatable")
+    ->type_name("KEY=VALUE,...")
+    ->allow_extra_args(false);
+  app
+    .add_option("--sim-faults", sim.faults_file,
+                "faults of the simulated run from a JSON file: an array of "
+                "objects with --sim-fault's keys")
+    ->type_name("F")
+    ->check(CLI::ExistingFile);
+  app
+    .add_option_function<std::string>(
+      "--sim-chaos",
+      [&sim](const std::string& text) {
+        try {
+          (void)sim::parse_chaos(text);
+        } catch (const usage_error& e) {
+          throw CLI::ValidationError(e.what());
+        }
+        sim.chaos = text;
+      },
+      "faults drawn from the seed, each kind's rate a virtual second: "
+      "kill=R,partition=R,slow=R")
+    ->type_name("KIND=RATE,...");
   app
     .add_option("--sim-log", sim.log_file,
                 "write the simulated run's events there, a JSON object a "

@@ -177,31 +177,48 @@ void on_event(std::function<void(const event&)> observer) {
 namespace {
 
 /// The simulated runtime and the index of node `id` in it, for `api`.
-std::pair<detail::sim_runtime*, int> node_of(const std::string& id,
-                                             const char* api) {
-  auto& w = running(api);
+detail::sim_runtime& sim_runtime(const char* api) {
+  running(api);
   auto* rt = dynamic_cast<detail::sim_runtime*>(&detail::current_runtime());
-  auto i = w.node_index(id);
-  if (rt == nullptr || i < 0)
-    throw usage_error(std::string{api} + ": '" + id +
-                      "' is not a simulated node; " + w.node_range());
-  if (i == 0)
+  if (rt == nullptr)
     throw usage_error(std::string{api} +
-                      ": node-0 is where the script itself runs; give "
-                      "another node");
-  return {rt, i};
+                      ": no simulated run is in progress; start the script "
+                      "with --simulate[=SEED] (or LUMEN_SIMULATE=SEED)");
+  return *rt;
 }
 
 } // namespace
 
 void kill_node(const std::string& id, std::chrono::nanoseconds at) {
-  auto [rt, i] = node_of(id, "lumen::sim::kill_node");
-  rt->kill_node(i, at.count());
+  auto& rt = sim_runtime("lumen::sim::kill_node");
+  rt.kill_node(rt.node_named(id, "lumen::sim::kill_node", false), at.count());
 }
 
 void restart_node(const std::string& id, std::chrono::nanoseconds at) {
-  auto [rt, i] = node_of(id, "lumen::sim::restart_node");
-  rt->restart_node(i, at.count());
+  auto& rt = sim_runtime("lumen::sim::restart_node");
+  rt.restart_node(rt.node_named(id, "lumen::sim::restart_node", false),
+                  at.count());
+}
+
+void partition(const std::vector<std::string>& side,
+               std::chrono::nanoseconds at, std::chrono::nanoseconds lasting) {
+  const char* api = "lumen::sim::partition";
+  auto& rt = sim_runtime(api);
+  std::vector<bool> marked(static_cast<size_t>(rt.world().nodes()), false);
+  for (auto& id : side)
+    marked[static_cast<size_t>(rt.node_named(id, api, true))] = true;
+  rt.partition(std::move(marked), at.count(), lasting.count(), api);
+}
+
+void slow_node(const std::string& id, double factor,
+               std::chrono::nanoseconds at, std::chrono::nanoseconds lasting) {
+  const char* api = "lumen::sim::slow_node";
+  auto& rt = sim_runtime(api);
+  auto n = rt.node_named(id, api, true);
+  if (!std::isfinite(factor) || factor <= 0)
+    throw usage_error(std::string{api} +
+                      ": the factor must be a positive number");
+  rt.slow_node(n, factor, at.count(), std::max<int64_t>(lasting.count(), 0));
 }
 
 sweep_result sweep(uint64_t first, uint64_t last,

@@ -26,7 +26,9 @@ std::string not_simulated(const std::string& what) {
 } // namespace
 
 sim_runtime::sim_runtime(const sim_options& opts, const std::string& trace_file)
-  : world_(opts, trace_file) {}
+  : world_(opts, trace_file) {
+  plan_faults(opts);
+}
 
 sim_runtime::~sim_runtime() {
   alive_.reset();
@@ -130,8 +132,10 @@ void sim_runtime::answer(int from, int to,
   auto& name = x->work_name(); // the registry's, as long as the run
   world_.send(from, to, out->size(), name, work,
               [this, ok, out, x = std::move(x), to, work] {
-                tasks_out_.erase(work);
-                calls_out_.erase(work);
+                // An answer the cluster stopped waiting for (its node was
+                // lost meanwhile) has nowhere to go.
+                if (tasks_out_.erase(work) + calls_out_.erase(work) == 0)
+                  return;
                 publish_answer(*x, ok, *out);
                 world_.record("ready", to, -1, x->work_name(), 0, work);
               });

@@ -50,9 +50,23 @@ public:
   /// The simulated nodes.
   std::vector<node_info> nodes() const;
 
-  /// lumen::sim::kill_node and restart_node, for node `n` at `at`.
-  void kill_node(int n, sim::vtime at);
+  /// The index of the node named `id` for `api`; throws `usage_error`
+  /// for one that does not exist, or node-0 unless `driver_too`.
+  int node_named(const std::string& id, const std::string& api,
+                 bool driver_too) const;
+
+  /// lumen::sim::kill_node and restart_node, for node `n` at `at`; a
+  /// `fenced` node is one a partition cut off, known dead at once.
+  void kill_node(int n, sim::vtime at, bool fenced = false);
   void restart_node(int n, sim::vtime at);
+
+  /// lumen::sim::partition, with the nodes of the side marked; throws
+  /// `usage_error` for `api` if the side is no node or every node.
+  void partition(std::vector<bool> side, sim::vtime at, sim::vtime lasting,
+                 const std::string& api);
+
+  /// lumen::sim::slow_node.
+  void slow_node(int n, double factor, sim::vtime at, sim::vtime lasting);
 
 private:
   struct host;
@@ -70,6 +84,16 @@ private:
     std::shared_ptr<actor_call> call;
     int node = 0;
   };
+
+  /// Schedules the faults of `opts` (flags, file, chaos).
+  void plan_faults(const sim_options& opts);
+
+  /// The next chaos fault of `kind` ("kill", "partition", "slow") after a
+  /// time drawn for `rate` faults a virtual second.
+  void next_chaos(const std::string& kind, double rate);
+
+  /// A number in [lo, hi) drawn from the seed.
+  double uniform(double lo, double hi);
 
   /// The cluster learns that node `n` died: its tasks and the calls that
   /// reached it fail (or run again), its actors restart elsewhere.

@@ -51,8 +51,11 @@ world::world(sim_options opts, std::string trace_file)
   }
   if (opts_.jitter.count() < 0)
     throw usage_error("--sim-jitter is negative; give 0 or more");
+  base_slowness_ = slowness_;
+  died_at_.assign(names_.size(), 0);
   link_free_.assign(names_.size() * names_.size(), 0);
   link_last_ = link_free_;
+  link_cut_ = link_free_;
   if (!opts_.replay_file.empty()) {
     std::ifstream in{opts_.replay_file};
     if (!in)
@@ -97,22 +100,45 @@ int world::here() const noexcept {
   return current_ != nullptr ? current_->node : 0;
 }
 
-void world::schedule(vtime at, std::function<void()> fn) {
+void world::schedule(vtime at, std::function<void()> fn, bool background) {
   if (stopped_)
     return;
-  events_.push({std::max(at, now_), draw(), ++scheduled_, std::move(fn)});
+  foreground_ += background ? 0 : 1;
+  events_.push(
+    {std::max(at, now_), draw(), ++scheduled_, background, std::move(fn)});
 }
 
 bool world::step() {
+  return foreground_ > 0 && run_next();
+}
+
+bool world::run_next() {
   if (stopped_ || events_.empty())
     return false;
   // Moved out before the pop: only the function moves, the keys the
   // queue compares stay.
   auto fn = std::move(const_cast<item&>(events_.top()).fn);
   now_ = events_.top().at;
+  foreground_ -= events_.top().background ? 0 : 1;
   events_.pop();
   fn();
   return true;
+}
+
+void world::cut(const std::vector<bool>& side, vtime heal) {
+  auto n = static_cast<size_t>(nodes());
+  for (size_t a = 0; a < n; ++a)
+    for (size_t b = 0; b < n; ++b)
+      if (side[a] != side[b])
+        link_cut_[a * n + b] = std::max(link_cut_[a * n + b], heal);
+}
+
+void world::slow(int i, double factor) {
+  auto k = static_cast<size_t>(i);
+  slowness_[k] = base_slowness_[k] * factor;
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", slowness_[k]);
+  record("slow", i, -1, text, 0, 0);
 }
 
 void world::send(int from, int to, uint64_t bytes, const std::string& what,
@@ -122,9 +148,12 @@ void world::send(int from, int to, uint64_t bytes, const std::string& what,
   auto message = ++messages_;
   record("send", from, to, what, bytes, work, message);
   vtime at = now_;
+  vtime depart = now_;
   if (from != to) {
-    auto& free = link_free_[static_cast<size_t>(from * nodes() + to)];
-    auto depart = std::max(now_, free);
+    auto link = static_cast<size_t>(from * nodes() + to);
+    auto& free = link_free_[link];
+    // Across a cut, the message leaves once the link is whole again.
+    depart = std::max({now_, free, link_cut_[link]});
     auto per_second =
       static_cast<unsigned __int128>(std::llround(opts_.bandwidth));
     auto wire = static_cast<vtime>(static_cast<unsigned __int128>(bytes) *
@@ -134,15 +163,20 @@ void world::send(int from, int to, uint64_t bytes, const std::string& what,
     if (auto jitter = opts_.jitter.count(); jitter > 0)
       at += static_cast<vtime>(draw() % static_cast<uint64_t>(jitter + 1));
     // In order on a link, as TCP delivers.
-    auto& last = link_last_[static_cast<size_t>(from * nodes() + to)];
+    auto& last = link_last_[link];
     at = std::max(at, last);
     last = at;
   }
-  schedule(at, [this, from, to, what = &what, bytes, work, message,
-                meant = incarnation(to), arrive = std::move(arrive)] {
-    if (incarnation(to) != meant) {
+  schedule(at, [this, from, to, what = &what, bytes, work, message, depart,
+                meant = incarnation(to), sender = incarnation(from),
+                arrive = std::move(arrive)] {
+    // Lost with its receiver (which may have come back meanwhile), or
+    // with a sender that died before the message got onto the wire.
+    auto died = died_at_[static_cast<size_t>(from)];
+    if (incarnation(to) != meant ||
+        (incarnation(from) != sender && died < depart)) {
       record("lost", to, from, *what, bytes, work, message);
-      return; // its receiver died (and maybe came back) meanwhile
+      return;
     }
     record("deliver", to, from, *what, bytes, work, message);
     arrive();
@@ -159,9 +193,11 @@ bool world::wait_until(
     while (!ready()) {
       if (stopped_)
         throw error("lumen: the simulated run was stopped");
-      bool none = events_.empty();
-      if (!none && events_.top().at <= deadline) {
-        step();
+      // Background events run while the script waits for a time, but
+      // keep no wait for a result going.
+      bool none = foreground_ == 0 && deadline == no_deadline;
+      if (!none && !events_.empty() && events_.top().at <= deadline) {
+        run_next();
         continue;
       }
       if (deadline != no_deadline) {
@@ -205,16 +241,16 @@ bool world::wait_until(
   }
 }
 
-void world::kill(int i) {
+void world::kill(int i, const std::string& cause) {
   if (!alive(i))
     return;
   alive_[static_cast<size_t>(i)] = false;
   ++incarnation_[static_cast<size_t>(i)];
+  died_at_[static_cast<size_t>(i)] = now_;
   for (auto& f : fibers_)
     if (f->job && f->node == i)
       f->killed = true;
-  static const std::string none;
-  record("kill", i, -1, none, 0, 0);
+  record("kill", i, -1, cause, 0, 0);
 }
 
 void world::revive(int i) {

@@ -97,9 +97,10 @@ public:
     return incarnation_[static_cast<size_t>(i)];
   }
 
-  /// Kills node `i` now: the work on it never runs again, and what is
-  /// sent to it is lost.
-  void kill(int i);
+  /// Kills node `i` now (`cause`, for the log: "" or "partition"): the
+  /// work on it never runs again, what is sent to it is lost, and so is
+  /// what it sent that still waits for its link.
+  void kill(int i, const std::string& cause = {});
 
   /// Brings node `i` back, empty.
   void revive(int i);
@@ -109,11 +110,20 @@ public:
     return current_ != nullptr;
   }
 
-  /// Schedules `fn` at `at` (now at the earliest).
-  void schedule(vtime at, std::function<void()> fn);
+  /// Schedules `fn` at `at` (now at the earliest). A `background` event
+  /// (chaos drawn from the seed) keeps no wait alive: a run whose only
+  /// events left are background ones has nothing left to happen.
+  void schedule(vtime at, std::function<void()> fn, bool background = false);
 
-  /// Runs the next event; false if none is left.
+  /// Runs the next event; false if nothing but background events is left.
   bool step();
+
+  /// Cuts the links between the nodes marked in `side` and the others
+  /// until `heal` (a cut already longer stays): what is sent across waits.
+  void cut(const std::vector<bool>& side, vtime heal);
+
+  /// Node `i`'s slowness: `factor` times what `--sim-slow` set.
+  void slow(int i, double factor);
 
   /// Records an event of `kind` at node `node` (`peer`: the other end of
   /// a message, or -1) for work `what` (a name that outlives the run):
@@ -177,6 +187,7 @@ private:
     vtime at;
     uint64_t rank; // drawn from the seed: the order among events due at once
     uint64_t seq;  // never equal: the order is total
+    bool background;
     std::function<void()> fn;
   };
   struct later {
@@ -189,6 +200,8 @@ private:
     }
   };
 
+  /// Runs the next event, background or not; false if none is left.
+  bool run_next();
   void timeline_event(const char* kind, int node, const std::string& what,
                       uint64_t work, uint64_t message);
   void resume(fiber& f);
@@ -198,6 +211,8 @@ private:
   sim_options opts_;
   std::vector<std::string> names_;
   std::vector<double> slowness_;
+  std::vector<double> base_slowness_; // --sim-slow's
+  std::vector<vtime> died_at_;
   std::vector<bool> alive_;
   std::vector<uint64_t> incarnation_;
   uint64_t rng_;
@@ -207,10 +222,12 @@ private:
   uint64_t recorded_ = 0;
   bool stopped_ = false;
   std::priority_queue<item, std::vector<item>, later> events_;
+  uint64_t foreground_ = 0; // events queued that are not background
   // When each directed link is free again, and when its last message
   // arrives, [from * nodes + to].
   std::vector<vtime> link_free_;
   std::vector<vtime> link_last_;
+  std::vector<vtime> link_cut_; // ... and until when it is cut
   // The log a replay checks the run against, a line an event.
   std::vector<std::string> replay_;
   bool replaying_ = false;
