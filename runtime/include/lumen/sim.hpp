@@ -134,6 +134,38 @@ void slow_node(const std::string& id, double factor,
                std::chrono::nanoseconds lasting = std::chrono::nanoseconds{0});
 
 /*
+ * For protocols of their own on the simulated network, as the collectives'
+ * simulated transport is: a message between nodes that is not a task or a
+ * call, and a wait that lets the rest of the run go on.
+ */
+
+/// Sends a message of `bytes` (their count: the data stays where the
+/// caller keeps it) from the calling code's node to node `to`, in the log
+/// as `label`; `arrived` runs inside the simulation once it is there, after
+/// the link's latency plus `bytes` over its bandwidth, in order with all
+/// else on the link. It never runs if `to` dies first, or the sender before
+/// the message left. `arrived` must not wait or call into Lumen. Throws
+/// `usage_error` for a node that does not exist.
+void send_to(const std::string& to, uint64_t bytes, const std::string& label,
+             std::function<void()> arrived);
+
+/// Waits until `ready()` holds, checked after every event of the run, or
+/// until `timeout` of virtual time passed; returns ready(). A task or
+/// method yields to the rest of the run meanwhile; the script runs the run
+/// (and throws `error` if nothing is left to happen first).
+bool wait_for(const std::function<bool()>& ready,
+              std::chrono::nanoseconds timeout);
+
+/// Whether the cluster knows node `id` is down: from death_noticed_after
+/// after its death (at once for a node fenced by a partition) until it
+/// restarts. Throws `usage_error` for a node that does not exist.
+bool known_down(const std::string& id);
+
+/// The simulated run's number in this process, from 1: what a protocol
+/// keeps beside a run tells from it that it is another run's.
+uint64_t run_number();
+
+/*
  * Faults as flags: `--sim-fault=KEY=VALUE,...` (repeatable), or a JSON file
  * of them, `--sim-faults=FILE`, an array of objects with the same keys:
  *

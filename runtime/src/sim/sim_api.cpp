@@ -1,5 +1,6 @@
 #include "lumen/sim.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <thread>
@@ -219,6 +220,34 @@ void slow_node(const std::string& id, double factor,
     throw usage_error(std::string{api} +
                       ": the factor must be a positive number");
   rt.slow_node(n, factor, at.count(), std::max<int64_t>(lasting.count(), 0));
+}
+
+void send_to(const std::string& to, uint64_t bytes, const std::string& label,
+             std::function<void()> arrived) {
+  const char* api = "lumen::sim::send_to";
+  auto& w = running(api);
+  auto& rt = sim_runtime(api);
+  auto n = rt.node_named(to, api, true);
+  w.send(w.here(), n, bytes, w.label(label), 0, std::move(arrived));
+}
+
+bool wait_for(const std::function<bool()>& ready,
+              std::chrono::nanoseconds timeout) {
+  auto& w = running("lumen::sim::wait_for");
+  auto deadline = timeout.count() >= detail::sim::no_deadline - w.time()
+                    ? detail::sim::no_deadline
+                    : w.time() + std::max<int64_t>(timeout.count(), 0);
+  return w.watch(ready, deadline);
+}
+
+bool known_down(const std::string& id) {
+  const char* api = "lumen::sim::known_down";
+  auto& w = running(api);
+  return w.known_down(sim_runtime(api).node_named(id, api, true));
+}
+
+uint64_t run_number() {
+  return running("lumen::sim::run_number").number();
 }
 
 sweep_result sweep(uint64_t first, uint64_t last,

@@ -187,6 +187,7 @@ void sim_runtime::next_chaos(const std::string& kind, double rate) {
 
 void sim_runtime::node_lost(int n, const std::string& why) {
   auto& node = world_.node_name(n);
+  world_.set_known_down(n);
   for (auto i = tasks_out_.begin(); i != tasks_out_.end();) {
     if (i->second.to != n) {
       ++i;

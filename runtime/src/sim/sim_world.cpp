@@ -15,6 +15,7 @@ namespace lumen::detail::sim {
 namespace {
 
 world* the_world = nullptr;
+uint64_t runs = 0;
 
 /// How often a fiber left waiting when the run ends is woken to unwind;
 /// work that catches the error and waits again that often is left.
@@ -24,6 +25,7 @@ constexpr int unwind_tries = 3;
 
 world::world(sim_options opts, std::string trace_file)
   : opts_(std::move(opts))
+  , number_(++runs)
   , owner_(std::this_thread::get_id())
   , trace_file_(std::move(trace_file)) {
   if (opts_.nodes < 1 || opts_.nodes > 1024)
@@ -53,6 +55,7 @@ world::world(sim_options opts, std::string trace_file)
     throw usage_error("--sim-jitter is negative; give 0 or more");
   base_slowness_ = slowness_;
   died_at_.assign(names_.size(), 0);
+  known_down_.assign(names_.size(), false);
   link_free_.assign(names_.size() * names_.size(), 0);
   link_last_ = link_free_;
   link_cut_ = link_free_;
@@ -122,7 +125,34 @@ bool world::run_next() {
   foreground_ -= events_.top().background ? 0 : 1;
   events_.pop();
   fn();
+  // What an event changed may be what a watch waits for; a woken watch
+  // leaves the list when its wait returns.
+  for (size_t i = 0; i < watchers_.size(); ++i)
+    if ((*watchers_[i].ready)())
+      watchers_[i].wake();
   return true;
+}
+
+bool world::watch(const std::function<bool()>& ready, vtime deadline) {
+  auto id = ++watches_;
+  struct unwatch {
+    world& w;
+    uint64_t id;
+    ~unwatch() {
+      auto& all = w.watchers_;
+      all.erase(std::remove_if(all.begin(), all.end(),
+                               [this](const watcher& x) { return x.id == id; }),
+                all.end());
+    }
+  } leave{*this, id};
+  return wait_until(ready, deadline,
+                    [this, id, &ready](const std::function<void()>& wake) {
+                      watchers_.push_back({id, &ready, wake});
+                    });
+}
+
+const std::string& world::label(const std::string& text) {
+  return *labels_.insert(text).first;
 }
 
 void world::cut(const std::vector<bool>& side, vtime heal) {
@@ -257,6 +287,7 @@ void world::revive(int i) {
   if (alive(i))
     return;
   alive_[static_cast<size_t>(i)] = true;
+  known_down_[static_cast<size_t>(i)] = false;
   ++incarnation_[static_cast<size_t>(i)];
   static const std::string none;
   record("restart", i, -1, none, 0, 0);

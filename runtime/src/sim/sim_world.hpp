@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <queue>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -104,6 +105,27 @@ public:
 
   /// Brings node `i` back, empty.
   void revive(int i);
+
+  /// Whether the cluster knows node `i` is down (set_known_down), until
+  /// it is revived.
+  bool known_down(int i) const noexcept {
+    return known_down_[static_cast<size_t>(i)];
+  }
+  void set_known_down(int i) {
+    known_down_[static_cast<size_t>(i)] = true;
+  }
+
+  /// lumen::sim::wait_for: waits until `ready()`, checked after every
+  /// event, or the virtual time `deadline`.
+  bool watch(const std::function<bool()>& ready, vtime deadline);
+
+  /// A name for the log that lives as long as the run.
+  const std::string& label(const std::string& text);
+
+  /// This run's number in the process, from 1.
+  uint64_t number() const noexcept {
+    return number_;
+  }
 
   /// True while work (a fiber) runs, false on the driver.
   bool in_work() const noexcept {
@@ -213,6 +235,17 @@ private:
   std::vector<double> slowness_;
   std::vector<double> base_slowness_; // --sim-slow's
   std::vector<vtime> died_at_;
+  std::vector<bool> known_down_;
+  // The waits of watch(): what each waits for and what wakes it.
+  struct watcher {
+    uint64_t id;
+    const std::function<bool()>* ready;
+    std::function<void()> wake;
+  };
+  std::vector<watcher> watchers_;
+  uint64_t watches_ = 0;
+  std::set<std::string> labels_;
+  uint64_t number_;
   std::vector<bool> alive_;
   std::vector<uint64_t> incarnation_;
   uint64_t rng_;
