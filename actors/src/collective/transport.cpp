@@ -35,6 +35,52 @@ const char* to_string(operation_kind k) noexcept {
   return "an unknown operation";
 }
 
+void agree_all_to_all(
+  transport& t, const op_descriptor& mine, bool same_op,
+  const std::string& problem,
+  const std::function<void(int peer, const op_descriptor& mine)>& send) {
+  auto n = t.world();
+  auto r = t.rank();
+  for (int k = 1; k < n; ++k)
+    send((r + k) % n, mine);
+  auto doing = to_string(static_cast<operation_kind>(mine.what));
+  // Every descriptor is read, whatever the first one said, so that the
+  // links stay in step and the group can go on after a refused call.
+  std::string why = problem;
+  std::vector<uint64_t> payloads(static_cast<size_t>(n), 0);
+  for (int k = 1; k < n; ++k) {
+    int p = (r - k + n) % n;
+    auto theirs = t.recv_op(p, doing);
+    payloads[static_cast<size_t>(p)] = theirs.inline_bytes;
+    if (why.empty())
+      why = disagreement(theirs, p, mine, r, same_op);
+  }
+  if (why.empty())
+    return;
+  for (int p = 0; p < n; ++p)
+    if (auto bytes = payloads[static_cast<size_t>(p)]; bytes > 0)
+      t.recv(p, t.scratch(0, bytes).data(), bytes, doing);
+  t.flush(); // our payload is out before the caller's buffer moves on
+  throw collective_error("group '" + t.name() + "': " + why,
+                         problem.empty() ? errc::mismatch : errc::usage);
+}
+
+void transport::start_then_rounds(
+  const op_descriptor& mine, bool same_op, const std::string& problem,
+  const doubling_data* data,
+  const std::function<void(int peer, const char* bytes, size_t n)>& send_copy) {
+  start(mine, same_op, problem);
+  if (data == nullptr)
+    return;
+  for (int d = 1; d < world(); d *= 2) {
+    int p = rank() ^ d;
+    auto [bytes, n] = data->send();
+    send_copy(p, bytes, n);
+    // The members agreed, so the partner's round is as long as this one's.
+    data->take(p, n, true);
+  }
+}
+
 std::string disagreement(const op_descriptor& theirs, int p,
                          const op_descriptor& mine, int me_rank, bool same_op) {
   auto who = "rank " + std::to_string(p);

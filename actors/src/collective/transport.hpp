@@ -8,6 +8,7 @@
 // one process through mailboxes in memory (threads/); the algorithms are
 // the same over both (Gloo's algorithm.h over transport/pair.h).
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -72,6 +73,18 @@ struct exchange_plan {
 std::string disagreement(const op_descriptor& theirs, int p,
                          const op_descriptor& mine, int me, bool same_op);
 
+class transport;
+
+/// `start` all to all, for transport `t`: `send(peer, mine)` sends this
+/// member's descriptor (and the payload it announces) to `peer`, then every
+/// peer's descriptor is read; a disagreement, or `problem`, takes the
+/// peers' payloads in (so that the links stay in step and the group goes
+/// on) and throws. `mine` has its sequence number and flags set.
+void agree_all_to_all(
+  transport& t, const op_descriptor& mine, bool same_op,
+  const std::string& problem,
+  const std::function<void(int peer, const op_descriptor& mine)>& send);
+
 /// One member's connections to the others of its group; one operation
 /// runs at a time, on the member's thread.
 class transport {
@@ -112,6 +125,15 @@ public:
     std::function<void(int partner, uint64_t bytes, bool agreed)> take;
   };
 
+  /// `agree_by_doubling` for a transport whose `start` is all to all:
+  /// `start`, then the rounds' data, each round's a copy sent with
+  /// `send_copy` (the partner reads it while this member reduces into its
+  /// own).
+  void start_then_rounds(const op_descriptor& mine, bool same_op,
+                         const std::string& problem, const doubling_data* data,
+                         const std::function<void(int peer, const char* bytes,
+                                                  size_t n)>& send_copy);
+
   /// `start` in a power-of-two group: log2 N rounds, rank r with rank
   /// r XOR 2^k in round k, both ways at once; after the last round every
   /// member knows whether all agree, and all name the same pair of ranks
@@ -148,6 +170,18 @@ public:
   /// and throws it as a `collective_error` carrying `code`.
   [[noreturn]] virtual void fail(const std::string& why, errc code) = 0;
 
+  /// How long the member waits for a peer before it fails the group.
+  virtual void set_timeout(std::chrono::milliseconds timeout) = 0;
+
+  /// The all-reduce algorithm set for a group whose members are apart
+  /// (processes, a simulated cluster); `threads` groups keep their own.
+  allreduce_algorithm algorithm() const noexcept {
+    return algorithm_;
+  }
+  void set_algorithm(allreduce_algorithm a) noexcept {
+    algorithm_ = a;
+  }
+
   /// Scratch buffer `i` (0 to 3) of the member's operations (one runs at
   /// a time), at least `bytes` long.
   std::vector<char>& scratch(size_t i, size_t bytes) {
@@ -158,6 +192,7 @@ public:
 
 private:
   std::vector<char> scratch_[4];
+  allreduce_algorithm algorithm_ = allreduce_algorithm::automatic;
 };
 
 } // namespace lumen::collective::detail

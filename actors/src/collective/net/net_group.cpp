@@ -145,34 +145,15 @@ void net_group::start(op_descriptor mine, bool same_op,
   mine.seq = ++seq_;
   mine.invalid = problem.empty() ? 0 : 1;
   mine.inline_bytes = payload != nullptr ? payload_bytes : 0;
-  auto n = world();
-  auto r = rank();
-  for (int k = 1; k < n; ++k)
-    if (payload != nullptr)
-      links_->post_head_and_data((r + k) % n, frame_kind::op, &mine,
-                                 sizeof(mine), payload, payload_bytes);
-    else
-      links_->post_copy((r + k) % n, frame_kind::op, &mine, sizeof(mine));
-  auto doing = to_string(static_cast<operation_kind>(mine.what));
-  // Every descriptor is read, whatever the first one said, so that the
-  // channels stay in step and the group can go on after a refused call.
-  std::string why = problem;
-  std::vector<uint64_t> payloads(static_cast<size_t>(n), 0);
-  for (int k = 1; k < n; ++k) {
-    int p = (r - k + n) % n;
-    auto theirs = links_->read_op(p, doing);
-    payloads[static_cast<size_t>(p)] = theirs.inline_bytes;
-    if (why.empty())
-      why = disagreement(theirs, p, mine, r, same_op);
-  }
-  if (why.empty())
-    return;
-  for (int p = 0; p < n; ++p)
-    if (auto bytes = payloads[static_cast<size_t>(p)]; bytes > 0)
-      links_->read_data(p, scratch(0, bytes).data(), bytes, doing);
-  links_->flush(); // our payload is out before the caller's buffer moves on
-  throw collective_error("group '" + name() + "': " + why,
-                         problem.empty() ? errc::mismatch : errc::usage);
+  // The descriptor and the payload leave in one write.
+  agree_all_to_all(
+    *this, mine, same_op, problem, [&](int p, const op_descriptor& d) {
+      if (payload != nullptr)
+        links_->post_head_and_data(p, frame_kind::op, &d, sizeof(d), payload,
+                                   payload_bytes);
+      else
+        links_->post_copy(p, frame_kind::op, &d, sizeof(d));
+    });
 }
 
 void net_group::agree_by_doubling(op_descriptor mine, bool same_op,

@@ -46,13 +46,6 @@ public:
     return *links_;
   }
 
-  void set_algorithm(allreduce_algorithm a) noexcept {
-    algorithm_ = a;
-  }
-  allreduce_algorithm algorithm() const noexcept {
-    return algorithm_;
-  }
-
   /// All to all (every member sends its descriptor to every other, with
   /// the payload in the same write), or, in a power-of-two group of more
   /// than two, by recursive doubling (then without the payload, which
@@ -93,6 +86,9 @@ public:
   [[noreturn]] void fail(const std::string& why, errc code) override {
     links_->fail(why, code);
   }
+  void set_timeout(std::chrono::milliseconds timeout) override {
+    links_->set_timeout(timeout);
+  }
 
   /// The members' shared memory (net_shared.hpp), opened by the first
   /// call, which every member makes at the same point (its first
@@ -109,7 +105,6 @@ private:
   std::unique_ptr<net_links> links_;
   std::unique_ptr<host_segment> segment_; // goes before the links it uses
   bool segment_tried_ = false;
-  allreduce_algorithm algorithm_ = allreduce_algorithm::automatic;
   uint64_t seq_ = 0;
 };
 

@@ -181,19 +181,13 @@ void threads_transport::start(op_descriptor mine, bool same_op,
 void threads_transport::agree_by_doubling(op_descriptor mine, bool same_op,
                                           const std::string& problem,
                                           const doubling_data* data) {
-  start(mine, same_op, problem);
-  if (data == nullptr)
-    return;
-  for (int d = 1; d < world(); d *= 2) {
-    int p = rank_ ^ d;
-    auto [bytes, n] = data->send();
-    threads_hub::message m;
-    m.owned.assign(bytes, bytes + n);
-    m.n = n;
-    push(p, std::move(m));
-    // The members agreed, so the partner's round is as long as this one's.
-    data->take(p, n, true);
-  }
+  start_then_rounds(mine, same_op, problem, data,
+                    [this](int p, const char* bytes, size_t n) {
+                      threads_hub::message m;
+                      m.owned.assign(bytes, bytes + n);
+                      m.n = n;
+                      push(p, std::move(m));
+                    });
 }
 
 void threads_transport::exchange(int right, int left, exchange_plan& plan,

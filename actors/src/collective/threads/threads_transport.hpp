@@ -110,6 +110,11 @@ public:
 
   [[noreturn]] void fail(const std::string& why, errc code) override;
 
+  /// The group's timeout, for its rounds and its mailboxes.
+  void set_timeout(std::chrono::milliseconds timeout) override {
+    group_->set_timeout(timeout);
+  }
+
 private:
   void push(int peer, threads_hub::message m);
 
