@@ -52,8 +52,8 @@ void direct_allreduce(const membership& m, slot s, reduce_op op) {
 void allreduce_in_place(const membership& m, char* data, ml::dtype type,
                         size_t numel, reduce_op op) {
   op_span span{"allreduce", m, numel * ml::size_of(type)};
-  if (m.net)
-    return run_allreduce(*m.net, m.net->algorithm(), data, type, numel, op);
+  if (!m.group)
+    return run_allreduce(*m.over, m.over->algorithm(), data, type, numel, op);
   auto s = slot_of(data, type, numel, "allreduce");
   s.op = op;
   s.algorithm = choose(m.group->algorithm(), numel * ml::size_of(type));
@@ -111,23 +111,24 @@ void set_algorithm(const std::string& group, allreduce_algorithm a) {
                         a == allreduce_algorithm::halving_doubling ||
                         a == allreduce_algorithm::recursive_doubling ||
                         a == allreduce_algorithm::naive;
-  if ((m.net && threads_only) || (!m.net && processes_only))
+  bool apart = !m.group;
+  if ((apart && threads_only) || (!apart && processes_only))
     throw collective_error(
       "group '" + group + "' has no algorithm '" + to_string(a) + "': " +
-        (m.net ? "across processes it has ring, halving_doubling, "
+        (apart ? "across processes it has ring, halving_doubling, "
                  "recursive_doubling, direct and naive"
                : "in one process it has slices and direct"),
       errc::usage);
-  if (m.net)
-    m.net->set_algorithm(a);
+  if (apart)
+    m.over->set_algorithm(a);
   else
     m.group->set_algorithm(a);
 }
 
 allreduce_algorithm algorithm_for(const std::string& group, size_t bytes) {
   auto& m = member_of(group);
-  if (m.net)
-    return choose_algorithm(m.net->algorithm(), bytes, m.net->world());
+  if (!m.group)
+    return choose_algorithm(m.over->algorithm(), bytes, m.over->world());
   return choose(m.group->algorithm(), bytes);
 }
 

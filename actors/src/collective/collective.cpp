@@ -12,8 +12,8 @@ namespace {
 /// asks for it, else as across processes (`slices` reads the members'
 /// buffers, which only the all-reduce's rounds do).
 allreduce_algorithm reduce_algorithm(const membership& m) {
-  if (m.net)
-    return m.net->algorithm();
+  if (!m.group)
+    return m.over->algorithm();
   return m.group->algorithm() == allreduce_algorithm::direct
            ? allreduce_algorithm::direct
            : allreduce_algorithm::automatic;

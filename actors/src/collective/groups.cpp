@@ -10,6 +10,7 @@
 #include <lumen/kv.hpp>
 #include <lumen/sim.hpp>
 
+#include "collective/sim/sim_transport.hpp"
 #include "collective/threads/threads_transport.hpp"
 
 namespace lumen::collective {
@@ -54,8 +55,8 @@ group_registry& registry() {
 void leave(const std::string& name, const membership& m) {
   if (m.lane)
     m.lane->drain();
-  if (m.net)
-    return; // its channels close with the last copy of the membership
+  if (!m.group)
+    return; // its links close with the last copy of the membership
   if (!m.group->leave(m.rank))
     return;
   auto& reg = registry();
@@ -77,6 +78,8 @@ struct thread_groups {
 };
 
 std::map<std::string, membership>& my_groups() {
+  if (lumen::sim::active())
+    return simulated_groups();
   thread_local thread_groups mine;
   return mine.groups;
 }
@@ -173,6 +176,7 @@ const membership& settled(const std::string& group) {
 } // namespace detail
 
 using detail::declaration_key;
+using detail::join_simulated;
 using detail::leave;
 using detail::local_group;
 using detail::member_of;
@@ -198,10 +202,7 @@ void set_timeout(const std::string& group, std::chrono::milliseconds timeout) {
     reg.timeouts[group] = timeout;
     return;
   }
-  if (i->second.net)
-    i->second.net->links().set_timeout(timeout);
-  else
-    i->second.group->set_timeout(timeout);
+  i->second.over->set_timeout(timeout);
 }
 
 namespace {
@@ -251,12 +252,6 @@ membership join_threads(int world_size, int rank, const std::string& group) {
 
 void init_group(int world_size, int rank, const std::string& group,
                 backend where) {
-  // Members would block their thread, which a simulated run's work shares.
-  if (lumen::sim::active())
-    throw collective_error("group '" + group +
-                             "': collectives are not simulated yet; run "
-                             "without --simulate to use them",
-                           errc::usage);
   if (world_size < 1)
     throw collective_error("group '" + group + "' needs at least one member (" +
                              "world_size " + std::to_string(world_size) + ")",
@@ -277,7 +272,13 @@ void init_group(int world_size, int rank, const std::string& group,
     where = in_a_cluster() ? backend::processes : backend::threads;
   auto timeout = initial_timeout(group);
   membership m;
-  if (where == backend::threads) {
+  if (lumen::sim::active()) {
+    // Every backend is the simulated network's: the members are on
+    // simulated nodes, wherever the script said.
+    m.over = join_simulated(group, world_size, rank,
+                            timeout.value_or(std::chrono::milliseconds(30000)));
+    m.rank = rank;
+  } else if (where == backend::threads) {
     m = join_threads(world_size, rank, group);
     if (timeout)
       m.group->set_timeout(*timeout);
@@ -371,7 +372,7 @@ int get_world_size(const std::string& group) {
 }
 
 backend backend_of(const std::string& group) {
-  return member_of(group).net ? backend::processes : backend::threads;
+  return member_of(group).group ? backend::threads : backend::processes;
 }
 
 traffic traffic_of(const std::string& group) {

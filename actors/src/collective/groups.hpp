@@ -251,9 +251,10 @@ private:
   std::unique_ptr<threads_hub> hub_;
 };
 
-/// A thread's place in a group: in a `threads` group (`group`) or a
-/// `processes` one (`net`), never both; `over` is its transport (the
-/// threads transport of `group`, or `net`).
+/// A thread's place in a group: in a `threads` group (`group`), a
+/// `processes` one (`net`), or a simulated cluster's (neither); `over` is
+/// its transport (the threads transport of `group`, `net`, or the
+/// simulated one, collective/sim/).
 struct membership {
   std::shared_ptr<local_group> group;
   int rank = 0;
@@ -263,10 +264,10 @@ struct membership {
   bool declared = false; // joined through create_group's declaration
 
   const std::string& name() const noexcept {
-    return net ? net->name() : group->name();
+    return over->name();
   }
   int world() const noexcept {
-    return net ? net->world() : group->world();
+    return over->world();
   }
 };
 
