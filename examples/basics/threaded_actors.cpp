@@ -14,7 +14,6 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <lumen/lumen.hpp>
@@ -25,7 +24,7 @@
 class Cache {
 public:
   std::string fetch(const std::string& key) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50)); // slow I/O
+    lumen::sleep_for(std::chrono::milliseconds(50)); // slow I/O
     std::lock_guard<std::mutex> guard{mtx_};
     return seen_[key] = "value of " + key;
   }
@@ -39,7 +38,8 @@ LUMEN_ACTOR(Cache, &Cache::fetch);
 
 int main(int argc, char** argv) {
   lumen::init(argc, argv);
-  auto start = std::chrono::steady_clock::now();
+  // Lumen's clock: real here, virtual under --simulate.
+  auto start = lumen::now();
   // [threaded]
   // Four fetches at once on one actor, as Ray's max_concurrency.
   auto cache = lumen::actor<Cache>().with_max_concurrency(4).remote();
@@ -48,8 +48,7 @@ int main(int argc, char** argv) {
     fetched.push_back(cache.call(&Cache::fetch, std::string{key}));
   std::cout << "threaded: " << lumen::get(fetched).size() << " fetched\n";
   // [/threaded]
-  std::chrono::duration<double, std::milli> took =
-    std::chrono::steady_clock::now() - start;
+  std::chrono::duration<double, std::milli> took = lumen::now() - start;
   std::cout << "four 50 ms fetches took " << static_cast<int>(took.count())
             << " ms\n";
   lumen::shutdown();

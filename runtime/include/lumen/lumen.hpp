@@ -17,6 +17,7 @@
 #include "lumen/placement_group.hpp"
 #include "lumen/remote.hpp"
 #include "lumen/task.hpp"
+#include "lumen/time.hpp"
 #include "lumen/trace.hpp"
 #include "lumen/util/actor_pool.hpp"
 #include "lumen/util/queue.hpp"

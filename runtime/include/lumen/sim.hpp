@@ -15,7 +15,8 @@
 //   lumen::sim::now();                    // the virtual time it took
 //
 // Outside a simulated run the calls here throw `usage_error`, except
-// `active()` and lumen::sleep_for, which then sleeps for real.
+// `active()`. lumen::sleep_for and lumen::now (lumen/time.hpp) go by the
+// virtual clock in a simulated run, by the real one elsewhere.
 
 #include <chrono>
 #include <cstdint>
@@ -25,23 +26,7 @@
 #include <vector>
 
 #include "lumen/init.hpp"
-
-namespace lumen {
-
-namespace detail {
-
-void sleep_ns(std::chrono::nanoseconds d);
-
-} // namespace detail
-
-/// Sleeps `d`: in virtual time in a simulated run (other work runs
-/// meanwhile), for real elsewhere.
-template <class Rep, class Period>
-void sleep_for(std::chrono::duration<Rep, Period> d) {
-  detail::sleep_ns(std::chrono::duration_cast<std::chrono::nanoseconds>(d));
-}
-
-} // namespace lumen
+#include "lumen/time.hpp"
 
 namespace lumen::sim {
 

@@ -96,11 +96,11 @@ std::shared_ptr<actor_ref> process_runtime::import_actor(const actor_wire& w) {
 }
 
 actor_wire export_actor(const std::shared_ptr<actor_ref>& a) {
-  return this_runtime().export_actor(a);
+  return current_runtime().export_actor(a);
 }
 
 std::shared_ptr<actor_ref> import_actor(const actor_wire& w) {
-  return this_runtime().import_actor(w);
+  return current_runtime().import_actor(w);
 }
 
 } // namespace lumen::detail

@@ -117,8 +117,8 @@ public:
 
   /// See lumen::detail::export_actor and import_actor; outside a cluster
   /// they throw `usage_error`.
-  actor_wire export_actor(const std::shared_ptr<actor_ref>& a);
-  std::shared_ptr<actor_ref> import_actor(const actor_wire& w);
+  actor_wire export_actor(const std::shared_ptr<actor_ref>& a) override;
+  std::shared_ptr<actor_ref> import_actor(const actor_wire& w) override;
 
   /// Channels (lumen/channel.hpp): starts queuing what is opened to
   /// `name` in this process's hub (made on first use) and registers the

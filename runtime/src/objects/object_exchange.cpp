@@ -210,13 +210,30 @@ ref_stats object_exchange::stats() {
   return out;
 }
 
-ref_wire export_object(const std::shared_ptr<object_state>& st, uint64_t type,
-                       value_encoder encoder) {
+ref_wire runtime::export_object(const std::shared_ptr<object_state>& st,
+                                uint64_t type, value_encoder encoder) {
   return required_exchange()->export_object(st, type, encoder);
 }
 
-imported_object import_object(const ref_wire& wire) {
+imported_object runtime::import_object(const ref_wire& wire) {
   return required_exchange()->import_object(wire);
+}
+
+actor_wire runtime::export_actor(const std::shared_ptr<actor_ref>&) {
+  throw_no_cluster();
+}
+
+std::shared_ptr<actor_ref> runtime::import_actor(const actor_wire&) {
+  throw_no_cluster();
+}
+
+ref_wire export_object(const std::shared_ptr<object_state>& st, uint64_t type,
+                       value_encoder encoder) {
+  return current_runtime().export_object(st, type, encoder);
+}
+
+imported_object import_object(const ref_wire& wire) {
+  return current_runtime().import_object(wire);
 }
 
 void fetch_object(const std::shared_ptr<borrow>& lease,

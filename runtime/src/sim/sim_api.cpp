@@ -35,6 +35,13 @@ std::pair<double, std::string> number_and_unit(const std::string& text) {
 
 } // namespace
 
+std::chrono::steady_clock::time_point now() {
+  if (auto* w = detail::sim::live())
+    return std::chrono::steady_clock::time_point{
+      std::chrono::nanoseconds{w->time()}};
+  return std::chrono::steady_clock::now();
+}
+
 namespace detail {
 
 void sleep_ns(std::chrono::nanoseconds d) {

@@ -47,6 +47,15 @@ public:
     const std::shared_ptr<placement_group_state>& g) override;
   void remove_placement_group(placement_group_state& g) override;
 
+  /// Refs and handles inside values: this process holds every object and
+  /// actor of the run, so a wire names one in a table of the run, which
+  /// keeps it until the run ends.
+  ref_wire export_object(const std::shared_ptr<object_state>& st, uint64_t type,
+                         value_encoder encoder) override;
+  imported_object import_object(const ref_wire& wire) override;
+  actor_wire export_actor(const std::shared_ptr<actor_ref>& a) override;
+  std::shared_ptr<actor_ref> import_actor(const actor_wire& w) override;
+
   /// The simulated nodes.
   std::vector<node_info> nodes() const;
 
@@ -149,6 +158,9 @@ private:
   std::map<uint64_t, call_out> calls_out_;
   std::unordered_map<const actor_core*, std::shared_ptr<host>> hosts_;
   size_t spread_next_ = 0;
+  // What refs and handles sent inside values stand for, by number.
+  std::vector<std::pair<std::shared_ptr<object_state>, uint64_t>> sent_objects_;
+  std::vector<std::shared_ptr<actor_ref>> sent_actors_;
 };
 
 } // namespace lumen::detail

@@ -59,6 +59,7 @@ world::world(sim_options opts, std::string trace_file)
   link_free_.assign(names_.size() * names_.size(), 0);
   link_last_ = link_free_;
   link_cut_ = link_free_;
+  in_flight_.resize(link_free_.size());
   if (!opts_.replay_file.empty()) {
     std::ifstream in{opts_.replay_file};
     if (!in)
@@ -179,8 +180,8 @@ void world::send(int from, int to, uint64_t bytes, const std::string& what,
   record("send", from, to, what, bytes, work, message);
   vtime at = now_;
   vtime depart = now_;
+  auto link = static_cast<size_t>(from * nodes() + to);
   if (from != to) {
-    auto link = static_cast<size_t>(from * nodes() + to);
     auto& free = link_free_[link];
     // Across a cut, the message leaves once the link is whole again.
     depart = std::max({now_, free, link_cut_[link]});
@@ -197,9 +198,13 @@ void world::send(int from, int to, uint64_t bytes, const std::string& what,
     at = std::max(at, last);
     last = at;
   }
-  schedule(at, [this, from, to, what = &what, bytes, work, message, depart,
-                meant = incarnation(to), sender = incarnation(from),
-                arrive = std::move(arrive)] {
+  // A link delivers in order even where messages arrive at the same time
+  // (events due at once run in the seed's order): each delivery event
+  // takes the link's first message, not its own.
+  in_flight_[link].push_back([this, from, to, what = &what, bytes, work,
+                              message, depart, meant = incarnation(to),
+                              sender = incarnation(from),
+                              arrive = std::move(arrive)] {
     // Lost with its receiver (which may have come back meanwhile), or
     // with a sender that died before the message got onto the wire.
     auto died = died_at_[static_cast<size_t>(from)];
@@ -210,6 +215,11 @@ void world::send(int from, int to, uint64_t bytes, const std::string& what,
     }
     record("deliver", to, from, *what, bytes, work, message);
     arrive();
+  });
+  schedule(at, [this, link] {
+    auto next = std::move(in_flight_[link].front());
+    in_flight_[link].pop_front();
+    next();
   });
 }
 

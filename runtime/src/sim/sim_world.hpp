@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -261,6 +262,7 @@ private:
   std::vector<vtime> link_free_;
   std::vector<vtime> link_last_;
   std::vector<vtime> link_cut_; // ... and until when it is cut
+  std::vector<std::deque<std::function<void()>>> in_flight_; // ... in order
   // The log a replay checks the run against, a line an event.
   std::vector<std::string> replay_;
   bool replaying_ = false;

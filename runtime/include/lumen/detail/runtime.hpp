@@ -159,6 +159,19 @@ class actor_ref;
 
 /// What the free functions forward to: an embedded single-process runtime
 /// today, a cluster client once a process joins one.
+/// An ActorHandle on the wire: where its actor runs and who holds it for
+/// the receiver (counted as refs are: lumen/detail/object_exchange.hpp).
+struct actor_wire {
+  std::string cls;
+  std::string name;
+  std::string id;         // ActorHandle::id()
+  std::string node;       // the id of the process hosting the actor
+  std::string host;       // that process's data address, if no node routes
+  uint64_t remote_id = 0; // the actor's id on that process's data plane
+  std::string holder;
+  uint64_t hold = 0;
+};
+
 class runtime {
 public:
   virtual ~runtime();
@@ -189,19 +202,19 @@ public:
 
   /// See lumen::remove_placement_group.
   virtual void remove_placement_group(placement_group_state& g) = 0;
-};
 
-/// An ActorHandle on the wire: where its actor runs and who holds it for
-/// the receiver (counted as refs are: lumen/detail/object_exchange.hpp).
-struct actor_wire {
-  std::string cls;
-  std::string name;
-  std::string id;         // ActorHandle::id()
-  std::string node;       // the id of the process hosting the actor
-  std::string host;       // that process's data address, if no node routes
-  uint64_t remote_id = 0; // the actor's id on that process's data plane
-  std::string holder;
-  uint64_t hold = 0;
+  /// A ref inside a value bound for another node, held for the receiver
+  /// (lumen/detail/object_exchange.hpp), and what a received one stands
+  /// for; by default through this process's object exchange, which a
+  /// process outside a cluster has none of (`usage_error`).
+  virtual ref_wire export_object(const std::shared_ptr<object_state>& st,
+                                 uint64_t type, value_encoder encoder);
+  virtual imported_object import_object(const ref_wire& wire);
+
+  /// The same for an actor handle inside a value; by default refused
+  /// (`usage_error`): only a cluster's process sends them.
+  virtual actor_wire export_actor(const std::shared_ptr<actor_ref>& a);
+  virtual std::shared_ptr<actor_ref> import_actor(const actor_wire& w);
 };
 
 /// Holds `a` for the process that receives the wire; throws `usage_error`
