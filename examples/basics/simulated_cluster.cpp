@@ -25,6 +25,8 @@
 // A step of work that takes 20 ms of compute on a normal node: in a
 // simulated run the node's clock moves by what the work charges.
 std::string work(int step) {
+  lumen::trace::span s{"compute"}; // in --trace's timeline, virtual time
+  s.arg("step", step);
   lumen::sim::charge(std::chrono::milliseconds(20));
   return lumen::this_node_id() + " did step " + std::to_string(step);
 }

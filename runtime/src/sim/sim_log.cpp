@@ -5,6 +5,8 @@
 
 #include "lumen/errors.hpp"
 
+#include "trace/trace_log.hpp"
+
 // What a simulated run tells: its events (the log, the replay's check, the
 // observer), its timeline and its summary.
 
@@ -14,7 +16,42 @@ namespace {
 
 bool quiet = false;
 
+uint64_t virtual_us() noexcept {
+  auto* w = live();
+  return w != nullptr ? static_cast<uint64_t>(w->time() / 1000) : 0;
+}
+
+void virtual_span(const char* name, const char* category, uint64_t start_us,
+                  uint64_t end_us, const trace::detail::span_arg* args,
+                  int nargs) noexcept {
+  auto* w = live();
+  if (w == nullptr)
+    return;
+  try {
+    w->timeline_span(name, category, start_us, end_us, args, nargs);
+  } catch (...) {
+    // A span that cannot be kept is left out, as a full trace drops it.
+  }
+}
+
+const trace::detail::simulated_timeline timeline_hooks{virtual_us,
+                                                       virtual_span};
+
 } // namespace
+
+void world::capture_spans(bool on) {
+  if (trace_file_.empty() && on)
+    return;
+  if (on) {
+    trace::detail::simulate(&timeline_hooks);
+    trace::detail::begin_recording();
+    spans_captured_ = true;
+  } else if (spans_captured_) {
+    trace::detail::end_recording();
+    trace::detail::simulate(nullptr);
+    spans_captured_ = false;
+  }
+}
 
 void world::record(const char* kind, int node, int peer,
                    const std::string& what, uint64_t bytes, uint64_t work,
@@ -81,6 +118,27 @@ void world::timeline_event(const char* kind, int node, const std::string& what,
     ",\"tid\":0,\"ts\":" + ts + (ph == "f" ? ",\"bp\":\"e\"}" : "}"));
 }
 
+void world::timeline_span(const char* name, const char* category,
+                          uint64_t start_us, uint64_t end_us,
+                          const trace::detail::span_arg* args, int nargs) {
+  if (trace_file_.empty() || stopped_)
+    return;
+  std::string e = "{\"ph\":\"X\",\"name\":";
+  quote_json(e, name);
+  e += ",\"cat\":";
+  quote_json(e, category);
+  e += ",\"pid\":" + std::to_string(here()) +
+       ",\"tid\":1,\"ts\":" + std::to_string(start_us) +
+       ",\"dur\":" + std::to_string(end_us - start_us) + ",\"args\":{";
+  for (int i = 0; i < nargs; ++i) {
+    if (i > 0)
+      e += ',';
+    quote_json(e, args[i].key);
+    e += ':' + std::to_string(args[i].value);
+  }
+  timeline_.push_back(e + "}}");
+}
+
 std::string world::write_timeline() {
   if (trace_file_.empty())
     return {};
@@ -92,7 +150,9 @@ std::string world::write_timeline() {
     std::string name;
     quote_json(name, node_name(i) + " (simulated)");
     out << "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" << i
-        << ",\"tid\":0,\"args\":{\"name\":" << name << "}},\n";
+        << ",\"tid\":0,\"args\":{\"name\":" << name << "}},\n"
+        << "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" << i
+        << ",\"tid\":1,\"args\":{\"name\":\"spans\"}},\n";
   }
   for (size_t i = 0; i < timeline_.size(); ++i)
     out << timeline_[i] << (i + 1 < timeline_.size() ? ",\n" : "\n");

@@ -76,10 +76,12 @@ world::world(sim_options opts, std::string trace_file)
       throw usage_error("--sim-log: cannot write " + opts_.log_file +
                         "; give a path in a folder that exists");
   }
+  capture_spans(true); // last: a constructor that throws never ends it
 }
 
 world::~world() {
   stop();
+  capture_spans(false);
 }
 
 uint64_t world::draw() noexcept {

@@ -34,6 +34,7 @@
 
 #include "lumen/init.hpp"
 #include "lumen/sim.hpp"
+#include "lumen/trace.hpp"
 
 #include "core/scheduling.hpp"
 
@@ -196,6 +197,12 @@ public:
   /// Ends the run: parked work wakes to an error, and no event runs after.
   void stop();
 
+  /// A span of the script's own (lumen::trace::span) on the running
+  /// code's node, for the timeline.
+  void timeline_span(const char* name, const char* category, uint64_t start_us,
+                     uint64_t end_us, const trace::detail::span_arg* args,
+                     int nargs);
+
   /// Writes the timeline, if one was asked for: a process per node, a
   /// span per piece of work, an arrow per message between nodes. Returns
   /// the file written, or "".
@@ -222,6 +229,10 @@ private:
       return a.seq > b.seq;
     }
   };
+
+  /// Takes the script's spans into the timeline (`on`), or gives them
+  /// back to the process's trace.
+  void capture_spans(bool on);
 
   /// Runs the next event, background or not; false if none is left.
   bool run_next();
@@ -273,6 +284,7 @@ private:
   std::thread::id owner_; // the script's thread
   std::ofstream log_;
   std::string trace_file_;
+  bool spans_captured_ = false;
   std::vector<std::string> timeline_; // its events, as JSON
   uint64_t messages_ = 0;
   std::function<void(const lumen::sim::event&)> observer_;

@@ -167,7 +167,19 @@ void metadata_into(std::string& out, const char* what, const std::string& name,
 
 } // namespace
 
+namespace {
+
+std::atomic<const simulated_timeline*> simulated{nullptr};
+
+} // namespace
+
+void simulate(const simulated_timeline* to) noexcept {
+  simulated.store(to, std::memory_order_release);
+}
+
 uint64_t now_us() noexcept {
+  if (auto* sim = simulated.load(std::memory_order_acquire))
+    return sim->now_us();
   return static_cast<uint64_t>(
     std::chrono::duration_cast<std::chrono::microseconds>(
       std::chrono::steady_clock::now().time_since_epoch())
@@ -179,6 +191,10 @@ namespace {
 void record_with_args(const char* name, const char* category, uint64_t start_us,
                       const span_arg* args, int nargs,
                       uint64_t async_id) noexcept {
+  if (auto* sim = simulated.load(std::memory_order_acquire)) {
+    sim->span(name, category, start_us, sim->now_us(), args, nargs);
+    return;
+  }
   try {
     event e{{name, nullptr, {}},
             category,

@@ -20,6 +20,18 @@ namespace lumen::trace::detail {
 void begin_recording();
 void end_recording();
 
+/// Where a simulated run (lumen/sim.hpp) takes the script's own spans: its
+/// clock, in virtual microseconds, and its timeline, on the row of the
+/// simulated node the span ran on.
+struct simulated_timeline {
+  uint64_t (*now_us)() noexcept;
+  void (*span)(const char* name, const char* category, uint64_t start_us,
+               uint64_t end_us, const span_arg* args, int nargs) noexcept;
+};
+
+/// Sends spans to `to` from now on (null: back to this process's trace).
+void simulate(const simulated_timeline* to) noexcept;
+
 /// A fresh arrow id, unique across the cluster's processes (random base),
 /// below 2^60.
 uint64_t new_flow() noexcept;
