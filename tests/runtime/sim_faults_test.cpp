@@ -85,6 +85,42 @@ void calls_across_a_short_partition() {
     throw std::runtime_error("a short partition restarted the actor");
 }
 
+/// An actor with a restart left, on node-2, which dies 1 ms after a call
+/// went out: the call answers or fails as lost (the jitter decides which),
+/// and once the death is known the actor answers from a live node.
+void restarted_elsewhere() {
+  auto a =
+    lumen::actor<Where>().on_node("node-2").with_max_restarts(1).remote();
+  if (lumen::get(a.call(&Where::node)) != "node-2")
+    throw std::runtime_error("the actor was not built on node-2");
+  auto call = a.call(&Where::echo, 1);
+  lumen::sim::kill_node("node-2", lumen::sim::now() + 1ms);
+  try {
+    if (lumen::get(call) != 1)
+      throw std::runtime_error("the call answered another number");
+  } catch (const lumen::actor_died&) {
+    // Lost with its node: the documented failure.
+  }
+  lumen::sleep_for(lumen::sim::death_noticed_after + 10ms);
+  auto there = lumen::get(a.call(&Where::node));
+  if (there == "node-2" || a.num_restarts() != 1)
+    throw std::runtime_error("the actor came back on " + there + " after " +
+                             std::to_string(a.num_restarts()) + " restarts");
+}
+
+/// Spread tasks with a retry each while node-1 dies under them: every
+/// one answers, those of node-1 run again on another node.
+void retried_elsewhere() {
+  std::vector<lumen::ObjectRef<int>> out;
+  for (int i = 0; i < 6; ++i)
+    out.push_back(lumen::task(nap).spread().with_max_retries(1).remote(20 + i));
+  lumen::sim::kill_node("node-1", lumen::sim::now() + 5ms);
+  for (int i = 0; i < 6; ++i)
+    if (lumen::get(out[static_cast<size_t>(i)]) != 20 + i)
+      throw std::runtime_error("task " + std::to_string(i) +
+                               " answered another number");
+}
+
 lumen::init_options jittery() {
   lumen::init_options opts;
   opts.sim.latency = 1ms;
@@ -193,6 +229,20 @@ BOOST_AUTO_TEST_CASE(a_partition_of_the_script_side_cuts_off_the_rest) {
 BOOST_AUTO_TEST_CASE(a_partition_heals_for_every_seed) {
   auto found =
     lumen::sim::sweep(1, 100, calls_across_a_short_partition, jittery());
+  BOOST_TEST(found.runs == 100u);
+  for (auto& [seed, what] : found.failed)
+    BOOST_ERROR("seed " << seed << ": " << what);
+}
+
+BOOST_AUTO_TEST_CASE(a_killed_actor_restarts_elsewhere_for_every_seed) {
+  auto found = lumen::sim::sweep(1, 100, restarted_elsewhere, jittery());
+  BOOST_TEST(found.runs == 100u);
+  for (auto& [seed, what] : found.failed)
+    BOOST_ERROR("seed " << seed << ": " << what);
+}
+
+BOOST_AUTO_TEST_CASE(a_task_with_a_retry_reruns_elsewhere_for_every_seed) {
+  auto found = lumen::sim::sweep(1, 100, retried_elsewhere, jittery());
   BOOST_TEST(found.runs == 100u);
   for (auto& [seed, what] : found.failed)
     BOOST_ERROR("seed " << seed << ": " << what);
