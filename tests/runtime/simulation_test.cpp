@@ -27,6 +27,13 @@ int square_there(int x, std::string node) {
 }
 LUMEN_REMOTE(square_there);
 
+// Claims `key` for `who` unless taken; returns who holds it.
+std::string kv_claim(std::string key, std::string who) {
+  lumen::kv::put(key, who, false);
+  return lumen::kv::get(key).value_or("");
+}
+LUMEN_REMOTE(kv_claim);
+
 int never(int) {
   lumen::promise<int> p;
   return lumen::get(p.ref()); // nothing ever sets it
@@ -440,11 +447,29 @@ BOOST_AUTO_TEST_CASE(a_run_with_nothing_left_to_do_says_it_is_stuck) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(the_key_value_store_is_the_heads_on_node_0) {
+  simulated run;
+  BOOST_TEST(lumen::kv::put("owner", "script")); // from node-0: no message
+  BOOST_TEST(ns(lumen::sim::now()) == 0);
+  BOOST_TEST(lumen::get(lumen::task(kv_claim).on_node("node-2").remote(
+               "owner", "node-2")) == "script"); // claimed already
+  BOOST_TEST(lumen::get(lumen::task(kv_claim).on_node("node-1").remote(
+               "lock", "node-1")) == "node-1");
+  BOOST_TEST(*lumen::kv::get("lock") == "node-1");
+  // A task's message there and back, and its two trips to the head.
+  BOOST_TEST(ns(lumen::sim::now()) > ns(4 * 2ms));
+  BOOST_CHECK_THROW(
+    lumen::get(lumen::task(kv_claim).on_node("node-1").remote("", "x")),
+    lumen::task_error); // an empty key, refused at the head's bounds
+  BOOST_TEST(lumen::kv::erase("lock"));
+  BOOST_TEST(!lumen::kv::get("lock").has_value());
+}
+
 BOOST_AUTO_TEST_CASE(what_is_not_simulated_says_so_at_the_call) {
   simulated run;
   try {
-    lumen::kv::put("k", "v");
-    BOOST_ERROR("the key-value store ran in a simulated cluster");
+    lumen::listen("a-channel");
+    BOOST_ERROR("a channel opened in a simulated cluster");
   } catch (const lumen::usage_error& e) {
     BOOST_TEST(std::string{e.what()}.find("not simulated") != std::string::npos,
                e.what());

@@ -343,9 +343,9 @@ process_runtime& this_runtime() {
     throw usage_error(
       "this call needs a real cluster process and is not simulated: a "
       "simulated cluster (--simulate) runs remote functions, actors, get, "
-      "wait, put, kill and collectives on its nodes; the key-value "
-      "store, channels, node-shared memory, placement groups and typed CAF "
-      "actors are not simulated yet. Run without --simulate to use them");
+      "wait, put, kill, the key-value store and collectives on its nodes; "
+      "channels, node-shared memory, placement groups and typed CAF actors "
+      "are not simulated yet. Run without --simulate to use them");
   if (rt == nullptr)
     throw usage_error("Lumen is not running; call lumen::init() first (or "
                       "it was shut down)");

@@ -135,10 +135,10 @@ public:
 
   /// The cluster's key-value store (lumen/kv.hpp): the head's; outside a
   /// cluster, this process's own. Bounds are checked by the store.
-  kv_store::put_result kv_put(const std::string& key, const std::string& value,
-                              bool overwrite);
-  std::optional<std::string> kv_get(const std::string& key);
-  bool kv_erase(const std::string& key);
+  bool kv_put(const std::string& key, const std::string& value,
+              bool overwrite) override;
+  std::optional<std::string> kv_get(const std::string& key) override;
+  bool kv_erase(const std::string& key) override;
 
   /// What a channel shows at a hub's gate.
   const credentials& link_credentials() const noexcept {

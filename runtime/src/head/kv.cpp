@@ -57,11 +57,13 @@ bool kv_store::erase(const std::string& key) {
 }
 
 // In a cluster the store is the head's; outside, this process's own.
-kv_store::put_result process_runtime::kv_put(const std::string& key,
-                                             const std::string& value,
-                                             bool overwrite) {
-  return cluster_ ? cluster_->kv_put(key, value, overwrite)
-                  : kv_.put(key, value, overwrite);
+bool process_runtime::kv_put(const std::string& key, const std::string& value,
+                             bool overwrite) {
+  auto result = cluster_ ? cluster_->kv_put(key, value, overwrite)
+                         : kv_.put(key, value, overwrite);
+  if (!result.refusal.empty())
+    throw usage_error("lumen::kv::put: " + result.refusal);
+  return result.stored;
 }
 
 std::optional<std::string> process_runtime::kv_get(const std::string& key) {
@@ -89,20 +91,17 @@ void require_fit(const char* call, const std::string& key, size_t size) {
 
 bool put(const std::string& key, const std::string& value, bool overwrite) {
   require_fit("put", key, value.size());
-  auto result = detail::this_runtime().kv_put(key, value, overwrite);
-  if (!result.refusal.empty())
-    throw usage_error("lumen::kv::put: " + result.refusal);
-  return result.stored;
+  return detail::current_runtime().kv_put(key, value, overwrite);
 }
 
 std::optional<std::string> get(const std::string& key) {
   require_fit("get", key, 0);
-  return detail::this_runtime().kv_get(key);
+  return detail::current_runtime().kv_get(key);
 }
 
 bool erase(const std::string& key) {
   require_fit("erase", key, 0);
-  return detail::this_runtime().kv_erase(key);
+  return detail::current_runtime().kv_erase(key);
 }
 
 } // namespace kv

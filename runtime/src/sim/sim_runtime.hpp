@@ -19,6 +19,7 @@
 #include "lumen/detail/runtime.hpp"
 
 #include "core/actor_host.hpp"
+#include "head/kv_store.hpp"
 #include "sim/sim_world.hpp"
 
 namespace lumen::detail {
@@ -55,6 +56,13 @@ public:
   imported_object import_object(const ref_wire& wire) override;
   actor_wire export_actor(const std::shared_ptr<actor_ref>& a) override;
   std::shared_ptr<actor_ref> import_actor(const actor_wire& w) override;
+
+  /// The key-value store, the head's on node-0: a call from another node
+  /// is a message there and its answer back.
+  bool kv_put(const std::string& key, const std::string& value,
+              bool overwrite) override;
+  std::optional<std::string> kv_get(const std::string& key) override;
+  bool kv_erase(const std::string& key) override;
 
   /// The simulated nodes.
   std::vector<node_info> nodes() const;
@@ -93,6 +101,13 @@ private:
     std::shared_ptr<actor_call> call;
     int node = 0;
   };
+
+  /// Runs `op` at the head (node-0): at once from there, else as a
+  /// message of `bytes` there and its answer of `back` bytes (what `op`
+  /// returns) back, the caller waiting meanwhile.
+  template <class R>
+  R at_head(const std::string& what, uint64_t bytes, std::function<R()> op,
+            const std::function<uint64_t(const R&)>& back);
 
   /// Schedules the faults of `opts` (flags, file, chaos).
   void plan_faults(const sim_options& opts);
@@ -158,6 +173,7 @@ private:
   std::map<uint64_t, call_out> calls_out_;
   std::unordered_map<const actor_core*, std::shared_ptr<host>> hosts_;
   size_t spread_next_ = 0;
+  kv_store kv_;
   // What refs and handles sent inside values stand for, by number.
   std::vector<std::pair<std::shared_ptr<object_state>, uint64_t>> sent_objects_;
   std::vector<std::shared_ptr<actor_ref>> sent_actors_;

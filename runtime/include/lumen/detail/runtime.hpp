@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -210,6 +211,14 @@ public:
   virtual ref_wire export_object(const std::shared_ptr<object_state>& st,
                                  uint64_t type, value_encoder encoder);
   virtual imported_object import_object(const ref_wire& wire);
+
+  /// lumen::kv's store (lumen/kv.hpp): the head's in a cluster, this
+  /// process's own outside one; a put that breaks a bound throws
+  /// `usage_error` saying which.
+  virtual bool kv_put(const std::string& key, const std::string& value,
+                      bool overwrite) = 0;
+  virtual std::optional<std::string> kv_get(const std::string& key) = 0;
+  virtual bool kv_erase(const std::string& key) = 0;
 
   /// The same for an actor handle inside a value; by default refused
   /// (`usage_error`): only a cluster's process sends them.
