@@ -53,6 +53,8 @@ void sim_transport::send(int peer, sim_hub::message m) {
 }
 
 void sim_transport::post(int peer, const void* data, size_t n) {
+  if (n == 0)
+    return; // nothing for the peer to read: a receive takes bytes, not messages
   sim_hub::message m;
   auto from = static_cast<const char*>(data);
   m.bytes.assign(from, from + n);
