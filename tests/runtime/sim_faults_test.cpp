@@ -227,25 +227,15 @@ BOOST_AUTO_TEST_CASE(a_partition_of_the_script_side_cuts_off_the_rest) {
 }
 
 BOOST_AUTO_TEST_CASE(a_partition_heals_for_every_seed) {
-  auto found =
-    lumen::sim::sweep(1, 100, calls_across_a_short_partition, jittery());
-  BOOST_TEST(found.runs == 100u);
-  for (auto& [seed, what] : found.failed)
-    BOOST_ERROR("seed " << seed << ": " << what);
+  every_seed_passes(1, 100, calls_across_a_short_partition, jittery());
 }
 
 BOOST_AUTO_TEST_CASE(a_killed_actor_restarts_elsewhere_for_every_seed) {
-  auto found = lumen::sim::sweep(1, 100, restarted_elsewhere, jittery());
-  BOOST_TEST(found.runs == 100u);
-  for (auto& [seed, what] : found.failed)
-    BOOST_ERROR("seed " << seed << ": " << what);
+  every_seed_passes(1, 100, restarted_elsewhere, jittery());
 }
 
 BOOST_AUTO_TEST_CASE(a_task_with_a_retry_reruns_elsewhere_for_every_seed) {
-  auto found = lumen::sim::sweep(1, 100, retried_elsewhere, jittery());
-  BOOST_TEST(found.runs == 100u);
-  for (auto& [seed, what] : found.failed)
-    BOOST_ERROR("seed " << seed << ": " << what);
+  every_seed_passes(1, 100, retried_elsewhere, jittery());
 }
 
 BOOST_AUTO_TEST_CASE(a_node_slowed_at_a_time_takes_its_factor_then_recovers) {
@@ -354,10 +344,7 @@ BOOST_AUTO_TEST_CASE(work_survives_chaos_for_every_seed) {
   auto opts = jittery();
   opts.sim.nodes = 4;
   opts.sim.chaos = "kill=0.5,partition=0.5,slow=0.5";
-  auto found = lumen::sim::sweep(1, 30, work_under_chaos, opts);
-  BOOST_TEST(found.runs == 30u);
-  for (auto& [seed, what] : found.failed)
-    BOOST_ERROR("seed " << seed << ": " << what);
+  every_seed_passes(1, 30, work_under_chaos, opts);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

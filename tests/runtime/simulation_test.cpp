@@ -265,16 +265,13 @@ BOOST_AUTO_TEST_CASE(actors_run_their_calls_in_order_on_their_node) {
 BOOST_AUTO_TEST_CASE(calls_to_an_actor_beside_the_script_keep_their_order) {
   // Messages within a node arrive at once, many at the same virtual time:
   // still in the order they were sent, for every seed.
-  auto found = lumen::sim::sweep(1, 50, [] {
+  every_seed_passes(1, 50, [] {
     auto a = lumen::actor<Log>().remote(); // on node-0, the script's
     for (int i = 0; i < 5; ++i)
       a.call(&Log::add, i);
     if (lumen::get(a.call(&Log::seen)) != std::vector<int>{0, 1, 2, 3, 4})
       throw std::runtime_error("the calls ran out of order");
   });
-  BOOST_TEST(found.runs == 50u);
-  for (auto& [seed, what] : found.failed)
-    BOOST_ERROR("seed " << seed << ": " << what);
 }
 
 BOOST_AUTO_TEST_CASE(an_actor_with_restarts_comes_back_after_exit_actor) {
@@ -430,10 +427,7 @@ BOOST_AUTO_TEST_CASE(
 
 BOOST_AUTO_TEST_CASE(
   a_node_killed_mid_call_fails_it_the_same_way_for_every_seed) {
-  auto found = lumen::sim::sweep(1, 100, killed_mid_call, jittery());
-  BOOST_TEST(found.runs == 100u);
-  for (auto& [seed, what] : found.failed)
-    BOOST_ERROR("seed " << seed << ": " << what);
+  every_seed_passes(1, 100, killed_mid_call, jittery());
 }
 
 BOOST_AUTO_TEST_CASE(a_run_with_nothing_left_to_do_says_it_is_stuck) {

@@ -1,9 +1,14 @@
 #pragma once
 
 // Work the simulated-cluster suites run: a result, a virtual nap, charged
-// compute; and nanoseconds, which Boost.Test prints.
+// compute; nanoseconds, which Boost.Test prints; and a sweep's verdict.
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
+#include <utility>
+
+#include <boost/test/unit_test.hpp>
 
 #include <lumen/lumen.hpp>
 #include <lumen/sim.hpp>
@@ -13,6 +18,17 @@ namespace {
 template <class D>
 long long ns(D d) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+}
+
+/// Runs `script` under every seed from `first` to `last` (lumen::sim::sweep)
+/// and fails the test case for each seed whose run threw, saying what.
+inline void every_seed_passes(uint64_t first, uint64_t last,
+                              const std::function<void()>& script,
+                              lumen::init_options opts = {}) {
+  auto found = lumen::sim::sweep(first, last, script, std::move(opts));
+  BOOST_TEST(found.runs == last - first + 1);
+  for (auto& [seed, what] : found.failed)
+    BOOST_ERROR("seed " << seed << ": " << what);
 }
 
 int square(int x) {

@@ -1,18 +1,59 @@
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include "lumen/errors.hpp"
 #include "lumen/sim.hpp"
 
 #include "sim/sim_fault_plan.hpp"
+#include "sim/sim_fiber.hpp"
 #include "sim/sim_host.hpp"
 #include "sim/sim_runtime.hpp"
 
-// Nodes that die and come back in a simulated run, and what the cluster
-// does once it knows.
+// Faults in a simulated run: nodes that die and come back, links cut and
+// nodes slowed, on the world's side (what the network and the nodes do)
+// and the runtime's (what the cluster does once it knows).
 
 namespace lumen::detail {
+
+void sim::world::cut(const std::vector<bool>& side, vtime heal) {
+  auto n = static_cast<size_t>(nodes());
+  for (size_t a = 0; a < n; ++a)
+    for (size_t b = 0; b < n; ++b)
+      if (side[a] != side[b])
+        link_cut_[a * n + b] = std::max(link_cut_[a * n + b], heal);
+}
+
+void sim::world::slow(int i, double factor) {
+  auto k = static_cast<size_t>(i);
+  slowness_[k] = base_slowness_[k] * factor;
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", slowness_[k]);
+  record("slow", i, -1, text, 0, 0);
+}
+
+void sim::world::kill(int i, const std::string& cause) {
+  if (!alive(i))
+    return;
+  alive_[static_cast<size_t>(i)] = false;
+  ++incarnation_[static_cast<size_t>(i)];
+  died_at_[static_cast<size_t>(i)] = now_;
+  for (auto& f : fibers_)
+    if (f->job && f->node == i)
+      f->killed = true;
+  record("kill", i, -1, cause, 0, 0);
+}
+
+void sim::world::revive(int i) {
+  if (alive(i))
+    return;
+  alive_[static_cast<size_t>(i)] = true;
+  known_down_[static_cast<size_t>(i)] = false;
+  ++incarnation_[static_cast<size_t>(i)];
+  static const std::string none;
+  record("restart", i, -1, none, 0, 0);
+}
 
 int sim_runtime::live_node_after(int n) const {
   for (int k = 1; k <= world_.nodes(); ++k) {

@@ -158,22 +158,6 @@ const std::string& world::label(const std::string& text) {
   return *labels_.insert(text).first;
 }
 
-void world::cut(const std::vector<bool>& side, vtime heal) {
-  auto n = static_cast<size_t>(nodes());
-  for (size_t a = 0; a < n; ++a)
-    for (size_t b = 0; b < n; ++b)
-      if (side[a] != side[b])
-        link_cut_[a * n + b] = std::max(link_cut_[a * n + b], heal);
-}
-
-void world::slow(int i, double factor) {
-  auto k = static_cast<size_t>(i);
-  slowness_[k] = base_slowness_[k] * factor;
-  char text[32];
-  std::snprintf(text, sizeof(text), "%g", slowness_[k]);
-  record("slow", i, -1, text, 0, 0);
-}
-
 void world::send(int from, int to, uint64_t bytes, const std::string& what,
                  uint64_t work, std::function<void()> arrive) {
   if (stopped_)
@@ -281,28 +265,6 @@ bool world::wait_until(
     if (now_ >= deadline)
       return false;
   }
-}
-
-void world::kill(int i, const std::string& cause) {
-  if (!alive(i))
-    return;
-  alive_[static_cast<size_t>(i)] = false;
-  ++incarnation_[static_cast<size_t>(i)];
-  died_at_[static_cast<size_t>(i)] = now_;
-  for (auto& f : fibers_)
-    if (f->job && f->node == i)
-      f->killed = true;
-  record("kill", i, -1, cause, 0, 0);
-}
-
-void world::revive(int i) {
-  if (alive(i))
-    return;
-  alive_[static_cast<size_t>(i)] = true;
-  known_down_[static_cast<size_t>(i)] = false;
-  ++incarnation_[static_cast<size_t>(i)];
-  static const std::string none;
-  record("restart", i, -1, none, 0, 0);
 }
 
 scheduling::clock::time_point world::now() {
