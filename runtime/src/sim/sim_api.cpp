@@ -232,8 +232,8 @@ void slow_node(const std::string& id, double factor,
 void send_to(const std::string& to, uint64_t bytes, const std::string& label,
              std::function<void()> arrived) {
   const char* api = "lumen::sim::send_to";
-  auto& w = running(api);
   auto& rt = sim_runtime(api);
+  auto& w = rt.world();
   auto n = rt.node_named(to, api, true);
   w.send(w.here(), n, bytes, w.label(label), 0, std::move(arrived));
 }
@@ -249,8 +249,8 @@ bool wait_for(const std::function<bool()>& ready,
 
 bool known_down(const std::string& id) {
   const char* api = "lumen::sim::known_down";
-  auto& w = running(api);
-  return w.known_down(sim_runtime(api).node_named(id, api, true));
+  auto& rt = sim_runtime(api);
+  return rt.world().known_down(rt.node_named(id, api, true));
 }
 
 uint64_t run_number() {

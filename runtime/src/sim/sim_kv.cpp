@@ -29,7 +29,6 @@ R sim_runtime::at_head(const std::string& what, uint64_t bytes,
   auto work = world_.new_work();
   auto answer = std::make_shared<std::optional<R>>();
   auto thrown = std::make_shared<std::exception_ptr>();
-  std::function<void()> wake;
   world_.send(from, 0, bytes, what, work, [=, &what] {
     uint64_t size = frame;
     try {
