@@ -185,18 +185,18 @@ auto call_handled(const Handle& h, Ts&&... xs) {
     caf::make_message(detail::message_arg_t<Ts>(std::forward<Ts>(xs))...);
   auto to = caf::actor_cast<caf::actor>(h);
   if (to)
-    req->where = to.node();
-  if constexpr (detail::plane_safe<outs, detail::message_arg_t<Ts>...>::value) {
-    if (h && detail::send_typed(
-               caf::actor_cast<caf::strong_actor_ptr>(h), 0, msg,
-               [req, to, msg](bool routed, caf::message& m) {
-                 if (routed)
-                   detail::publish_response<R, outs>(req, m);
-                 else
-                   detail::request_through_caf<R, outs>(req, to, msg);
-               }))
-      return ObjectRef<R>{std::move(st)};
-  }
+    req->where = to.address();
+  constexpr bool handles =
+    !detail::plane_safe<outs, detail::message_arg_t<Ts>...>::value;
+  if (h &&
+      detail::send_typed(caf::actor_cast<caf::strong_actor_ptr>(h), 0, msg,
+                         handles, [req, to, msg](bool routed, caf::message& m) {
+                           if (routed)
+                             detail::publish_response<R, outs>(req, m);
+                           else
+                             detail::request_through_caf<R, outs>(req, to, msg);
+                         }))
+    return ObjectRef<R>{std::move(st)};
   detail::request_through_caf<R, outs>(std::move(req), std::move(to),
                                        std::move(msg));
   return ObjectRef<R>{std::move(st)};
@@ -209,7 +209,8 @@ auto call_handled(const Handle& h, Ts&&... xs) {
 /// actors. String literals go as std::string. An error response makes `get`
 /// throw `typed_actor_error`; a receiver that is gone, `actor_died`. A
 /// receiver in another cluster process gets the request on the data plane
-/// unless it carries actor handles (carries_actor_handle).
+/// unless it carries actor handles (carries_actor_handle); one on another
+/// node of a simulated cluster (lumen/sim.hpp), across the simulated link.
 template <class Handle, class... Ts>
 auto call(const Handle& h, Ts&&... xs) {
   static_assert(caf::is_typed_actor<Handle>::value,
@@ -250,20 +251,19 @@ auto request(Self* self, const Handle& h, const caf::duration& timeout,
   auto msg =
     caf::make_message(detail::message_arg_t<Ts>(std::forward<Ts>(xs))...);
   auto to = caf::actor_cast<caf::strong_actor_ptr>(h);
-  bool sent = false;
-  if constexpr (detail::plane_safe<typename rt::type,
-                                   detail::message_arg_t<Ts>...>::value) {
-    auto me = caf::actor_cast<caf::strong_actor_ptr>(self);
-    sent = detail::send_typed(
-      to, self->id(), msg, [me, to, id, msg](bool routed, caf::message& m) {
-        if (routed)
-          me->enqueue(caf::make_mailbox_element(nullptr, id.response_id(), {},
-                                                std::move(m)),
-                      nullptr);
-        else
-          to->enqueue(caf::make_mailbox_element(me, id, {}, msg), nullptr);
-      });
-  }
+  constexpr bool handles =
+    !detail::plane_safe<typename rt::type, detail::message_arg_t<Ts>...>::value;
+  auto me = caf::actor_cast<caf::strong_actor_ptr>(self);
+  bool sent = detail::send_typed(
+    to, self->id(), msg, handles,
+    [me, to, id, msg](bool routed, caf::message& m) {
+      if (routed)
+        me->enqueue(caf::make_mailbox_element(nullptr, id.response_id(), {},
+                                              std::move(m)),
+                    nullptr);
+      else
+        to->enqueue(caf::make_mailbox_element(me, id, {}, msg), nullptr);
+    });
   if (!sent)
     to->enqueue(caf::make_mailbox_element(self->ctrl(), id, {}, std::move(msg)),
                 self->context());

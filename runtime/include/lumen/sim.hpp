@@ -150,6 +150,12 @@ bool known_down(const std::string& id);
 /// keeps beside a run tells from it that it is another run's.
 uint64_t run_number();
 
+/// Whose code runs, as a protocol tells its members apart where they all
+/// share one thread: a Lumen actor's id (lumen::current_actor_id), a
+/// typed CAF actor's "typed-" and its CAF id while its handler runs, ""
+/// for a task or the script.
+std::string running_actor();
+
 /*
  * Faults as flags: `--sim-fault=KEY=VALUE,...` (repeatable), or a JSON file
  * of them, `--sim-faults=FILE`, an array of objects with the same keys:

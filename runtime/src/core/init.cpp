@@ -343,13 +343,25 @@ process_runtime& this_runtime() {
     throw usage_error(
       "this call needs a real cluster process and is not simulated: a "
       "simulated cluster (--simulate) runs remote functions, actors, get, "
-      "wait, put, kill, the key-value store and collectives on its nodes; "
-      "channels, node-shared memory, placement groups and typed CAF actors "
-      "are not simulated yet. Run without --simulate to use them");
+      "wait, put, kill, the key-value store, collectives and typed CAF "
+      "actors on its nodes; channels, node-shared memory and placement "
+      "groups are not simulated yet. Run without --simulate to use them");
   if (rt == nullptr)
     throw usage_error("Lumen is not running; call lumen::init() first (or "
                       "it was shut down)");
   return *rt;
+}
+
+typed_host* running_typed_host() {
+  if (auto* sim = live_sim.load(std::memory_order_acquire))
+    return &sim->typed();
+  return live_runtime.load(std::memory_order_acquire);
+}
+
+typed_host& this_typed_host() {
+  if (auto* sim = live_sim.load(std::memory_order_acquire))
+    return sim->typed();
+  return this_runtime();
 }
 
 runtime& current_runtime() {

@@ -1,7 +1,6 @@
-// The requester: the event-based actor that issues every request this
-// process makes (typed CAF calls, remote tasks and actor calls, placement
-// groups' reserves) and hears when a watched peer goes down.
-#include "core/process_runtime.hpp"
+#include "core/requester.hpp"
+
+#include <utility>
 
 #include <caf/all.hpp>
 
@@ -23,51 +22,59 @@ namespace lumen::detail {
 
 namespace {
 
-caf::behavior requester(caf::event_based_actor* self,
-                        std::function<void(const caf::down_msg&)> on_down) {
-  self->set_down_handler([=](caf::down_msg& msg) { on_down(msg); });
+caf::behavior requester_actor(caf::event_based_actor* self,
+                              std::function<void(const caf::down_msg&)> down) {
+  self->set_down_handler([=](caf::down_msg& msg) { down(msg); });
   return {[=](requester_job& job) { job.fn(self); }};
 }
 
 } // namespace
 
-void process_runtime::start_requester() {
-  requester_ = sys_->spawn(requester, [this](const caf::down_msg& msg) {
-    monitored_.erase(msg.source);
-    auto i = watched_.find(msg.source);
-    if (i != watched_.end()) {
-      auto fails = std::move(i->second);
-      watched_.erase(i);
-      for (auto& [token, f] : fails)
-        f();
-    }
-    if (on_down_)
-      on_down_(msg);
-  });
+void requester::start(caf::actor_system& sys) {
+  auto a = sys.spawn(requester_actor,
+                     [this](const caf::down_msg& msg) { went_down(msg); });
+  std::lock_guard<std::mutex> guard{mtx_};
+  actor_ = std::move(a);
 }
 
-void process_runtime::hear_downs() {
-  // Set on the requester's thread, the only one that reads it.
-  run_as_requester([this, part = cluster_.get()](caf::event_based_actor*) {
-    on_down_ = [part](const caf::down_msg& msg) { part->on_down(msg); };
-  });
-}
-
-void process_runtime::run_as_requester(
-  std::function<void(caf::event_based_actor*)> job) {
-  caf::actor requester;
-  {
-    std::lock_guard<std::mutex> guard{requester_mtx_};
-    requester = requester_;
+void requester::went_down(const caf::down_msg& msg) {
+  monitored_.erase(msg.source);
+  auto i = watched_.find(msg.source);
+  if (i != watched_.end()) {
+    auto fails = std::move(i->second);
+    watched_.erase(i);
+    for (auto& [token, f] : fails)
+      f();
   }
-  // After shutdown began there is no requester: the job is dropped, and
-  // what it would have answered fails as its state goes away.
-  caf::anon_send(requester, requester_job{std::move(job)});
+  if (on_down_)
+    on_down_(msg);
 }
 
-uint64_t process_runtime::watch(caf::event_based_actor* self,
-                                const caf::actor& whom,
-                                std::function<void()> fail) {
+void requester::run(std::function<void(caf::event_based_actor*)> job) {
+  caf::actor a;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    a = actor_;
+  }
+  caf::anon_send(a, requester_job{std::move(job)});
+}
+
+void requester::stop() {
+  caf::actor a;
+  {
+    // Reader threads of the data plane may still ask for the requester.
+    std::lock_guard<std::mutex> guard{mtx_};
+    a.swap(actor_);
+  }
+  caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+}
+
+void requester::hear_downs(std::function<void(const caf::down_msg&)> fn) {
+  run([this, fn = std::move(fn)](caf::event_based_actor*) { on_down_ = fn; });
+}
+
+uint64_t requester::watch(caf::event_based_actor* self, const caf::actor& whom,
+                          std::function<void()> fail) {
   auto& fails = watched_[whom.address()];
   if (monitored_.insert(whom.address()).second)
     self->monitor(whom); // once: each monitor delivers its own down_msg
@@ -76,7 +83,7 @@ uint64_t process_runtime::watch(caf::event_based_actor* self,
   return token;
 }
 
-void process_runtime::unwatch(const caf::actor_addr& whom, uint64_t token) {
+void requester::unwatch(const caf::actor_addr& whom, uint64_t token) {
   auto i = watched_.find(whom);
   if (i == watched_.end())
     return;

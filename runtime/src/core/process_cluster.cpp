@@ -20,7 +20,9 @@ void process_runtime::join_as_driver(const address& head,
   if (hello_role == "driver")
     m.serve_data(local_host_towards(head), head, creds);
   m.connect(head, creds, hello_role);
-  hear_downs();
+  // Before the part monitors anything.
+  requester_.hear_downs(
+    [part = cluster_.get()](const caf::down_msg& msg) { part->on_down(msg); });
   m.watch_head(nullptr);
 }
 
@@ -34,7 +36,9 @@ void process_runtime::join_as_node(node_settings serve, const address& head,
   // Tasks and actors running here may send work to other nodes too.
   m.connect(serve.is_head ? address{serve.host, control} : head, creds,
             "client");
-  hear_downs();
+  // Before the part monitors anything.
+  requester_.hear_downs(
+    [part = cluster_.get()](const caf::down_msg& msg) { part->on_down(msg); });
   if (!serve.is_head)
     m.watch_head(m.rejoin());
 }

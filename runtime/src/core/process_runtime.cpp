@@ -83,7 +83,7 @@ process_runtime::process_runtime(const init_options& opts, bool networked)
              caf::timespan{std::chrono::milliseconds(1200)});
   }
   sys_ = std::make_unique<caf::actor_system>(cfg_);
-  start_requester();
+  requester_.start(*sys_);
   bundle_keeper_ = spawn_bundle_keeper(*sys_, resources_);
   hosts_running = true;
   set_this_node("local");
@@ -127,13 +127,7 @@ void process_runtime::stop_actors() {
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   adopted_.clear();
   caf::anon_send_exit(bundle_keeper_, caf::exit_reason::user_shutdown);
-  caf::actor requester;
-  {
-    // Reader threads of the data plane may still ask for the requester.
-    std::lock_guard<std::mutex> guard{requester_mtx_};
-    requester.swap(requester_);
-  }
-  caf::anon_send_exit(requester, caf::exit_reason::user_shutdown);
+  requester_.stop();
   sys_->await_all_actors_done();
   hosts_running = false;
   bundle_keeper_ = nullptr;
@@ -353,6 +347,11 @@ caf::actor process_runtime::manager_of(const std::string& node_id) {
   if (!cluster_)
     throw not_in_a_cluster(node_id);
   return cluster_->manager_of(node_id);
+}
+
+void process_runtime::run_as_requester(
+  std::function<void(caf::event_based_actor*)> job) {
+  requester_.run(std::move(job));
 }
 
 void process_runtime::adopt(caf::actor h) {

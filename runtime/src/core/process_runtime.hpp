@@ -25,6 +25,7 @@
 #include "node/node_manager.hpp"
 #include "security/credentials.hpp"
 #include "transport/address.hpp"
+#include "transport/typed_host.hpp"
 
 namespace lumen::detail {
 
@@ -37,7 +38,9 @@ class data_client;
 /// alone; a driver adds a cluster part (cluster_member), to which work,
 /// actors and names that live elsewhere go; a node adds that part and the
 /// serving of its ports (node_serving).
-class process_runtime final : public runtime, public process_services {
+class process_runtime final : public runtime,
+                              public process_services,
+                              public typed_host {
 public:
   /// `networked` loads CAF's middleman, with the heartbeats failure
   /// detection needs (the cluster roles).
@@ -145,12 +148,16 @@ public:
     return link_creds_;
   }
 
-  /// See lumen::detail::watch; requester thread only.
-  uint64_t watch(caf::event_based_actor* self, const caf::actor& whom,
-                 std::function<void()> fail);
-
-  /// See lumen::detail::unwatch; requester thread only.
-  void unwatch(const caf::actor_addr& whom, uint64_t token);
+  // typed_host (transport/process_typed.cpp): typed actors' requests to
+  // another process go on the data plane, spawns to its node manager.
+  std::string node_of(const caf::actor_addr& who) override;
+  caf::expected<caf::strong_actor_ptr>
+  spawn_typed(const std::string& node_id, const std::string& name,
+              caf::message args,
+              const std::set<std::string>& interface) override;
+  bool send_typed(const caf::strong_actor_ptr& target, uint64_t sender,
+                  const caf::message& msg, bool carries_handles,
+                  typed_done done) override;
 
 private:
   /// Takes `part` in for what lives elsewhere; it is reached from other
@@ -166,10 +173,6 @@ private:
 
   /// Ends the channel hub.
   void stop_channels();
-
-  /// Hands every down message the requester hears to the cluster part too,
-  /// on its thread; called before the part monitors anything.
-  void hear_downs();
 
   /// Ends every actor, the task pool and the requester, and waits for CAF's
   /// actors; safe to call twice. Called before the cluster part goes, which
@@ -199,17 +202,12 @@ private:
 
   void require_free_name_locked(const std::string& name) const;
 
-  /// Spawns the requester (local_requester.cpp).
-  void start_requester();
-
   /// Whom to ask for a bundle on `node`: this process's keeper, or that
   /// node's manager.
   caf::actor group_target(const std::string& node);
 
   caf::actor_system_config cfg_;
   std::unique_ptr<caf::actor_system> sys_;
-  std::mutex requester_mtx_;
-  caf::actor requester_; // under requester_mtx_ once other threads run
   resource_ledger resources_;
   caf::actor bundle_keeper_; // this process's share of placement groups
   task_pool pool_;
@@ -218,14 +216,6 @@ private:
   std::vector<std::weak_ptr<actor_core>> actors_;
   std::vector<caf::actor> adopted_;
   bool stopped_ = false;
-  // Requester thread only: what to fail when a watched actor goes down,
-  // and who else hears of it.
-  std::unordered_map<caf::actor_addr,
-                     std::unordered_map<uint64_t, std::function<void()>>>
-    watched_;
-  uint64_t next_watch_ = 1;
-  std::set<caf::actor_addr> monitored_;
-  std::function<void(const caf::down_msg&)> on_down_;
   // Channels.
   std::mutex channel_mtx_;
   std::string channel_host_ = "127.0.0.1";
@@ -240,8 +230,5 @@ private:
 /// The process's runtime, whatever its role; throws `usage_error` if Lumen
 /// is not running.
 process_runtime& this_runtime();
-
-/// The configuration steps LUMEN_TYPED_ACTOR recorded.
-std::vector<config_step>& config_steps();
 
 } // namespace lumen::detail

@@ -1,8 +1,13 @@
 #include "lumen/util/work_queue.hpp"
 
+#include "lumen/sim.hpp"
+
 namespace lumen::util {
 
-work_queue::work_queue(size_t threads, const std::function<void()>& on_start) {
+work_queue::work_queue(size_t threads, const std::function<void()>& on_start)
+  : inline_(lumen::sim::active()) {
+  if (inline_)
+    return;
   for (size_t i = 0; i < threads; ++i)
     threads_.emplace_back([this, on_start] {
       if (on_start)
@@ -22,6 +27,10 @@ work_queue::~work_queue() {
 }
 
 void work_queue::post(std::function<void()> job) {
+  if (inline_) {
+    job();
+    return;
+  }
   {
     std::lock_guard<std::mutex> guard{mtx_};
     jobs_.push_back(std::move(job));

@@ -257,6 +257,13 @@ uint64_t run_number() {
   return running("lumen::sim::run_number").number();
 }
 
+std::string running_actor() {
+  auto& w = running("lumen::sim::running_actor");
+  if (auto typed = w.typed_actor(); typed != 0)
+    return "typed-" + std::to_string(typed);
+  return lumen::current_actor_id();
+}
+
 sweep_result sweep(uint64_t first, uint64_t last,
                    const std::function<void()>& script, init_options opts) {
   if (is_initialized())

@@ -97,6 +97,9 @@ void sim_runtime::kill_node(int n, sim::vtime at, bool fenced) {
                      std::to_string(lumen::sim::death_noticed_after.count()) +
                      " s, and the cluster fenced it"
                  : std::string{"it was killed"};
+    // Its connections close with it: typed requests fail at once.
+    if (typed_)
+      typed_->node_died(n, why);
     // A fenced node is known dead at once: the cut took the detector's time.
     world_.schedule(world_.time() + (fenced ? 0 : noticed),
                     [this, n, why] { node_lost(n, why); });

@@ -126,11 +126,25 @@ void world::run_on(int node, std::function<void()> body) {
                   body = std::move(body)]() mutable {
     if (incarnation(node) != meant)
       return; // its node died before it began
-    auto& f = idle_fiber();
-    f.node = node;
-    f.job = std::move(body);
-    resume(f);
+    start_on(node, std::move(body));
   });
+}
+
+void world::start_on(int node, std::function<void()> body) {
+  auto& f = idle_fiber();
+  f.node = node;
+  f.typed = 0;
+  f.job = std::move(body);
+  resume(f);
+}
+
+uint64_t world::typed_actor() const noexcept {
+  return current_ != nullptr ? current_->typed : 0;
+}
+
+void world::set_typed_actor(uint64_t id) noexcept {
+  if (current_ != nullptr)
+    current_->typed = id;
 }
 
 void world::park(fiber& f) {

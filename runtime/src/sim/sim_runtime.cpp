@@ -19,7 +19,8 @@ namespace {
 std::string not_simulated(const std::string& what) {
   return what +
          " is not simulated: a simulated cluster (--simulate) runs remote "
-         "functions, actors, get, wait and put on its nodes; run without "
+         "functions, actors, get, wait, put, the key-value store, "
+         "collectives and typed CAF actors on its nodes; run without "
          "--simulate to use it";
 }
 
@@ -32,9 +33,21 @@ sim_runtime::sim_runtime(const sim_options& opts, const std::string& trace_file)
 
 sim_runtime::~sim_runtime() {
   alive_.reset();
+  if (typed_)
+    typed_->ending();
   world_.stop();
+  if (typed_) {
+    typed_->stop();
+    typed_.reset();
+  }
   for (auto& [core, h] : hosts_)
     h->mailbox.clear(); // their callers' refs fail as the calls go
+}
+
+sim_typed& sim_runtime::typed() {
+  if (!typed_)
+    typed_ = std::make_unique<sim_typed>(world_);
+  return *typed_;
 }
 
 int sim_runtime::place(const placement& where, const std::string& what) {

@@ -20,6 +20,7 @@
 
 #include "core/actor_host.hpp"
 #include "head/kv_store.hpp"
+#include "sim/sim_typed.hpp"
 #include "sim/sim_world.hpp"
 
 namespace lumen::detail {
@@ -63,6 +64,9 @@ public:
               bool overwrite) override;
   std::optional<std::string> kv_get(const std::string& key) override;
   bool kv_erase(const std::string& key) override;
+
+  /// Typed CAF actors in this run, made on first use.
+  sim_typed& typed();
 
   /// The simulated nodes.
   std::vector<node_info> nodes() const;
@@ -177,6 +181,7 @@ private:
   // What refs and handles sent inside values stand for, by number.
   std::vector<std::pair<std::shared_ptr<object_state>, uint64_t>> sent_objects_;
   std::vector<std::shared_ptr<actor_ref>> sent_actors_;
+  std::unique_ptr<sim_typed> typed_;
 };
 
 } // namespace lumen::detail

@@ -115,10 +115,14 @@ void world::schedule(vtime at, std::function<void()> fn, bool background) {
 }
 
 bool world::step() {
+  if (feeder_ && !stopped_)
+    feeder_();
   return foreground_ > 0 && run_next();
 }
 
 bool world::run_next() {
+  if (feeder_ && !stopped_)
+    feeder_();
   if (stopped_ || events_.empty())
     return false;
   // Moved out before the pop: only the function moves, the keys the
@@ -219,6 +223,8 @@ bool world::wait_until(
     while (!ready()) {
       if (stopped_)
         throw error("lumen: the simulated run was stopped");
+      if (feeder_)
+        feeder_();
       // Background events run while the script waits for a time, but
       // keep no wait for a result going.
       bool none = foreground_ == 0 && deadline == no_deadline;

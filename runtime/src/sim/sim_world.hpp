@@ -173,6 +173,20 @@ public:
   /// must not throw.
   void run_on(int node, std::function<void()> body);
 
+  /// Runs `body` on a fiber of node `node` at once, from an event.
+  void start_on(int node, std::function<void()> body);
+
+  /// `fn` runs whenever the run looks for its next event, to add the
+  /// events of work that waits outside it (typed actors with messages).
+  void feed_from(std::function<void()> fn) {
+    feeder_ = std::move(fn);
+  }
+
+  /// The typed CAF actor whose handler runs (its CAF id), or 0; set by
+  /// the code that runs one on a fiber.
+  uint64_t typed_actor() const noexcept;
+  void set_typed_actor(uint64_t id) noexcept;
+
   /// Waits until `ready()` or the virtual time `deadline`, and returns
   /// ready(). The driver runs events meanwhile (and throws `error` if none
   /// is left: nothing could make it ready); work parks, and `arm(wake)`
@@ -288,6 +302,7 @@ private:
   std::vector<std::string> timeline_; // its events, as JSON
   uint64_t messages_ = 0;
   std::function<void(const lumen::sim::event&)> observer_;
+  std::function<void()> feeder_;
 };
 
 /// The world of the simulated run in progress, or null.

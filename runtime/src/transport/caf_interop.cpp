@@ -6,16 +6,15 @@
 
 #include <caf/all.hpp>
 
+#include "lumen/detail/runtime.hpp"
 #include "lumen/errors.hpp"
 
-#include "core/process_runtime.hpp"
-#include "transport/protocol.hpp"
-#include "transport/typed_requests.hpp"
+#include "transport/typed_host.hpp"
 
 namespace lumen {
 
 caf::actor_system& system() {
-  return detail::this_runtime().system();
+  return detail::this_typed_host().system();
 }
 
 typed_actor_error::typed_actor_error(caf::error cause, std::string what,
@@ -68,25 +67,22 @@ bool describe_errors(
 namespace detail {
 
 void run_as_requester(std::function<void(caf::event_based_actor*)> job) {
-  this_runtime().run_as_requester(std::move(job));
+  this_typed_host().run_as_requester(std::move(job));
 }
 
 void adopt(caf::actor h) {
-  this_runtime().adopt(std::move(h));
+  this_typed_host().adopt(std::move(h));
 }
 
 std::exception_ptr from_caf_error(const caf::error& err,
-                                  const caf::node_id& where) {
+                                  const caf::actor_addr& where) {
   auto text = caf::to_string(err);
   if (err == caf::sec::request_receiver_down)
     return std::make_exception_ptr(
       actor_died("the typed actor is gone: " + text));
-  auto node = this_node();
-  try {
-    node = this_runtime().node_name_of(where);
-  } catch (const usage_error&) {
-    // Answered after shutdown: the node is no longer known.
-  }
+  // Answered after shutdown, the node is no longer known.
+  auto* host = running_typed_host();
+  auto node = host != nullptr ? host->node_of(where) : this_node();
   auto said = described(err, node);
   return std::make_exception_ptr(typed_actor_error{
     err,
@@ -118,53 +114,32 @@ std::vector<config_step>& config_steps() {
 caf::strong_actor_ptr spawn_typed_on(const std::string& node_id,
                                      const std::string& name, caf::message args,
                                      const std::set<std::string>& interface) {
-  auto fail = [&](const caf::error& err) {
+  auto& host = this_typed_host();
+  auto h = host.spawn_typed(node_id, name, std::move(args), interface);
+  if (!h)
     throw usage_error("cannot spawn '" + name + "' on node " + node_id + ": " +
-                      system().render(err) +
+                      host.system().render(h.error()) +
                       " (is it registered with LUMEN_TYPED_ACTOR there, "
                       "with these argument types?)");
-  };
-  auto& rt = this_runtime();
-  if (node_id == this_node() || node_id == "local") {
-    auto h = rt.system().spawn<caf::actor>(name, std::move(args), nullptr, true,
-                                           &interface);
-    if (!h)
-      fail(h.error());
-    return caf::actor_cast<caf::strong_actor_ptr>(*h);
-  }
-  caf::strong_actor_ptr out;
-  caf::scoped_actor self{rt.system()};
-  self
-    ->request(rt.manager_of(node_id), std::chrono::seconds(10),
-              spawn_typed_atom::value, name, std::move(args), interface)
-    .receive([&](caf::strong_actor_ptr& h) { out = std::move(h); },
-             [&](caf::error& err) { fail(err); });
-  return out;
+  return std::move(*h);
 }
 
 uint64_t watch(caf::event_based_actor* self, const caf::actor& whom,
                std::function<void()> fail) {
-  return this_runtime().watch(self, whom, std::move(fail));
+  return this_typed_host().watch(self, whom, std::move(fail));
 }
 
 void unwatch(const caf::actor_addr& whom, uint64_t token) {
-  this_runtime().unwatch(whom, token);
+  this_typed_host().unwatch(whom, token);
 }
 
 bool send_typed(const caf::strong_actor_ptr& target, uint64_t sender,
-                const caf::message& msg, typed_done done) {
-  process_runtime* rt = nullptr;
-  try {
-    rt = &this_runtime();
-  } catch (const usage_error&) {
-    return false; // an actor system of the caller's own, not the runtime's
-  }
-  if (!target || target->home_system != &rt->system() ||
-      target->node() == rt->system().node())
-    return false;
-  auto route = rt->typed_route(target->node());
-  return route &&
-         send_typed(*route, rt->system(), target, sender, msg, std::move(done));
+                const caf::message& msg, bool carries_handles,
+                typed_done done) {
+  // An actor system of the caller's own, not the runtime's, has no route.
+  auto* host = running_typed_host();
+  return host != nullptr && host->send_typed(target, sender, msg,
+                                             carries_handles, std::move(done));
 }
 
 std::exception_ptr request_dropped() {

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include <caf/actor.hpp>
+#include <caf/actor_addr.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/detail/type_list.hpp>
 #include <caf/event_based_actor.hpp>
@@ -87,15 +88,19 @@ using typed_done = std::function<void(bool routed, caf::message& reply)>;
 
 /// Sends `msg` from `sender` (an actor id, 0 for none) to `target` on the
 /// data plane if `target` lives in another cluster process this one can
-/// reach there; false, running nothing, if not: send it through CAF.
+/// reach there (in a simulated run, across the simulated link to its
+/// node); false, running nothing, if not: send it through CAF. A message
+/// that `carries_handles` (it or its response holds an actor handle, which
+/// only CAF's middleman loads in another process) goes through CAF from a
+/// cluster process.
 bool send_typed(const caf::strong_actor_ptr& target, uint64_t sender,
-                const caf::message& msg, typed_done done);
+                const caf::message& msg, bool carries_handles, typed_done done);
 
-/// The Lumen error for a failed CAF request to an actor on CAF node
-/// `where`: `actor_died` if the receiver is gone, `typed_actor_error` (the
-/// error, its description, the receiver's node) otherwise.
+/// The Lumen error for a failed CAF request to the actor `where`:
+/// `actor_died` if the receiver is gone, `typed_actor_error` (the error,
+/// its description, the receiver's node) otherwise.
 std::exception_ptr from_caf_error(const caf::error& err,
-                                  const caf::node_id& where);
+                                  const caf::actor_addr& where);
 
 /// The error for a request dropped unanswered at shutdown.
 std::exception_ptr request_dropped();
@@ -132,7 +137,7 @@ struct open_request {
     : st(std::move(x)) {}
 
   std::shared_ptr<value_state<R>> st;
-  caf::node_id where;      // the receiver's
+  caf::actor_addr where;   // the receiver
   caf::actor_addr watched; // set for a remote receiver
   uint64_t token = 0;
 

@@ -18,9 +18,15 @@ namespace lumen::util {
 /// (the methods of an actor with max_concurrency > 1). A job reports its
 /// own outcome; an exception escaping it ends the process, as in any
 /// thread.
+///
+/// One made in a simulated run (lumen/sim.hpp) has no threads: one piece
+/// of code runs at a time there, so a job runs at its post, on the
+/// poster's fiber, where it may wait in virtual time as it would hold
+/// its thread.
 class work_queue {
 public:
-  /// Starts `threads` threads, each running `on_start` first.
+  /// Starts `threads` threads, each running `on_start` first (none in a
+  /// simulated run).
   explicit work_queue(size_t threads = 1,
                       const std::function<void()>& on_start = {});
 
@@ -46,6 +52,7 @@ private:
   size_t running_ = 0;                     // jobs under way, under mtx_
   bool stopping_ = false;                  // under mtx_
   std::vector<std::thread> threads_;
+  bool inline_ = false; // made in a simulated run
 };
 
 } // namespace lumen::util
