@@ -8,8 +8,6 @@
 #include <string>
 #include <vector>
 
-#include <lumen/sim.hpp>
-
 #include "lumen/collective/collective.hpp"
 
 #include "collective/algorithms/algorithms.hpp"
@@ -100,12 +98,7 @@ ObjectRef<void> later(const std::string& group, Op op) {
       done->set_error(std::current_exception());
     }
   };
-  // A simulated run's work shares one thread: there the operation runs at
-  // the call, in virtual time, as it would hold a member's lane.
-  if (lumen::sim::active()) {
-    run();
-    return ref;
-  }
+  // In a simulated run the lane runs it at the call, in virtual time.
   if (!m.lane)
     m.lane = std::make_shared<util::work_queue>();
   m.lane->post(std::move(run));

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include <lumen/time.hpp>
+
 namespace lumen::ml {
 
 batch_stream::batch_stream(dataset data, size_t batch_size, uint64_t seed,
@@ -75,7 +77,8 @@ void batch_stream::load() {
 }
 
 batch_stream::batch batch_stream::next() {
-  auto start = std::chrono::steady_clock::now();
+  // Virtual in a simulated run, where loading costs no time.
+  auto start = lumen::now();
   batch b;
   if (loader_.joinable()) {
     std::unique_lock<std::mutex> guard{mtx_};
@@ -96,9 +99,7 @@ batch_stream::batch batch_stream::next() {
     b = make(made_);
   }
   ++made_;
-  waited_ +=
-    std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-      .count();
+  waited_ += std::chrono::duration<double>(lumen::now() - start).count();
   return b;
 }
 

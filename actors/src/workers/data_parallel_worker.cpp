@@ -5,7 +5,6 @@
 #include <exception>
 #include <memory>
 #include <random>
-#include <thread>
 #include <utility>
 
 #include <caf/actor_cast.hpp>
@@ -16,6 +15,8 @@
 #include <caf/stateful_actor.hpp>
 
 #include <lumen/caf_interop.hpp>
+#include <lumen/sim.hpp>
+#include <lumen/time.hpp>
 
 #include "workers/worker_state.hpp"
 
@@ -23,8 +24,14 @@ namespace lumen::ml {
 
 namespace detail {
 
+double simulated_step_seconds(const model& net, uint64_t batch) {
+  constexpr double flops_per_second = 1e10;
+  return 6.0 * static_cast<double>(net.num_params()) *
+         static_cast<double>(batch) / flops_per_second;
+}
+
 void replica::step(const tensor& weights, size_t shards, step_result& out) {
-  auto start = std::chrono::steady_clock::now();
+  auto start = lumen::now();
   if (weights.type() != dtype::float32 || weights.numel() != grad.size())
     throw usage_error("weights " + weights.describe() + " for a " +
                       net->name() + " of " + std::to_string(grad.size()) +
@@ -44,7 +51,10 @@ void replica::step(const tensor& weights, size_t shards, step_result& out) {
                           ? feedback[k].encode(at, r.size(), kind)
                           : compress(at, r.size(), kind));
   }
-  auto took = seconds{std::chrono::steady_clock::now() - start}.count();
+  // A simulated run's compute costs the virtual time its node takes for it.
+  if (lumen::sim::active())
+    lumen::sim::charge(seconds{simulated_step_seconds(*net, cfg.batch_size)});
+  auto took = seconds{lumen::now() - start}.count();
   out.compute = took - out.wait;
   auto factor = cfg.slow.factor;
   if (cfg.slow.chance > 0 &&
@@ -52,7 +62,7 @@ void replica::step(const tensor& weights, size_t shards, step_result& out) {
     factor *= cfg.slow.chance_factor;
   if (factor > 1) {
     out.slow = (factor - 1) * took;
-    std::this_thread::sleep_for(seconds{out.slow});
+    lumen::sleep_for(seconds{out.slow});
   }
 }
 

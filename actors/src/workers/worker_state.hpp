@@ -78,6 +78,12 @@ struct worker_state {
   std::unique_ptr<util::work_queue> lane = std::make_unique<util::work_queue>();
 };
 
+/// What a step on a batch of `batch` rows costs in a simulated run, as
+/// virtual seconds of compute: a forward and a backward pass, about 6
+/// floating-point operations a parameter and row, at 10 GFLOP/s (one core
+/// of a server), before the node's slowness.
+double simulated_step_seconds(const model& net, uint64_t batch);
+
 /// Computes a gradient at `weights` on the worker's thread, cut for
 /// `shards` shards; `then` gets it in the worker's context.
 void compute(worker_pointer self, tensor weights, size_t shards,

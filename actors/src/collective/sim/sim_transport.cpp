@@ -237,7 +237,7 @@ std::map<std::string, membership>& simulated_groups() {
     all.clear();
     run = lumen::sim::run_number();
   }
-  return all[lumen::current_actor_id()];
+  return all[lumen::sim::running_actor()];
 }
 
 } // namespace lumen::collective::detail
