@@ -10,6 +10,7 @@ function(answer_of out)
     message(FATAL_ERROR "${PROGRAM} ${ARGN} exited ${rc}:\n${text}${err}")
   endif()
   string(REGEX REPLACE "on node [^ :]+" "on node N" text "${text}")
+  string(REGEX REPLACE "on (local|node-[0-9]+) " "on node N " text "${text}")
   string(REGEX REPLACE "took [0-9][0-9]? ms" "took under 100 ms" text
          "${text}")
   set(${out} "${text}" PARENT_SCOPE)
