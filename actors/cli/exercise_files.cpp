@@ -68,14 +68,28 @@ std::vector<exercise> load_exercises(const fs::path& root) {
       continue;
     try {
       auto j = nlohmann::json::parse(read_file(spec));
-      exercise e;
-      e.id = j.at("id").get<std::string>();
-      e.title = j.at("title").get<std::string>();
-      e.order = j.at("order").get<int>();
-      e.learner_file = j.at("learner_file").get<std::string>();
-      e.hints = j.value("hints", std::vector<std::string>{});
-      e.home = entry.path();
-      all.push_back(std::move(e));
+      exercise topic;
+      topic.topic = j.at("id").get<std::string>();
+      topic.topic_title = j.at("title").get<std::string>();
+      topic.order = j.at("order").get<int>();
+      topic.home = entry.path();
+      if (!j.contains("parts")) {
+        auto e = topic;
+        e.id = e.topic;
+        e.title = e.topic_title;
+        e.learner_file = j.at("learner_file").get<std::string>();
+        e.hints = j.value("hints", std::vector<std::string>{});
+        all.push_back(std::move(e));
+        continue;
+      }
+      for (auto& part : j.at("parts")) {
+        auto e = topic;
+        e.id = part.at("id").get<std::string>();
+        e.title = part.at("title").get<std::string>();
+        e.learner_file = part.at("learner_file").get<std::string>();
+        e.hints = part.value("hints", std::vector<std::string>{});
+        all.push_back(std::move(e));
+      }
     } catch (const nlohmann::json::exception& ex) {
       throw usage_error(spec.string() + " is not a valid exercise.json (" +
                         ex.what() +
@@ -85,8 +99,9 @@ std::vector<exercise> load_exercises(const fs::path& root) {
   if (all.empty())
     throw usage_error("no exercises in " + root.string() +
                       "; reinstall Lumen to get them back");
-  std::sort(all.begin(), all.end(),
-            [](auto& a, auto& b) { return a.order < b.order; });
+  // A topic's parts stay in the order its file gives.
+  std::stable_sort(all.begin(), all.end(),
+                   [](auto& a, auto& b) { return a.order < b.order; });
   return all;
 }
 
@@ -242,6 +257,21 @@ std::string render_markdown(const std::string& text, bool color) {
     out << line << "\n";
   }
   return out.str();
+}
+
+std::string part_of_readme(const std::string& readme,
+                           const std::string& part_id) {
+  std::istringstream in{readme};
+  std::string out;
+  bool keep = true;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("## ", 0) == 0)
+      keep = line.rfind("## Part ", 0) != 0 ||
+             line.find(part_id) != std::string::npos;
+    if (keep)
+      out += line + "\n";
+  }
+  return out;
 }
 
 } // namespace lumen::cli

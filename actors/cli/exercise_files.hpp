@@ -12,14 +12,18 @@ namespace lumen::cli {
 
 namespace fs = std::filesystem;
 
-/// One exercise, as its exercise.json describes it.
+/// One part of an exercise, what the learner completes and checks at a
+/// time, as its topic's exercise.json describes it (a topic without
+/// parts is one part of its own id).
 struct exercise {
-  std::string id;
+  std::string id; // the part's: "ml_scratch01a"
   std::string title;
-  int order = 0;
-  std::string learner_file; // e.g. "starter.cpp"
+  std::string topic; // "ml_scratch01"
+  std::string topic_title;
+  int order = 0;            // the topic's
+  std::string learner_file; // e.g. "01a_starter.cpp"
   std::vector<std::string> hints;
-  fs::path home; // its folder among the installed exercises
+  fs::path home; // its topic's folder among the installed exercises
 };
 
 /// Where the exercises and the libraries to build them against are:
@@ -34,8 +38,9 @@ struct installation {
 
 installation find_installation();
 
-/// The exercises under `root`, in their order. Throws `usage_error` for a
-/// folder without any or a malformed exercise.json, naming the file.
+/// The parts of the exercises under `root`, topic by topic in their
+/// order. Throws `usage_error` for a folder without any or a malformed
+/// exercise.json, naming the file.
 std::vector<exercise> load_exercises(const fs::path& root);
 
 /// The exercise `id`; throws `usage_error` naming the ids there are.
@@ -92,6 +97,11 @@ std::vector<std::string> split(const std::string& s, char by);
 
 /// The whole of file `p` (empty if it cannot be read).
 std::string read_file(const fs::path& p);
+
+/// What `show` prints of a topic's README for part `part_id`: all but the
+/// sections of its other parts (headings "## Part <id> ...").
+std::string part_of_readme(const std::string& readme,
+                           const std::string& part_id);
 
 /// `text` (Markdown) for a terminal: headings set off, code blocks
 /// indented, links as "text (url)"; with `color`, headings in bold.

@@ -58,10 +58,14 @@ void print_progress(const session& s) {
   int passing = 0;
   std::cout << "Lumen exercises (your files are in " << s.ws.dir().string()
             << ")\n\n";
+  const std::string* topic = nullptr;
   for (auto& e : s.all) {
+    if (e.id != e.topic && (topic == nullptr || *topic != e.topic))
+      std::printf("  %s  %s\n", e.topic.c_str(), e.topic_title.c_str());
+    topic = &e.topic;
     auto st = s.ws.status_of(e);
     passing += st == status::passing;
-    std::printf("  %s %-13s %-36s %s\n", mark(st), e.id.c_str(),
+    std::printf("  %s %-14s %-44s %s\n", mark(st), e.id.c_str(),
                 e.title.c_str(), to_string(st));
   }
   std::cout << "\n" << passing << " of " << s.all.size() << " passing. ";
@@ -228,9 +232,10 @@ int exercises_main(int argc, char** argv) {
   std::string id, step, trace;
   bool yes = false;
   std::vector<std::string> extra;
-  auto list = app.add_subcommand("list", "each exercise, its status and file");
-  auto show = app.add_subcommand("show", "an exercise's README");
-  show->add_option("ID", id, "e.g. ml_scratch03")->required();
+  auto list =
+    app.add_subcommand("list", "each exercise's part, its status and file");
+  auto show = app.add_subcommand("show", "a part's README");
+  show->add_option("ID", id, "e.g. ml_scratch01b")->required();
   auto run_cmd = app.add_subcommand(
     "run", "build your file and run it (--step to stop after each step)");
   run_cmd->add_option("ID", id)->required();
@@ -272,14 +277,15 @@ int exercises_main(int argc, char** argv) {
     session s{where, all, workspace{dir, all}, std::chrono::seconds{deadline}};
     if (list->parsed()) {
       for (auto& e : s.all)
-        std::printf("%s %-13s %-36s %s\n", mark(s.ws.status_of(e)),
+        std::printf("%s %-14s %-44s %s\n", mark(s.ws.status_of(e)),
                     e.id.c_str(), e.title.c_str(), s.ws.file_of(e).c_str());
       return 0;
     }
     if (show->parsed()) {
       auto& e = find_exercise(s.all, id);
-      std::cout << render_markdown(read_file(e.home / "README.md"),
-                                   ::isatty(1) != 0)
+      std::cout << render_markdown(
+                     part_of_readme(read_file(e.home / "README.md"), e.id),
+                     ::isatty(1) != 0)
                 << "\nYour file: " << s.ws.file_of(e).string()
                 << "\nCheck it: lumen exercises check " << e.id << "\n";
       return 0;

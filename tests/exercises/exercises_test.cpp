@@ -25,8 +25,29 @@ using lumen::test::process;
 
 namespace {
 
-const std::vector<std::string> ids{"ml_scratch01", "ml_scratch02",
-                                   "ml_scratch03", "ml_scratch04"};
+// ml_scratch01 in parts; the others one part each, of their own id.
+const std::vector<std::string> ids{"ml_scratch01a", "ml_scratch01b",
+                                   "ml_scratch01c", "ml_scratch02",
+                                   "ml_scratch03",  "ml_scratch04"};
+
+/// Part `id`'s topic folder and its starter's and reference's names.
+struct part_files {
+  std::string topic, starter, solution;
+};
+
+part_files files_of(const std::string& id) {
+  const std::string topic = "ml_scratch01";
+  if (id.size() == topic.size() + 1 && id.rfind(topic, 0) == 0) {
+    auto n = id.substr(topic.size() - 2); // "01a"
+    return {topic, n + "_starter.cpp", n + "_solution.cpp"};
+  }
+  return {id, "starter.cpp", "solution.cpp"};
+}
+
+fs::path reference_of(const std::string& id) {
+  auto f = files_of(id);
+  return fs::path(EXERCISES_DIR) / f.topic / f.solution;
+}
 
 std::pair<int, std::string> tool(const std::string& dir,
                                  std::vector<std::string> args,
@@ -48,14 +69,14 @@ void write(const fs::path& p, const std::string& text) {
 }
 
 fs::path learner_file(const std::string& dir, const std::string& id) {
-  return fs::path(dir) / id / "starter.cpp";
+  return fs::path(dir) / id / files_of(id).starter;
 }
 
 /// The learner's file of `id` with `line` put before line `at` (1-based)
 /// of the reference.
 void reference_with(const std::string& dir, const std::string& id, size_t at,
                     const std::string& line) {
-  std::istringstream in{read(fs::path(EXERCISES_DIR) / id / "solution.cpp")};
+  std::istringstream in{read(reference_of(id))};
   std::ostringstream out;
   size_t n = 0;
   for (std::string text; std::getline(in, text);) {
@@ -67,7 +88,7 @@ void reference_with(const std::string& dir, const std::string& id, size_t at,
 }
 
 size_t line_of(const std::string& id, const std::string& text) {
-  std::istringstream in{read(fs::path(EXERCISES_DIR) / id / "solution.cpp")};
+  std::istringstream in{read(reference_of(id))};
   size_t n = 0;
   for (std::string line; std::getline(in, line);) {
     ++n;
@@ -86,7 +107,7 @@ BOOST_AUTO_TEST_CASE(starters_fail_naming_their_todo_and_references_pass) {
   auto [code, out] = tool(dir, {});
   BOOST_TEST(code == 0, out);
   BOOST_TEST(
-    out.find("0 of 4 passing. Next: ml_scratch01") != std::string::npos, out);
+    out.find("0 of 6 passing. Next: ml_scratch01a") != std::string::npos, out);
   for (auto& id : ids) {
     auto [failed, said] = tool(dir, {"check", id});
     BOOST_TEST(failed == 1, said);
@@ -95,14 +116,14 @@ BOOST_AUTO_TEST_CASE(starters_fail_naming_their_todo_and_references_pass) {
                said);
   }
   for (auto& id : ids) {
-    fs::copy_file(fs::path(EXERCISES_DIR) / id / "solution.cpp",
-                  learner_file(dir, id), fs::copy_options::overwrite_existing);
+    fs::copy_file(reference_of(id), learner_file(dir, id),
+                  fs::copy_options::overwrite_existing);
     auto [passed, said] = tool(dir, {"check", id});
     BOOST_TEST(passed == 0, said);
     BOOST_TEST(said.find("PASS") != std::string::npos, said);
   }
   auto [all_code, all] = tool(dir, {});
-  BOOST_TEST(all.find("4 of 4 passing. All done") != std::string::npos, all);
+  BOOST_TEST(all.find("6 of 6 passing. All done") != std::string::npos, all);
   BOOST_TEST(all.find("[pass] ml_scratch04") != std::string::npos, all);
   // A second check of an unchanged file does not build it again.
   auto [again, said] = tool(dir, {"check", "ml_scratch03"});
@@ -138,7 +159,7 @@ BOOST_AUTO_TEST_CASE(hints_come_one_at_a_time_and_are_remembered) {
   auto [c5, over] = tool(dir, {"hint", "ml_scratch03"});
   BOOST_TEST(over.find("That was every hint (4)") != std::string::npos, over);
   // Another exercise's hints are its own.
-  auto [c6, other] = tool(dir, {"hint", "ml_scratch01"});
+  auto [c6, other] = tool(dir, {"hint", "ml_scratch01a"});
   BOOST_TEST(other.find("Hint 1 of") != std::string::npos, other);
 }
 
@@ -226,7 +247,7 @@ BOOST_AUTO_TEST_CASE(watch_checks_on_every_save_and_moves_on) {
   BOOST_TEST(w.await_output("ml_scratch03 passes", minutes(2)).has_value(),
              w.output());
   BOOST_TEST(
-    w.await_output("Watching " + learner_file(dir, "ml_scratch01").string(),
+    w.await_output("Watching " + learner_file(dir, "ml_scratch01a").string(),
                    seconds(10))
       .has_value(),
     w.output());
@@ -237,9 +258,9 @@ BOOST_AUTO_TEST_CASE(bad_ids_and_flags_say_what_there_is) {
   auto dir = lumen::test::fresh_dir("exercises");
   auto [code, out] = tool(dir, {"check", "ml_scratch09"});
   BOOST_TEST(code == 2);
-  BOOST_TEST(out.find("no exercise 'ml_scratch09'; there are ml_scratch01, "
-                      "ml_scratch02, ml_scratch03, ml_scratch04") !=
-               std::string::npos,
+  BOOST_TEST(out.find("no exercise 'ml_scratch09'; there are ml_scratch01a, "
+                      "ml_scratch01b, ml_scratch01c, ml_scratch02, "
+                      "ml_scratch03, ml_scratch04") != std::string::npos,
              out);
   auto [flag, said] = tool(dir, {"run", "ml_scratch03", "--step=sideways"});
   BOOST_TEST(flag == 2, said);
@@ -249,6 +270,33 @@ BOOST_AUTO_TEST_CASE(bad_ids_and_flags_say_what_there_is) {
   BOOST_TEST(readme.find("lumen exercises check ml_scratch03") !=
                std::string::npos,
              readme);
+}
+
+BOOST_AUTO_TEST_CASE(a_part_shows_its_section_and_explains_a_driver_in_turns) {
+  auto dir = lumen::test::fresh_dir("exercises");
+  auto [show, readme] = tool(dir, {"show", "ml_scratch01c"});
+  BOOST_TEST(show == 0);
+  BOOST_TEST(readme.find("Part ml_scratch01c") != std::string::npos, readme);
+  BOOST_TEST(readme.find("Part ml_scratch01b") == std::string::npos, readme);
+  // The workers asked one after another: right weights, three times the
+  // time, which the simulated cluster measures.
+  auto text = read(reference_of("ml_scratch01c"));
+  const std::string at_once =
+    "      grads.push_back(w.call(&DataParallelWorker::compute_gradient, "
+    "weights));";
+  auto i = text.find(at_once);
+  BOOST_REQUIRE(i != std::string::npos);
+  text.replace(i, at_once.size(),
+               "      grads.push_back(lumen::put(lumen::get(w.call("
+               "&DataParallelWorker::compute_gradient, weights))));");
+  write(learner_file(dir, "ml_scratch01c"), text);
+  auto [code, out] = tool(dir, {"check", "ml_scratch01c"});
+  BOOST_TEST(code == 1, out);
+  BOOST_TEST(out.find("seed 1: 300 steps took 18.0") != std::string::npos, out);
+  BOOST_TEST(out.find("the workers computed one after another") !=
+               std::string::npos,
+             out);
+  BOOST_TEST(out.find("TODO(ml_scratch01c)") != std::string::npos, out);
 }
 
 BOOST_AUTO_TEST_CASE(the_installed_tool_works_outside_the_source_tree) {
