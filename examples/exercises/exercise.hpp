@@ -4,6 +4,8 @@
 // (--check, --step, --step=auto, --step=json), waiting for Enter between
 // steps, the checker's cases and verdict, and a run's trace.
 
+#include <cstdio>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include <lumen/init.hpp>
+#include <lumen/sim.hpp>
 #include <lumen/trace.hpp>
 
 namespace exercise {
@@ -78,6 +81,34 @@ inline void wait_for_enter(step_mode mode, const char* what) {
   std::cout << "  (Enter for the next " << what << ")" << std::flush;
   std::string line;
   std::getline(std::cin, line);
+}
+
+/// Under --step, in a simulated run from now on: each event as it happens
+/// (a message delivered, a method started or finished, a result ready),
+/// with what `state` says of the run then ("server version 3"; as JSON,
+/// `"version": 3`), waiting for Enter between them under --step.
+inline void step_events(
+  step_mode mode,
+  std::function<std::string(const lumen::sim::event&, bool json)> state) {
+  if (mode == step_mode::none)
+    return;
+  lumen::sim::on_event([mode, state](const lumen::sim::event& e) {
+    if (e.kind == "send")
+      return; // its delivery shows it
+    auto now = state(e, mode == step_mode::json);
+    if (mode == step_mode::json) {
+      auto line = lumen::sim::to_json(e);
+      line.pop_back(); // the closing brace: the state goes in too
+      std::cout << line << (now.empty() ? "" : ", ") << now << "}\n";
+      return;
+    }
+    std::printf("%9.3f ms  %-7s %-8s %-44s %s\n",
+                static_cast<double>(e.time.count()) / 1e6, e.node.c_str(),
+                e.kind.c_str(),
+                (e.what + (e.peer.empty() ? "" : " from " + e.peer)).c_str(),
+                now.c_str());
+    wait_for_enter(mode, "event");
+  });
 }
 
 /// A run the runtime watches, so that `lumen exercises run ID --trace FILE`

@@ -1,7 +1,5 @@
-// ml_scratch01: Distributed Parameter Server — the reference: starter.cpp
+// ml_scratch01a: the rules of a step — the reference: 01a_starter.cpp
 // with its TODOs done.
-//
-//   ml_scratch01_solution [--check | --step | --step=auto | --step=json]
 
 #include "harness.hpp"
 
@@ -32,5 +30,5 @@ void apply_gradients(std::vector<float>& weights,
 } // namespace scratch01
 
 int main(int argc, char** argv) {
-  return scratch01::main_of(argc, argv);
+  return scratch01::part_a::main(argc, argv);
 }
