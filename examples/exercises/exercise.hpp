@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -109,6 +110,39 @@ inline void step_events(
                 now.c_str());
     wait_for_enter(mode, "event");
   });
+}
+
+/// step_events beside how many calls of a method whose name ends in
+/// `method` (e.g. "::apply_gradients") finished so far: "(server version
+/// 3)", or `"version": 3` in JSON.
+inline void step_counting(step_mode mode, const std::string& method) {
+  auto count = std::make_shared<int>(0);
+  step_events(mode, [count, method](const lumen::sim::event& e, bool json) {
+    auto& w = e.what;
+    if (e.kind == "finish" && w.size() >= method.size() &&
+        w.compare(w.size() - method.size(), method.size(), method) == 0)
+      ++*count;
+    return json ? "\"version\": " + std::to_string(*count)
+                : "(server version " + std::to_string(*count) + ")";
+  });
+}
+
+/// Runs `body` (which returns "" or what is wrong) in a simulated run set
+/// up by `opts`, then ends the run; an error the run throws (a deadlock, a
+/// dead actor, a method that threw) is what is wrong too. "" or "seed S:
+/// what".
+template <class Body>
+std::string in_simulation(const lumen::init_options& opts, Body body) {
+  lumen::init(opts);
+  std::string what;
+  try {
+    what = body();
+  } catch (const std::exception& e) {
+    what = e.what();
+  }
+  lumen::shutdown();
+  return what.empty() ? ""
+                      : "seed " + std::to_string(opts.sim.seed) + ": " + what;
 }
 
 /// A run the runtime watches, so that `lumen exercises run ID --trace FILE`

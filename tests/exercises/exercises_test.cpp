@@ -25,10 +25,10 @@ using lumen::test::process;
 
 namespace {
 
-// ml_scratch01 in parts; the others one part each, of their own id.
-const std::vector<std::string> ids{"ml_scratch01a", "ml_scratch01b",
-                                   "ml_scratch01c", "ml_scratch02",
-                                   "ml_scratch03",  "ml_scratch04"};
+// ml_scratch01 and 02 in parts; the others one part each, of their own id.
+const std::vector<std::string> ids{
+  "ml_scratch01a", "ml_scratch01b", "ml_scratch01c", "ml_scratch02a",
+  "ml_scratch02b", "ml_scratch03",  "ml_scratch04"};
 
 /// Part `id`'s topic folder and its starter's and reference's names.
 struct part_files {
@@ -36,10 +36,10 @@ struct part_files {
 };
 
 part_files files_of(const std::string& id) {
-  const std::string topic = "ml_scratch01";
-  if (id.size() == topic.size() + 1 && id.rfind(topic, 0) == 0) {
-    auto n = id.substr(topic.size() - 2); // "01a"
-    return {topic, n + "_starter.cpp", n + "_solution.cpp"};
+  const size_t topic = std::string{"ml_scratch01"}.size();
+  if (id.size() == topic + 1) {    // a part: "ml_scratch01a"
+    auto n = id.substr(topic - 2); // "01a"
+    return {id.substr(0, topic), n + "_starter.cpp", n + "_solution.cpp"};
   }
   return {id, "starter.cpp", "solution.cpp"};
 }
@@ -87,6 +87,15 @@ void reference_with(const std::string& dir, const std::string& id, size_t at,
   write(learner_file(dir, id), out.str());
 }
 
+/// The learner's file of `id`: the reference with `from` changed to `to`.
+void reference_changed(const std::string& dir, const std::string& id,
+                       const std::string& from, const std::string& to) {
+  auto text = read(reference_of(id));
+  auto at = text.find(from);
+  BOOST_REQUIRE_MESSAGE(at != std::string::npos, from);
+  write(learner_file(dir, id), text.replace(at, from.size(), to));
+}
+
 size_t line_of(const std::string& id, const std::string& text) {
   std::istringstream in{read(reference_of(id))};
   size_t n = 0;
@@ -107,7 +116,7 @@ BOOST_AUTO_TEST_CASE(starters_fail_naming_their_todo_and_references_pass) {
   auto [code, out] = tool(dir, {});
   BOOST_TEST(code == 0, out);
   BOOST_TEST(
-    out.find("0 of 6 passing. Next: ml_scratch01a") != std::string::npos, out);
+    out.find("0 of 7 passing. Next: ml_scratch01a") != std::string::npos, out);
   for (auto& id : ids) {
     auto [failed, said] = tool(dir, {"check", id});
     BOOST_TEST(failed == 1, said);
@@ -123,7 +132,7 @@ BOOST_AUTO_TEST_CASE(starters_fail_naming_their_todo_and_references_pass) {
     BOOST_TEST(said.find("PASS") != std::string::npos, said);
   }
   auto [all_code, all] = tool(dir, {});
-  BOOST_TEST(all.find("6 of 6 passing. All done") != std::string::npos, all);
+  BOOST_TEST(all.find("7 of 7 passing. All done") != std::string::npos, all);
   BOOST_TEST(all.find("[pass] ml_scratch04") != std::string::npos, all);
   // A second check of an unchanged file does not build it again.
   auto [again, said] = tool(dir, {"check", "ml_scratch03"});
@@ -259,8 +268,9 @@ BOOST_AUTO_TEST_CASE(bad_ids_and_flags_say_what_there_is) {
   auto [code, out] = tool(dir, {"check", "ml_scratch09"});
   BOOST_TEST(code == 2);
   BOOST_TEST(out.find("no exercise 'ml_scratch09'; there are ml_scratch01a, "
-                      "ml_scratch01b, ml_scratch01c, ml_scratch02, "
-                      "ml_scratch03, ml_scratch04") != std::string::npos,
+                      "ml_scratch01b, ml_scratch01c, ml_scratch02a, "
+                      "ml_scratch02b, ml_scratch03, ml_scratch04") !=
+               std::string::npos,
              out);
   auto [flag, said] = tool(dir, {"run", "ml_scratch03", "--step=sideways"});
   BOOST_TEST(flag == 2, said);
@@ -272,7 +282,7 @@ BOOST_AUTO_TEST_CASE(bad_ids_and_flags_say_what_there_is) {
              readme);
 }
 
-BOOST_AUTO_TEST_CASE(a_part_shows_its_section_and_explains_a_driver_in_turns) {
+BOOST_AUTO_TEST_CASE(a_part_shows_its_section_and_explains_drivers_that_wait) {
   auto dir = lumen::test::fresh_dir("exercises");
   auto [show, readme] = tool(dir, {"show", "ml_scratch01c"});
   BOOST_TEST(show == 0);
@@ -280,16 +290,11 @@ BOOST_AUTO_TEST_CASE(a_part_shows_its_section_and_explains_a_driver_in_turns) {
   BOOST_TEST(readme.find("Part ml_scratch01b") == std::string::npos, readme);
   // The workers asked one after another: right weights, three times the
   // time, which the simulated cluster measures.
-  auto text = read(reference_of("ml_scratch01c"));
-  const std::string at_once =
-    "      grads.push_back(w.call(&DataParallelWorker::compute_gradient, "
-    "weights));";
-  auto i = text.find(at_once);
-  BOOST_REQUIRE(i != std::string::npos);
-  text.replace(i, at_once.size(),
-               "      grads.push_back(lumen::put(lumen::get(w.call("
-               "&DataParallelWorker::compute_gradient, weights))));");
-  write(learner_file(dir, "ml_scratch01c"), text);
+  reference_changed(dir, "ml_scratch01c",
+                    "grads.push_back(w.call(&DataParallelWorker::compute_"
+                    "gradient, weights));",
+                    "grads.push_back(lumen::put(lumen::get(w.call("
+                    "&DataParallelWorker::compute_gradient, weights))));");
   auto [code, out] = tool(dir, {"check", "ml_scratch01c"});
   BOOST_TEST(code == 1, out);
   BOOST_TEST(out.find("seed 1: 300 steps took 18.0") != std::string::npos, out);
@@ -297,6 +302,19 @@ BOOST_AUTO_TEST_CASE(a_part_shows_its_section_and_explains_a_driver_in_turns) {
                std::string::npos,
              out);
   BOOST_TEST(out.find("TODO(ml_scratch01c)") != std::string::npos, out);
+  // An async loop that waits for every worker each round: the fast ones
+  // wait for the straggler.
+  reference_changed(dir, "ml_scratch02b",
+                    "auto ready = lumen::wait(pending, 1).ready.front();",
+                    "lumen::wait(pending, pending.size());\n"
+                    "    auto ready = pending[static_cast<size_t>(u) % 4];");
+  auto [waited, told] = tool(dir, {"check", "ml_scratch02b"});
+  BOOST_TEST(waited == 1, told);
+  BOOST_TEST(told.find("seed 1: 400 updates took 12.0") != std::string::npos,
+             told);
+  BOOST_TEST(told.find("the fast workers waited for the straggler") !=
+               std::string::npos,
+             told);
 }
 
 BOOST_AUTO_TEST_CASE(the_installed_tool_works_outside_the_source_tree) {

@@ -131,36 +131,14 @@ inline const std::vector<uint64_t>& check_seeds() {
   return seeds;
 }
 
-/// What --step shows of a simulated run beside each event: the server's
-/// version, the apply_gradients calls it finished.
-inline void step_with_versions(step_mode mode) {
-  auto version = std::make_shared<int>(0);
-  exercise::step_events(mode, [version](const lumen::sim::event& e, bool json) {
-    auto& w = e.what;
-    const std::string apply = "::apply_gradients";
-    if (e.kind == "finish" && w.size() >= apply.size() &&
-        w.compare(w.size() - apply.size(), apply.size(), apply) == 0)
-      ++*version;
-    return json ? "\"version\": " + std::to_string(*version)
-                : "(server version " + std::to_string(*version) + ")";
-  });
-}
-
-/// Runs `body` in a simulated run of `seed`, then shuts it down; an error
-/// the run throws (a deadlock, a dead actor, a method that threw) comes
-/// back as "seed S: what it said".
+/// Runs `body` in a simulated run of `seed`, showing its events as `mode`
+/// says beside the server's version; "" or "seed S: what is wrong".
 template <class Body>
 std::string in_simulation(uint64_t seed, Body body, step_mode mode) {
-  lumen::init(simulated(seed));
-  std::string what;
-  try {
-    step_with_versions(mode);
-    what = body();
-  } catch (const std::exception& e) {
-    what = e.what();
-  }
-  lumen::shutdown();
-  return what.empty() ? "" : "seed " + std::to_string(seed) + ": " + what;
+  return exercise::in_simulation(simulated(seed), [&] {
+    exercise::step_counting(mode, "::apply_gradients");
+    return body();
+  });
 }
 
 /// Reads the flags; null (after saying why) for bad ones.

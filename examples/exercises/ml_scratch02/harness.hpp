@@ -300,7 +300,7 @@ inline int check() {
          : got.str() +
              "; expected weights {0.94, 0.92} (clipped to norm 1, then "
              "lr 0.3 / staleness 3), version 6, histogram {\"3\": 1}: "
-             "see TODO(ml_scratch02) in on_async_gradient");
+             "see TODO(ml_scratch02a) in on_async_gradient");
   }
   {
     server s;
@@ -323,7 +323,7 @@ inline int check() {
          : got.str() +
              "; expected the third to close it (4 workers, 1 backup), "
              "weights {-3} (their mean), version 1, the sum reset: see "
-             "TODO(ml_scratch02) in on_sync_gradient");
+             "TODO(ml_scratch02a) in on_sync_gradient");
   }
   if (cases.passing()) {
     auto r = compare("", step_mode::none, true);
@@ -350,7 +350,7 @@ inline int check() {
                  fixed.loss.back() < target * 1.2
                    ? ""
                    : "its loss ended at " + std::to_string(fixed.loss.back()) +
-                       ": see TODO(ml_scratch02) in on_async_gradient");
+                       ": see TODO(ml_scratch02a) in on_async_gradient");
   }
   return cases.verdict();
 }

@@ -1,8 +1,5 @@
-// ml_scratch02: Async vs Sync Gradient Averaging — the reference:
-// starter.cpp with its TODOs done.
-//
-//   ml_scratch02_solution [--check | --step | --step=auto | --step=json]
-//                         [--plot=FILE]
+// ml_scratch02a: the server's rules — the reference: 02a_starter.cpp
+// with its TODOs done.
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-// ml_scratch02: Async vs Sync Gradient Averaging — your file.
+// ml_scratch02a: the server's rules, sync, backup and async — your file.
 // Four workers, one three times slower, push gradients to a server. In
 // sync mode the server waits for a step's gradients and applies their
 // mean; with backup workers it stops waiting for the slowest; in async
@@ -7,8 +7,7 @@
 // with --step to watch each update and --check for a verdict. README.md
 // has the picture.
 //
-//   ml_scratch02_starter [--check | --step | --step=auto | --step=json]
-//                        [--plot=FILE]
+//   lumen exercises check ml_scratch02a    (run: --plot=FILE)
 
 #include <algorithm>
 
@@ -19,7 +18,7 @@ namespace scratch02 {
 // Async: `grad` was computed on the weights of `version`; the server is
 // at s.version now.
 void on_async_gradient(server& s, uint64_t version, std::vector<float> grad) {
-  // TODO(ml_scratch02): the staleness is s.version - version: count it in
+  // TODO(ml_scratch02a): the staleness is s.version - version: count it in
   // s.staleness; if s.clip_norm > 0, clip grad to that global norm
   // (ml::clip_by_global_norm); if s.staleness_aware, divide the rate by
   // the staleness (when it is above 1).
@@ -33,7 +32,7 @@ void on_async_gradient(server& s, uint64_t version, std::vector<float> grad) {
 bool on_sync_gradient(server& s, const std::vector<float>& grad) {
   for (size_t i = 0; i < grad.size(); ++i)
     s.sum[i] += grad[i];
-  // TODO(ml_scratch02): with backup workers the step closes once
+  // TODO(ml_scratch02a): with backup workers the step closes once
   // s.workers - s.backup gradients are in, not all s.workers.
   if (++s.received < s.workers)
     return false;
