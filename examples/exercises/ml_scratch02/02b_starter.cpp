@@ -9,16 +9,16 @@
 //
 //   lumen exercises check ml_scratch02b
 
-#include "async_cluster.hpp"
+#include "cluster.hpp"
 
 namespace scratch02 {
 
 // `updates` updates of the server `ps` from `workers`; the weights at the
 // end.
-std::vector<float> train(lumen::ActorHandle<AsyncServer>& ps,
+std::vector<float> train(lumen::ActorHandle<Server>& ps,
                          const std::vector<lumen::ActorHandle<Worker>>& workers,
                          int updates) {
-  auto [weights, version] = lumen::get(ps.call(&AsyncServer::get_weights));
+  auto [weights, version] = lumen::get(ps.call(&Server::get_weights));
   std::vector<lumen::ObjectRef<versioned>> pending;
   for (auto& w : workers)
     pending.push_back(w.call(&Worker::compute_gradient, weights, version));
@@ -26,7 +26,7 @@ std::vector<float> train(lumen::ActorHandle<AsyncServer>& ps,
     // TODO(ml_scratch02b): lumen::wait(pending, 1).ready.front() is the
     // first gradient ready; find its worker i (std::find on pending),
     // lumen::get it ({gradient, the version it was computed at}), have
-    // the server apply it (ps.call(&AsyncServer::apply_gradient, grad,
+    // the server apply it (ps.call(&Server::apply_gradient, grad,
     // at) answers the new {weights, version}), and start worker i again
     // on those: pending[i] = workers[i].call(...).
   }
