@@ -199,4 +199,12 @@ private:
   std::vector<std::string> fails_;
 };
 
+/// Reports `check(seed)` ("" or what is wrong) as the case "`what`, seed
+/// S" for each seed a part on the simulated cluster is checked under.
+template <class Check>
+void under_each_seed(checker& cases, const std::string& what, Check check) {
+  for (uint64_t seed : {1, 2, 3})
+    cases.report(what + ", seed " + std::to_string(seed), check(seed));
+}
+
 } // namespace exercise

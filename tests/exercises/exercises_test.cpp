@@ -27,8 +27,9 @@ namespace {
 
 // ml_scratch01 and 02 in parts; the others one part each, of their own id.
 const std::vector<std::string> ids{
-  "ml_scratch01a", "ml_scratch01b", "ml_scratch01c", "ml_scratch02a",
-  "ml_scratch02b", "ml_scratch02c", "ml_scratch03",  "ml_scratch04"};
+  "ml_scratch01a", "ml_scratch01b", "ml_scratch01c",
+  "ml_scratch02a", "ml_scratch02b", "ml_scratch02c",
+  "ml_scratch03a", "ml_scratch03b", "ml_scratch04"};
 
 /// Part `id`'s topic folder and its starter's and reference's names.
 struct part_files {
@@ -116,7 +117,7 @@ BOOST_AUTO_TEST_CASE(starters_fail_naming_their_todo_and_references_pass) {
   auto [code, out] = tool(dir, {});
   BOOST_TEST(code == 0, out);
   BOOST_TEST(
-    out.find("0 of 8 passing. Next: ml_scratch01a") != std::string::npos, out);
+    out.find("0 of 9 passing. Next: ml_scratch01a") != std::string::npos, out);
   for (auto& id : ids) {
     auto [failed, said] = tool(dir, {"check", id});
     BOOST_TEST(failed == 1, said);
@@ -132,21 +133,21 @@ BOOST_AUTO_TEST_CASE(starters_fail_naming_their_todo_and_references_pass) {
     BOOST_TEST(said.find("PASS") != std::string::npos, said);
   }
   auto [all_code, all] = tool(dir, {});
-  BOOST_TEST(all.find("8 of 8 passing. All done") != std::string::npos, all);
+  BOOST_TEST(all.find("9 of 9 passing. All done") != std::string::npos, all);
   BOOST_TEST(all.find("[pass] ml_scratch04") != std::string::npos, all);
   // A second check of an unchanged file does not build it again.
-  auto [again, said] = tool(dir, {"check", "ml_scratch03"});
+  auto [again, said] = tool(dir, {"check", "ml_scratch03a"});
   BOOST_TEST(again == 0);
   BOOST_TEST(said.find("built ") == std::string::npos, said);
   // --step=json through the tool: the states a playground replays.
-  auto [stepped, states] = tool(dir, {"run", "ml_scratch03", "--step=json"});
+  auto [stepped, states] = tool(dir, {"run", "ml_scratch03a", "--step=json"});
   BOOST_TEST(stepped == 0, states);
   BOOST_TEST(states.find("\"phase\": \"all-gather\"") != std::string::npos,
              states);
   // --trace: the run's timeline, a span for each of the ring's 2(N-1)
   // steps of the learner's code.
   auto trace = dir + "/ring.json";
-  auto [traced, told] = tool(dir, {"run", "ml_scratch03", "--trace", trace});
+  auto [traced, told] = tool(dir, {"run", "ml_scratch03a", "--trace", trace});
   BOOST_TEST(traced == 0, told);
   BOOST_TEST(told.find("wrote the timeline") != std::string::npos, told);
   auto t = lumen::test::read_trace(trace);
@@ -156,16 +157,16 @@ BOOST_AUTO_TEST_CASE(starters_fail_naming_their_todo_and_references_pass) {
 
 BOOST_AUTO_TEST_CASE(hints_come_one_at_a_time_and_are_remembered) {
   auto dir = lumen::test::fresh_dir("exercises");
-  auto [c1, first] = tool(dir, {"hint", "ml_scratch03"});
+  auto [c1, first] = tool(dir, {"hint", "ml_scratch03a"});
   BOOST_TEST(first.find("Hint 1 of 4: Cut each buffer into N chunks") !=
                std::string::npos,
              first);
-  auto [c2, second] = tool(dir, {"hint", "ml_scratch03"});
+  auto [c2, second] = tool(dir, {"hint", "ml_scratch03a"});
   BOOST_TEST(second.find("Hint 2 of 4: Reduce-scatter") != std::string::npos,
              second);
-  tool(dir, {"hint", "ml_scratch03"});
-  tool(dir, {"hint", "ml_scratch03"});
-  auto [c5, over] = tool(dir, {"hint", "ml_scratch03"});
+  tool(dir, {"hint", "ml_scratch03a"});
+  tool(dir, {"hint", "ml_scratch03a"});
+  auto [c5, over] = tool(dir, {"hint", "ml_scratch03a"});
   BOOST_TEST(over.find("That was every hint (4)") != std::string::npos, over);
   // Another exercise's hints are its own.
   auto [c6, other] = tool(dir, {"hint", "ml_scratch01a"});
@@ -174,31 +175,32 @@ BOOST_AUTO_TEST_CASE(hints_come_one_at_a_time_and_are_remembered) {
 
 BOOST_AUTO_TEST_CASE(reset_puts_back_the_starter_and_nothing_else) {
   auto dir = lumen::test::fresh_dir("exercises");
-  tool(dir, {"hint", "ml_scratch03"});
-  write(learner_file(dir, "ml_scratch03"), "// my attempt\n");
+  tool(dir, {"hint", "ml_scratch03a"});
+  write(learner_file(dir, "ml_scratch03a"), "// my attempt\n");
   write(learner_file(dir, "ml_scratch04"), "// my other attempt\n");
   // Asked without --yes and no answer given: nothing changes.
-  auto [asked, kept] = tool(dir, {"reset", "ml_scratch03"});
+  auto [asked, kept] = tool(dir, {"reset", "ml_scratch03a"});
   BOOST_TEST(asked == 1, kept);
-  BOOST_TEST(read(learner_file(dir, "ml_scratch03")) == "// my attempt\n");
-  auto [code, out] = tool(dir, {"reset", "ml_scratch03", "--yes"});
+  BOOST_TEST(read(learner_file(dir, "ml_scratch03a")) == "// my attempt\n");
+  auto [code, out] = tool(dir, {"reset", "ml_scratch03a", "--yes"});
   BOOST_TEST(code == 0, out);
-  BOOST_TEST(read(learner_file(dir, "ml_scratch03")) ==
-             read(fs::path(EXERCISES_DIR) / "ml_scratch03" / "starter.cpp"));
+  BOOST_TEST(
+    read(learner_file(dir, "ml_scratch03a")) ==
+    read(fs::path(EXERCISES_DIR) / "ml_scratch03" / "03a_starter.cpp"));
   BOOST_TEST(read(learner_file(dir, "ml_scratch04")) ==
              "// my other attempt\n");
-  auto [c, hint] = tool(dir, {"hint", "ml_scratch03"});
+  auto [c, hint] = tool(dir, {"hint", "ml_scratch03a"});
   BOOST_TEST(hint.find("Hint 2 of 4") != std::string::npos, hint);
 }
 
 BOOST_AUTO_TEST_CASE(a_compile_error_is_its_first_error_on_the_learners_line) {
   auto dir = lumen::test::fresh_dir("exercises");
-  auto at = line_of("ml_scratch03", "void all_gather");
+  auto at = line_of("ml_scratch03a", "void all_gather");
   BOOST_REQUIRE(at > 0);
-  reference_with(dir, "ml_scratch03", at, "int oops = not_declared_anywhere;");
-  auto [code, out] = tool(dir, {"check", "ml_scratch03"});
+  reference_with(dir, "ml_scratch03a", at, "int oops = not_declared_anywhere;");
+  auto [code, out] = tool(dir, {"check", "ml_scratch03a"});
   BOOST_TEST(code == 1, out);
-  BOOST_TEST(out.find("starter.cpp, line " + std::to_string(at) +
+  BOOST_TEST(out.find("03a_starter.cpp, line " + std::to_string(at) +
                       ": 'not_declared_anywhere' was not declared") !=
                std::string::npos,
              out);
@@ -211,13 +213,13 @@ BOOST_AUTO_TEST_CASE(a_compile_error_is_its_first_error_on_the_learners_line) {
 
 BOOST_AUTO_TEST_CASE(a_hang_and_a_crash_are_reported_within_the_deadline) {
   auto dir = lumen::test::fresh_dir("exercises");
-  auto at = line_of("ml_scratch03", "const size_t n = net.ranks();");
+  auto at = line_of("ml_scratch03a", "const size_t n = net.ranks();");
   BOOST_REQUIRE(at > 0);
-  reference_with(dir, "ml_scratch03", at,
+  reference_with(dir, "ml_scratch03a", at,
                  "for (volatile unsigned spin = 0;; spin = spin + 1) {}");
-  tool(dir, {"--deadline", "3", "check", "ml_scratch03"}); // the build
+  tool(dir, {"--deadline", "3", "check", "ml_scratch03a"}); // the build
   auto start = steady_clock::now();
-  auto [hung, said] = tool(dir, {"--deadline", "3", "check", "ml_scratch03"});
+  auto [hung, said] = tool(dir, {"--deadline", "3", "check", "ml_scratch03a"});
   auto took = duration<double>(steady_clock::now() - start).count();
   BOOST_TEST(hung == 1, said);
   BOOST_TEST(said.find("did not finish within 3 s and was stopped") !=
@@ -225,17 +227,17 @@ BOOST_AUTO_TEST_CASE(a_hang_and_a_crash_are_reported_within_the_deadline) {
              said);
   BOOST_TEST(took < 10.0);
   // Stepping, a hang in the all-gather shows the last step it reached.
-  auto gather = line_of("ml_scratch03", "void all_gather") + 1;
-  reference_with(dir, "ml_scratch03", gather,
+  auto gather = line_of("ml_scratch03a", "void all_gather") + 1;
+  reference_with(dir, "ml_scratch03a", gather,
                  "for (volatile unsigned spin = 0;; spin = spin + 1) {}");
   auto [stuck, steps] =
-    tool(dir, {"--deadline", "5", "run", "ml_scratch03", "--step=auto"});
+    tool(dir, {"--deadline", "5", "run", "ml_scratch03a", "--step=auto"});
   BOOST_TEST(stuck == 1, steps);
   BOOST_TEST(steps.find("step 3 (reduce-scatter)") != std::string::npos, steps);
   BOOST_TEST(steps.find("did not finish within 5 s") != std::string::npos,
              steps);
-  reference_with(dir, "ml_scratch03", at, "{ int* p = nullptr; *p = 1; }");
-  auto [crashed, why] = tool(dir, {"check", "ml_scratch03"});
+  reference_with(dir, "ml_scratch03a", at, "{ int* p = nullptr; *p = 1; }");
+  auto [crashed, why] = tool(dir, {"check", "ml_scratch03a"});
   BOOST_TEST(crashed == 1, why);
   // A signal, or under LUMEN_SANITIZE the sanitizer's report of it.
   BOOST_TEST(why.find("your program crashed (") != std::string::npos, why);
@@ -247,13 +249,13 @@ BOOST_AUTO_TEST_CASE(a_hang_and_a_crash_are_reported_within_the_deadline) {
 
 BOOST_AUTO_TEST_CASE(watch_checks_on_every_save_and_moves_on) {
   auto dir = lumen::test::fresh_dir("exercises");
-  process w{{LUMEN_CLI, "exercises", "--dir", dir, "watch", "ml_scratch03"}};
+  process w{{LUMEN_CLI, "exercises", "--dir", dir, "watch", "ml_scratch03a"}};
   BOOST_REQUIRE_MESSAGE(w.await_output("Waiting for you to save", minutes(2)),
                         w.output());
-  fs::copy_file(fs::path(EXERCISES_DIR) / "ml_scratch03" / "solution.cpp",
-                learner_file(dir, "ml_scratch03"),
+  fs::copy_file(reference_of("ml_scratch03a"),
+                learner_file(dir, "ml_scratch03a"),
                 fs::copy_options::overwrite_existing);
-  BOOST_TEST(w.await_output("ml_scratch03 passes", minutes(2)).has_value(),
+  BOOST_TEST(w.await_output("ml_scratch03a passes", minutes(2)).has_value(),
              w.output());
   BOOST_TEST(
     w.await_output("Watching " + learner_file(dir, "ml_scratch01a").string(),
@@ -269,15 +271,15 @@ BOOST_AUTO_TEST_CASE(bad_ids_and_flags_say_what_there_is) {
   BOOST_TEST(code == 2);
   BOOST_TEST(out.find("no exercise 'ml_scratch09'; there are ml_scratch01a, "
                       "ml_scratch01b, ml_scratch01c, ml_scratch02a, "
-                      "ml_scratch02b, ml_scratch02c, ml_scratch03, "
-                      "ml_scratch04") != std::string::npos,
+                      "ml_scratch02b, ml_scratch02c, ml_scratch03a, "
+                      "ml_scratch03b, ml_scratch04") != std::string::npos,
              out);
-  auto [flag, said] = tool(dir, {"run", "ml_scratch03", "--step=sideways"});
+  auto [flag, said] = tool(dir, {"run", "ml_scratch03a", "--step=sideways"});
   BOOST_TEST(flag == 2, said);
-  auto [show, readme] = tool(dir, {"show", "ml_scratch03"});
+  auto [show, readme] = tool(dir, {"show", "ml_scratch03a"});
   BOOST_TEST(show == 0);
   BOOST_TEST(readme.find("```") == std::string::npos, readme);
-  BOOST_TEST(readme.find("lumen exercises check ml_scratch03") !=
+  BOOST_TEST(readme.find("lumen exercises check ml_scratch03a") !=
                std::string::npos,
              readme);
 }
@@ -315,6 +317,14 @@ BOOST_AUTO_TEST_CASE(a_part_shows_its_section_and_explains_drivers_that_wait) {
   BOOST_TEST(told.find("the fast workers waited for the straggler") !=
                std::string::npos,
              told);
+  // A ring whose every rank sends first: each send meets its neighbour's.
+  reference_changed(dir, "ml_scratch03b", "if (r % 2 == 0) {", "if (true) {");
+  auto [rang, ring] = tool(dir, {"check", "ml_scratch03b"});
+  BOOST_TEST(rang == 1, ring);
+  BOOST_TEST(ring.find("Every rank was in send_right at once") !=
+               std::string::npos,
+             ring);
+  BOOST_TEST(ring.find("TODO(ml_scratch03b)") != std::string::npos, ring);
 }
 
 BOOST_AUTO_TEST_CASE(the_installed_tool_works_outside_the_source_tree) {
@@ -324,15 +334,16 @@ BOOST_AUTO_TEST_CASE(the_installed_tool_works_outside_the_source_tree) {
   BOOST_REQUIRE_MESSAGE(installed == 0, log);
   auto dir = lumen::test::fresh_dir("exercises");
   auto cli = prefix + "/bin/lumen";
-  auto [code, out] = tool(dir, {"check", "ml_scratch03"}, cli);
+  auto [code, out] = tool(dir, {"check", "ml_scratch03a"}, cli);
   BOOST_TEST(code == 1, out);
-  BOOST_TEST(out.find("TODO(ml_scratch03)") != std::string::npos, out);
-  fs::copy_file(
-    fs::path(prefix) / "share/lumen/exercises/ml_scratch03" / "solution.cpp",
-    learner_file(dir, "ml_scratch03"), fs::copy_options::overwrite_existing);
-  auto [passed, said] = tool(dir, {"check", "ml_scratch03"}, cli);
+  BOOST_TEST(out.find("TODO(ml_scratch03a)") != std::string::npos, out);
+  fs::copy_file(fs::path(prefix) / "share/lumen/exercises/ml_scratch03" /
+                  "03a_solution.cpp",
+                learner_file(dir, "ml_scratch03a"),
+                fs::copy_options::overwrite_existing);
+  auto [passed, said] = tool(dir, {"check", "ml_scratch03a"}, cli);
   BOOST_TEST(passed == 0, said);
-  auto command = read(fs::path(dir) / ".build/ml_scratch03/command.txt");
+  auto command = read(fs::path(dir) / ".build/ml_scratch03a/command.txt");
   BOOST_TEST(command.find(prefix + "/lib/") != std::string::npos, command);
   BOOST_TEST(command.find(BUILD_DIR) == std::string::npos, command);
 }

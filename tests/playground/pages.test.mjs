@@ -4,7 +4,7 @@
 //   node pages.test.mjs --pages DIR --shots DIR --bin DIR
 //
 // --pages holds the built pages (.build/playground), --bin the exercises'
-// programs (ml_scratch0N_solution and _starter), whose --step=json runs
+// programs (ml_scratch0N[a]_solution and _starter), whose --step=json runs
 // are replayed on the pages. Prints a line per check; exits 1 if any
 // failed.
 import { execFileSync } from "node:child_process";
@@ -121,9 +121,10 @@ check((await page.textContent("#error")).includes("give 2 to 64"),
 
 // Native runs of an exercise (--step=json), replayed on its page: the
 // reference matches, the untouched starter differs.
-async function replays(id, input, verdict) {
+// `part` is the exercise's part whose steps the page shows.
+async function replays(id, input, verdict, part = id) {
   for (const [who, want] of [["solution", "1"], ["starter", "0"]]) {
-    const jsonl = execFileSync(join(args.bin, `${id}_${who}`), ["--step=json"], { encoding: "utf8" });
+    const jsonl = execFileSync(join(args.bin, `${part}_${who}`), ["--step=json"], { encoding: "utf8" });
     const file = join(args.shots, `${id}_${who}.jsonl`);
     writeFileSync(file, jsonl);
     await page.setInputFiles(input, file);
@@ -133,7 +134,7 @@ async function replays(id, input, verdict) {
           `${id}: the ${who}'s --step=json run replays as ${want === "1" ? "a match" : "a difference"}: ${said}`);
   }
 }
-await replays("ml_scratch03", "#replay-file", "#replay-verdict");
+await replays("ml_scratch03", "#replay-file", "#replay-verdict", "ml_scratch03a");
 
 // ml_scratch02: async, the staleness fix off then on.
 await open("ml_scratch02");
@@ -160,7 +161,7 @@ const on = await loss(true);
 check(on.version === 300 && on.diverged === "0" && on.loss < on.initial / 100,
       `async with the fix falls (loss ${on.loss} from ${on.initial})`);
 await shot("ml_scratch02");
-await replays("ml_scratch02", "#run-file", "#run-verdict");
+await replays("ml_scratch02", "#run-file", "#run-verdict", "ml_scratch02a");
 await page.keyboard.press(" ");
 await page.waitForTimeout(600);
 await page.keyboard.press(" ");
@@ -185,7 +186,7 @@ const backup = await sync(1);
 check(all.dropped === 0 && backup.dropped > 0, `a backup worker drops the straggler's late gradients (${backup.dropped})`);
 check(backup.time < all.time, `and 50 steps take less virtual time (${backup.time} ms against ${all.time} ms)`);
 await shot("ml_scratch01");
-await replays("ml_scratch01", "#run-file", "#run-verdict");
+await replays("ml_scratch01", "#run-file", "#run-verdict", "ml_scratch01a");
 
 // ml_scratch04: buckets during backward, replicas, drift.
 await open("ml_scratch04");

@@ -125,12 +125,6 @@ inline lumen::init_options simulated(uint64_t seed) {
   return opts;
 }
 
-/// The seeds a check runs under.
-inline const std::vector<uint64_t>& check_seeds() {
-  static const std::vector<uint64_t> seeds{1, 2, 3};
-  return seeds;
-}
-
 /// Runs `body` in a simulated run of `seed`, showing its events as `mode`
 /// says beside the server's version; "" or "seed S: what is wrong".
 template <class Body>

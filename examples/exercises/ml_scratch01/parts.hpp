@@ -212,10 +212,9 @@ int main(int argc, char** argv) {
     return what.empty() ? 0 : 1;
   }
   exercise::checker cases;
-  for (auto seed : check_seeds())
-    cases.report("the server and three workers on a simulated cluster, seed " +
-                   std::to_string(seed),
-                 check<Server, Worker>(seed, step_mode::none));
+  exercise::under_each_seed(
+    cases, "the server and three workers on a simulated cluster",
+    [](uint64_t seed) { return check<Server, Worker>(seed, step_mode::none); });
   return cases.verdict();
 }
 
@@ -281,11 +280,11 @@ int main(int argc, char** argv, Train train) {
     return 2;
   exercise::checker cases;
   if (f->check || f->step == step_mode::none) {
-    for (auto seed : check_seeds())
-      cases.report(
-        "the driver trains on a simulated cluster, seed " +
-          std::to_string(seed),
-        check<Server, Worker>(seed, train, regression_steps, step_mode::none));
+    exercise::under_each_seed(
+      cases, "the driver trains on a simulated cluster", [&](uint64_t seed) {
+        return check<Server, Worker>(seed, train, regression_steps,
+                                     step_mode::none);
+      });
     if (cases.passing())
       cases.report("the same driver on the embedded cluster",
                    check_real<Server, Worker>(train));

@@ -267,9 +267,9 @@ int main_of(int argc, char** argv, const std::string& what, Check check,
     return 2;
   if (f->check || f->step == step_mode::none) {
     exercise::checker cases;
-    for (uint64_t seed : {1, 2, 3})
-      cases.report(what + ", seed " + std::to_string(seed),
-                   check(seed, train, full, step_mode::none));
+    exercise::under_each_seed(cases, what, [&](uint64_t seed) {
+      return check(seed, train, full, step_mode::none);
+    });
     return cases.verdict();
   }
   auto wrong = check(1, train, few, f->step);

@@ -181,7 +181,7 @@ inline int check() {
                  std::to_string(i) + " of its chunk " +
                  std::to_string((r + 1) % c.ranks) + ", expected " +
                  std::to_string(expected_sum(c.ranks, i)) +
-                 ": see TODO(ml_scratch03) in reduce_scatter";
+                 ": see TODO(ml_scratch03a) in reduce_scatter";
     }
     if (what.empty()) {
       all_gather(net);
@@ -192,7 +192,7 @@ inline int check() {
                    std::to_string(net.buffers()[r][i]) + " at element " +
                    std::to_string(i) + ", expected " +
                    std::to_string(expected_sum(c.ranks, i)) +
-                   ": see TODO(ml_scratch03) in all_gather";
+                   ": see TODO(ml_scratch03a) in all_gather";
     }
     for (size_t r = 0; r < c.ranks && what.empty(); ++r) {
       auto want = lumen::collective::ring_bytes_per_rank(
@@ -217,7 +217,7 @@ inline int check() {
     return 0;
   }
   std::cout << "FAIL: " << failed
-            << " case(s) wrong; fix the TODO(ml_scratch03) the first one "
+            << " case(s) wrong; fix the TODO(ml_scratch03a) the first one "
                "names\n";
   return 1;
 }

@@ -1,8 +1,6 @@
-// ml_scratch03: Ring All-Reduce Implementation — the reference solution.
+// ml_scratch03a: the ring's chunk schedule — the reference solution.
 // Every rank starts with a buffer of its own; at the end every rank holds
 // their element-wise sum. See README.md for the picture.
-//
-//   ml_scratch03_solution [--check | --step | --step=auto | --step=json]
 
 #include "harness.hpp"
 
