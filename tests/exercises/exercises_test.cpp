@@ -317,6 +317,20 @@ BOOST_AUTO_TEST_CASE(a_part_shows_its_section_and_explains_drivers_that_wait) {
   BOOST_TEST(told.find("the fast workers waited for the straggler") !=
                std::string::npos,
              told);
+  // A driver that waits for what nothing will ever give: the simulated
+  // cluster knows everything is waiting, and says so at once.
+  reference_changed(dir, "ml_scratch01c",
+                    "auto weights = lumen::get(ps.call(&ParameterServer::"
+                    "get_weights));",
+                    "lumen::promise<int> never;\n  lumen::get(never.ref());\n"
+                    "  auto weights = lumen::get(ps.call(&ParameterServer::"
+                    "get_weights));");
+  auto [stuck, why] = tool(dir, {"check", "ml_scratch01c"});
+  BOOST_TEST(stuck == 1, why);
+  BOOST_TEST(why.find("seed 1: simulated run (seed 1): nothing is left to "
+                      "happen") != std::string::npos,
+             why);
+  BOOST_TEST(why.find("a deadlock") != std::string::npos, why);
   // A ring whose every rank sends first: each send meets its neighbour's.
   reference_changed(dir, "ml_scratch03b", "if (r % 2 == 0) {", "if (true) {");
   auto [rang, ring] = tool(dir, {"check", "ml_scratch03b"});
