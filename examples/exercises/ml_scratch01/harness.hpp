@@ -135,11 +135,6 @@ std::string in_simulation(uint64_t seed, Body body, step_mode mode) {
   });
 }
 
-/// Reads the flags; null (after saying why) for bad ones.
-inline std::optional<exercise::flags> flags_of(int argc, char** argv) {
-  return exercise::parse_flags(argc, argv);
-}
-
 } // namespace scratch01
 
 #include "parts.hpp"

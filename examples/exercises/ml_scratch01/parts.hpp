@@ -105,7 +105,7 @@ inline int check() {
 }
 
 inline int main(int argc, char** argv) {
-  auto f = flags_of(argc, argv);
+  auto f = exercise::parse_flags(argc, argv);
   if (!f)
     return 2;
   if (f->check)
@@ -201,7 +201,7 @@ std::string check(uint64_t seed, step_mode mode) {
 
 template <class Server, class Worker>
 int main(int argc, char** argv) {
-  auto f = flags_of(argc, argv);
+  auto f = exercise::parse_flags(argc, argv);
   if (!f)
     return 2;
   if (!f->check) {
@@ -275,7 +275,7 @@ std::string check_real(Train& train) {
 
 template <class Server, class Worker, class Train>
 int main(int argc, char** argv, Train train) {
-  auto f = flags_of(argc, argv);
+  auto f = exercise::parse_flags(argc, argv);
   if (!f)
     return 2;
   exercise::checker cases;

@@ -23,6 +23,12 @@ caf::actor_companion* companion(const caf::strong_actor_ptr& p) {
     caf::actor_cast<caf::abstract_actor*>(p));
 }
 
+/// A stand-in's sender is gone with its node: what monitors it hears so.
+void end_stand_in(const caf::strong_actor_ptr& p) {
+  companion(p)->cleanup(
+    caf::make_error(caf::exit_reason::remote_link_unreachable), nullptr);
+}
+
 caf::message failure(const std::string& why) {
   return caf::make_message(
     caf::make_error(caf::sec::request_receiver_down, why));
@@ -40,7 +46,7 @@ public:
 
   void exec_later(caf::resumable* job) override {
     owner_.sched_->jobs.push_back(job);
-    owner_.enqueued(job);
+    owner_.place_of(job);
   }
 
 private:
@@ -62,7 +68,7 @@ sim_typed::sim_typed(sim::world& w)
   struct rearm {
     sim_typed* self;
     void operator()() const {
-      self->enqueued(self->sched_->jobs.back());
+      self->place_of(self->sched_->jobs.back());
       self->sched_->after_next_enqueue(rearm{self});
     }
   };
@@ -78,23 +84,20 @@ sim_typed::~sim_typed() {
   sys_.reset();
 }
 
-void sim_typed::enqueued(caf::resumable* job) {
-  place_of(job);
-}
-
-sim_typed::placed& sim_typed::place_of(caf::resumable* job) {
+std::pair<const uint64_t, sim_typed::placed>&
+sim_typed::place_of(caf::resumable* job) {
   auto* a = dynamic_cast<caf::abstract_actor*>(job);
   uint64_t id = a != nullptr ? a->id() : 0;
   auto i = actors_.find(id);
   if (i != actors_.end())
-    return i->second;
+    return *i;
   static const std::string unnamed = "typed actor";
   placed p;
   p.node = placing_ >= 0 ? placing_ : world_.here();
   p.label = &unnamed;
   if (a != nullptr)
     p.self = caf::actor_cast<caf::weak_actor_ptr>(a);
-  return actors_.emplace(id, std::move(p)).first->second;
+  return *actors_.emplace(id, std::move(p)).first;
 }
 
 void sim_typed::feed() {
@@ -110,7 +113,7 @@ void sim_typed::feed() {
     // A dead node's actors still run, to take their death: what killed
     // them is their first message.
     world_.schedule(world_.time(), [this, job] {
-      world_.start_on(place_of(job).node, [this, job] { resume(job); });
+      world_.start_on(place_of(job).second.node, [this, job] { resume(job); });
     });
   }
   if (clock.has_pending_timeout()) {
@@ -128,9 +131,7 @@ void sim_typed::feed() {
 }
 
 void sim_typed::resume(caf::resumable* job) {
-  auto& p = place_of(job);
-  auto* a = dynamic_cast<caf::abstract_actor*>(job);
-  uint64_t id = a != nullptr ? a->id() : 0;
+  auto& [id, p] = place_of(job);
   world_.set_typed_actor(id);
   running_.insert(id);
   if (!stopped_)
@@ -291,11 +292,15 @@ void sim_typed::settle(uint64_t work, caf::message reply) {
   done(true, reply);
 }
 
-void sim_typed::node_died(int n, const std::string& why) {
+void sim_typed::kill_actors(int n) {
   for (auto& [id, p] : actors_)
-    if (p.node == n)
+    if (n < 0 || p.node == n)
       if (auto a = caf::actor_cast<caf::actor>(p.self.lock()))
         caf::anon_send_exit(a, caf::exit_reason::kill);
+}
+
+void sim_typed::node_died(int n, const std::string& why) {
+  kill_actors(n);
   std::vector<uint64_t> lost;
   for (auto& [work, p] : pending_)
     if (p.to == n)
@@ -308,8 +313,7 @@ void sim_typed::node_died(int n, const std::string& why) {
       ++i;
       continue;
     }
-    companion(i->second)->cleanup(
-      caf::make_error(caf::exit_reason::remote_link_unreachable), nullptr);
+    end_stand_in(i->second);
     i = stand_ins_.erase(i);
   }
 }
@@ -335,16 +339,11 @@ void sim_typed::stop() {
   stopped_ = true;
   world_.feed_from(nullptr);
   for (auto& [key, p] : stand_ins_)
-    companion(p)->cleanup(
-      caf::make_error(caf::exit_reason::remote_link_unreachable), nullptr);
+    end_stand_in(p);
   stand_ins_.clear();
   pending_.clear(); // their refs fail as the requests go
-  for (auto& a : adopted_)
-    caf::anon_send_exit(a, caf::exit_reason::kill);
+  kill_actors(-1);  // the adopted ones among them
   adopted_.clear();
-  for (auto& [id, p] : actors_)
-    if (auto a = caf::actor_cast<caf::actor>(p.self.lock()))
-      caf::anon_send_exit(a, caf::exit_reason::kill);
   requester_.stop();
   sched_->clock().cancel_all();
   // The run is over: what is left runs here, and a handler that waits

@@ -97,15 +97,15 @@ private:
   /// The coordinator's new jobs as events, and its next timer as one.
   void feed();
 
-  /// A job the coordinator just took: an actor placed on first sight, on
-  /// the node that spawns it.
-  void enqueued(caf::resumable* job);
-
   /// Resumes `job` for one message (on a fiber of its actor's node).
   void resume(caf::resumable* job);
 
-  /// The actor a job is, placed.
-  placed& place_of(caf::resumable* job);
+  /// The actor a job is (its CAF id) and where it runs: placed on first
+  /// sight, as the coordinator takes it, on the node that spawns it.
+  std::pair<const uint64_t, placed>& place_of(caf::resumable* job);
+
+  /// Kills the typed actors of node `n`, or every one for -1.
+  void kill_actors(int n);
 
   /// The stand-in of requester `sender` on node `from`, made on first use.
   caf::strong_actor_ptr stand_in(int from, uint64_t sender);
@@ -130,7 +130,7 @@ private:
   std::map<uint64_t, placed> actors_;
   int placing_ = -1;           // the node of the actor being spawned, if one is
   std::set<uint64_t> running_; // actors whose handler is under way
-  std::vector<caf::actor> adopted_;
+  std::vector<caf::actor> adopted_;     // kept alive until the run ends
   std::map<uint64_t, pending> pending_; // by work
   std::map<std::pair<int, uint64_t>, caf::strong_actor_ptr> stand_ins_;
   bool stopped_ = false;

@@ -121,8 +121,6 @@ bool world::step() {
 }
 
 bool world::run_next() {
-  if (feeder_ && !stopped_)
-    feeder_();
   if (stopped_ || events_.empty())
     return false;
   // Moved out before the pop: only the function moves, the keys the

@@ -248,7 +248,8 @@ private:
   /// back to the process's trace.
   void capture_spans(bool on);
 
-  /// Runs the next event, background or not; false if none is left.
+  /// Runs the next event, background or not; false if none is left. Its
+  /// callers (step, a driver's wait) feed the queue first.
   bool run_next();
   void timeline_event(const char* kind, int node, const std::string& what,
                       uint64_t work, uint64_t message);
