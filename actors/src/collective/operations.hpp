@@ -98,7 +98,7 @@ ObjectRef<void> later(const std::string& group, Op op) {
       done->set_error(std::current_exception());
     }
   };
-  // In a simulated run the lane runs it at the call, in virtual time.
+  // In a simulated run the lane runs it beside the caller, in virtual time.
   if (!m.lane)
     m.lane = std::make_shared<util::work_queue>();
   m.lane->post(std::move(run));

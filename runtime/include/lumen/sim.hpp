@@ -146,6 +146,12 @@ bool wait_for(const std::function<bool()>& ready,
 /// restarts. Throws `usage_error` for a node that does not exist.
 bool known_down(const std::string& id);
 
+/// Runs `body` beside the calling code, as a thread of its would: on
+/// work of its own on the same node, as the same actor (running_actor),
+/// from now on; the caller goes on meanwhile. `body` may wait as work
+/// does; what escapes it is thrown where the script runs the run.
+void run_beside(std::function<void()> body);
+
 /// The simulated run's number in this process, from 1: what a protocol
 /// keeps beside a run tells from it that it is another run's.
 uint64_t run_number();

@@ -4,10 +4,11 @@
 
 namespace lumen::util {
 
-work_queue::work_queue(size_t threads, const std::function<void()>& on_start)
-  : inline_(lumen::sim::active()) {
-  if (inline_)
+work_queue::work_queue(size_t threads, const std::function<void()>& on_start) {
+  if (lumen::sim::active()) {
+    lane_ = std::make_shared<lane>();
     return;
+  }
   for (size_t i = 0; i < threads; ++i)
     threads_.emplace_back([this, on_start] {
       if (on_start)
@@ -17,6 +18,17 @@ work_queue::work_queue(size_t threads, const std::function<void()>& on_start)
 }
 
 work_queue::~work_queue() {
+  if (lane_) {
+    // As joining threads would: what was posted runs first, unless the
+    // run is over, when nothing runs any more.
+    if (lumen::sim::active()) {
+      try {
+        drain();
+      } catch (...) {
+      }
+    }
+    return;
+  }
   {
     std::lock_guard<std::mutex> guard{mtx_};
     stopping_ = true;
@@ -27,8 +39,19 @@ work_queue::~work_queue() {
 }
 
 void work_queue::post(std::function<void()> job) {
-  if (inline_) {
-    job();
+  if (lane_) {
+    lane_->jobs.push_back(std::move(job));
+    if (!lane_->running) {
+      lane_->running = true;
+      lumen::sim::run_beside([l = lane_] {
+        while (!l->jobs.empty()) {
+          auto next = std::move(l->jobs.front());
+          l->jobs.pop_front();
+          next();
+        }
+        l->running = false;
+      });
+    }
     return;
   }
   {
@@ -39,6 +62,11 @@ void work_queue::post(std::function<void()> job) {
 }
 
 void work_queue::drain() {
+  if (lane_) {
+    lumen::sim::wait_for([l = lane_] { return l->jobs.empty() && !l->running; },
+                         std::chrono::nanoseconds::max());
+    return;
+  }
   std::unique_lock<std::mutex> lock{mtx_};
   idle_cv_.wait(lock, [this] { return jobs_.empty() && running_ == 0; });
 }

@@ -253,6 +253,10 @@ bool known_down(const std::string& id) {
   return rt.world().known_down(rt.node_named(id, api, true));
 }
 
+void run_beside(std::function<void()> body) {
+  running("lumen::sim::run_beside").run_beside(std::move(body));
+}
+
 uint64_t run_number() {
   return running("lumen::sim::run_number").number();
 }

@@ -138,6 +138,23 @@ void world::start_on(int node, std::function<void()> body) {
   resume(f);
 }
 
+void world::run_beside(std::function<void()> body) {
+  auto node = here();
+  auto typed = typed_actor();
+  schedule(now_,
+           [this, node, meant = incarnation(node), typed,
+            actor = current_actor_slot(), body = std::move(body)]() mutable {
+             if (incarnation(node) != meant)
+               return; // its node died before it began
+             auto& f = idle_fiber();
+             f.node = node;
+             f.typed = typed;
+             f.actor = std::move(actor);
+             f.job = std::move(body);
+             resume(f);
+           });
+}
+
 uint64_t world::typed_actor() const noexcept {
   return current_ != nullptr ? current_->typed : 0;
 }

@@ -176,6 +176,11 @@ public:
   /// Runs `body` on a fiber of node `node` at once, from an event.
   void start_on(int node, std::function<void()> body);
 
+  /// Runs `body` on a fiber of its own from an event due now, on the
+  /// running code's node and as the same actor: what a thread beside it
+  /// would run. `body` must not throw.
+  void run_beside(std::function<void()> body);
+
   /// `fn` runs whenever the run looks for its next event, to add the
   /// events of work that waits outside it (typed actors with messages).
   void feed_from(std::function<void()> fn) {

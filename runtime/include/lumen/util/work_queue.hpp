@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -19,10 +20,10 @@ namespace lumen::util {
 /// own outcome; an exception escaping it ends the process, as in any
 /// thread.
 ///
-/// One made in a simulated run (lumen/sim.hpp) has no threads: one piece
-/// of code runs at a time there, so a job runs at its post, on the
-/// poster's fiber, where it may wait in virtual time as it would hold
-/// its thread.
+/// One made in a simulated run (lumen/sim.hpp) has no threads: its jobs
+/// run one after another on work beside the poster's (sim::run_beside),
+/// as the same actor, where they may wait in virtual time as they would
+/// hold a thread; its poster goes on meanwhile, as with a thread.
 class work_queue {
 public:
   /// Starts `threads` threads, each running `on_start` first (none in a
@@ -52,7 +53,14 @@ private:
   size_t running_ = 0;                     // jobs under way, under mtx_
   bool stopping_ = false;                  // under mtx_
   std::vector<std::thread> threads_;
-  bool inline_ = false; // made in a simulated run
+
+  // In a simulated run: the jobs and whether work runs them, kept apart
+  // from the queue so that work parked when the run ends outlives it.
+  struct lane {
+    std::deque<std::function<void()>> jobs;
+    bool running = false;
+  };
+  std::shared_ptr<lane> lane_;
 };
 
 } // namespace lumen::util
