@@ -73,15 +73,6 @@ std::vector<exercise> load_exercises(const fs::path& root) {
       topic.topic_title = j.at("title").get<std::string>();
       topic.order = j.at("order").get<int>();
       topic.home = entry.path();
-      if (!j.contains("parts")) {
-        auto e = topic;
-        e.id = e.topic;
-        e.title = e.topic_title;
-        e.learner_file = j.at("learner_file").get<std::string>();
-        e.hints = j.value("hints", std::vector<std::string>{});
-        all.push_back(std::move(e));
-        continue;
-      }
       for (auto& part : j.at("parts")) {
         auto e = topic;
         e.id = part.at("id").get<std::string>();

@@ -4,6 +4,7 @@
 // (--check, --step, --step=auto, --step=json), waiting for Enter between
 // steps, the checker's cases and verdict, and a run's trace.
 
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <iostream>
@@ -125,6 +126,22 @@ inline void step_counting(step_mode mode, const std::string& method) {
     return json ? "\"version\": " + std::to_string(*count)
                 : "(server version " + std::to_string(*count) + ")";
   });
+}
+
+/// The links of gigabit_cluster: a small switch's.
+constexpr double link_latency = 50e-6, link_bytes_per_second = 125e6;
+
+/// A simulated cluster of `nodes` nodes (node-0 for the driver) under
+/// `seed`, its links of 50 µs at 1 Gbit/s.
+inline lumen::init_options gigabit_cluster(uint64_t seed, int nodes) {
+  lumen::init_options opts;
+  opts.sim.enabled = true;
+  opts.sim.seed = seed;
+  opts.sim.nodes = nodes;
+  opts.sim.latency = std::chrono::duration_cast<std::chrono::nanoseconds>(
+    std::chrono::duration<double>(link_latency));
+  opts.sim.bandwidth = link_bytes_per_second;
+  return opts;
 }
 
 /// Runs `body` (which returns "" or what is wrong) in a simulated run set

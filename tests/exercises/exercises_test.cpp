@@ -25,11 +25,10 @@ using lumen::test::process;
 
 namespace {
 
-// ml_scratch01 and 02 in parts; the others one part each, of their own id.
 const std::vector<std::string> ids{
-  "ml_scratch01a", "ml_scratch01b", "ml_scratch01c",
-  "ml_scratch02a", "ml_scratch02b", "ml_scratch02c",
-  "ml_scratch03a", "ml_scratch03b", "ml_scratch04"};
+  "ml_scratch01a", "ml_scratch01b", "ml_scratch01c", "ml_scratch02a",
+  "ml_scratch02b", "ml_scratch02c", "ml_scratch03a", "ml_scratch03b",
+  "ml_scratch04a", "ml_scratch04b"};
 
 /// Part `id`'s topic folder and its starter's and reference's names.
 struct part_files {
@@ -37,12 +36,9 @@ struct part_files {
 };
 
 part_files files_of(const std::string& id) {
-  const size_t topic = std::string{"ml_scratch01"}.size();
-  if (id.size() == topic + 1) {    // a part: "ml_scratch01a"
-    auto n = id.substr(topic - 2); // "01a"
-    return {id.substr(0, topic), n + "_starter.cpp", n + "_solution.cpp"};
-  }
-  return {id, "starter.cpp", "solution.cpp"};
+  auto topic = id.substr(0, id.size() - 1); // "ml_scratch01a": ml_scratch01
+  auto n = id.substr(topic.size() - 2);     // "01a"
+  return {topic, n + "_starter.cpp", n + "_solution.cpp"};
 }
 
 fs::path reference_of(const std::string& id) {
@@ -117,7 +113,7 @@ BOOST_AUTO_TEST_CASE(starters_fail_naming_their_todo_and_references_pass) {
   auto [code, out] = tool(dir, {});
   BOOST_TEST(code == 0, out);
   BOOST_TEST(
-    out.find("0 of 9 passing. Next: ml_scratch01a") != std::string::npos, out);
+    out.find("0 of 10 passing. Next: ml_scratch01a") != std::string::npos, out);
   for (auto& id : ids) {
     auto [failed, said] = tool(dir, {"check", id});
     BOOST_TEST(failed == 1, said);
@@ -133,8 +129,8 @@ BOOST_AUTO_TEST_CASE(starters_fail_naming_their_todo_and_references_pass) {
     BOOST_TEST(said.find("PASS") != std::string::npos, said);
   }
   auto [all_code, all] = tool(dir, {});
-  BOOST_TEST(all.find("9 of 9 passing. All done") != std::string::npos, all);
-  BOOST_TEST(all.find("[pass] ml_scratch04") != std::string::npos, all);
+  BOOST_TEST(all.find("10 of 10 passing. All done") != std::string::npos, all);
+  BOOST_TEST(all.find("[pass] ml_scratch04b") != std::string::npos, all);
   // A second check of an unchanged file does not build it again.
   auto [again, said] = tool(dir, {"check", "ml_scratch03a"});
   BOOST_TEST(again == 0);
@@ -177,7 +173,7 @@ BOOST_AUTO_TEST_CASE(reset_puts_back_the_starter_and_nothing_else) {
   auto dir = lumen::test::fresh_dir("exercises");
   tool(dir, {"hint", "ml_scratch03a"});
   write(learner_file(dir, "ml_scratch03a"), "// my attempt\n");
-  write(learner_file(dir, "ml_scratch04"), "// my other attempt\n");
+  write(learner_file(dir, "ml_scratch04a"), "// my other attempt\n");
   // Asked without --yes and no answer given: nothing changes.
   auto [asked, kept] = tool(dir, {"reset", "ml_scratch03a"});
   BOOST_TEST(asked == 1, kept);
@@ -187,7 +183,7 @@ BOOST_AUTO_TEST_CASE(reset_puts_back_the_starter_and_nothing_else) {
   BOOST_TEST(
     read(learner_file(dir, "ml_scratch03a")) ==
     read(fs::path(EXERCISES_DIR) / "ml_scratch03" / "03a_starter.cpp"));
-  BOOST_TEST(read(learner_file(dir, "ml_scratch04")) ==
+  BOOST_TEST(read(learner_file(dir, "ml_scratch04a")) ==
              "// my other attempt\n");
   auto [c, hint] = tool(dir, {"hint", "ml_scratch03a"});
   BOOST_TEST(hint.find("Hint 2 of 4") != std::string::npos, hint);
@@ -272,7 +268,8 @@ BOOST_AUTO_TEST_CASE(bad_ids_and_flags_say_what_there_is) {
   BOOST_TEST(out.find("no exercise 'ml_scratch09'; there are ml_scratch01a, "
                       "ml_scratch01b, ml_scratch01c, ml_scratch02a, "
                       "ml_scratch02b, ml_scratch02c, ml_scratch03a, "
-                      "ml_scratch03b, ml_scratch04") != std::string::npos,
+                      "ml_scratch03b, ml_scratch04a, ml_scratch04b") !=
+               std::string::npos,
              out);
   auto [flag, said] = tool(dir, {"run", "ml_scratch03a", "--step=sideways"});
   BOOST_TEST(flag == 2, said);

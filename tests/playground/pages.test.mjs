@@ -122,7 +122,7 @@ check((await page.textContent("#error")).includes("give 2 to 64"),
 // Native runs of an exercise (--step=json), replayed on its page: the
 // reference matches, the untouched starter differs.
 // `part` is the exercise's part whose steps the page shows.
-async function replays(id, input, verdict, part = id) {
+async function replays(id, input, verdict, part) {
   for (const [who, want] of [["solution", "1"], ["starter", "0"]]) {
     const jsonl = execFileSync(join(args.bin, `${part}_${who}`), ["--step=json"], { encoding: "utf8" });
     const file = join(args.shots, `${id}_${who}.jsonl`);
@@ -220,7 +220,7 @@ const skipped = await ddpRun({ skip: true }, 10);
 check(skipped.drift > 0, `a bucket never averaged makes the replicas drift (${skipped.drift})`);
 const mended = await ddpRun({ skip: true, rebroadcast: 5 }, 10);
 check(mended.drift === 0, "a re-broadcast every 5 steps brings them back together");
-await replays("ml_scratch04", "#run-file", "#run-verdict");
+await replays("ml_scratch04", "#run-file", "#run-verdict", "ml_scratch04a");
 
 check(errors.length === 0, `no script errors ${errors.join("; ")}`);
 await browser.close();

@@ -79,16 +79,11 @@ inline float sum_at(int n, size_t i) {
 }
 
 constexpr size_t ring_length = 64 * 1024; // floats: 256 KiB a rank
-constexpr double latency = 50e-6, bytes_per_second = 125e6;
+constexpr double latency = exercise::link_latency,
+                 bytes_per_second = exercise::link_bytes_per_second;
 
 inline lumen::init_options ring_network(uint64_t seed, int n) {
-  lumen::init_options opts;
-  opts.sim.enabled = true;
-  opts.sim.seed = seed;
-  opts.sim.nodes = n + 1;
-  opts.sim.latency = std::chrono::microseconds(50);
-  opts.sim.bandwidth = bytes_per_second;
-  return opts;
+  return exercise::gigabit_cluster(seed, n + 1);
 }
 
 /// What a ring whose ranks all send at once runs into: a send meets the

@@ -1,6 +1,6 @@
 #pragma once
 
-// The data-parallel step of ml_scratch04: N replicas of one MLP, each on
+// The data-parallel step of ml_scratch04a: N replicas of one MLP, each on
 // its own share of a Fashion-MNIST batch, their gradients averaged bucket
 // by bucket while the backward pass goes on. The learner's functions
 // (starter.cpp) plan the buckets, start a bucket's all-reduce when its
@@ -262,7 +262,7 @@ inline int check() {
     if (got.size() != want.size())
       what = std::to_string(got.size()) + " buckets, expected " +
              std::to_string(want.size()) +
-             ": see TODO(ml_scratch04) in plan_buckets";
+             ": see TODO(ml_scratch04a) in plan_buckets";
     for (size_t b = 0; b < got.size() && what.empty(); ++b)
       if (got[b].first_layer != want[b].first_layer ||
           got[b].last_layer != want[b].last_layer ||
@@ -274,7 +274,7 @@ inline int check() {
                std::to_string(want[b].first_layer) + "-" +
                std::to_string(want[b].last_layer) +
                " (last layers first, a layer never split): see "
-               "TODO(ml_scratch04) in plan_buckets";
+               "TODO(ml_scratch04a) in plan_buckets";
     c.report("plan first=" + std::to_string(first) +
                " cap=" + std::to_string(cap),
              what);
@@ -286,13 +286,13 @@ inline int check() {
     auto last_ready = first.ready[t.plan()[b].first_layer];
     if (first.started[b] < 0)
       when = "bucket " + std::to_string(b) +
-             "'s all-reduce never started: see TODO(ml_scratch04) in "
+             "'s all-reduce never started: see TODO(ml_scratch04a) in "
              "on_layer_ready";
     else if (first.started[b] != last_ready)
       when = "bucket " + std::to_string(b) + " started at " +
              std::to_string(first.started[b]) +
              ", its last layer was done at " + std::to_string(last_ready) +
-             ": start it then (TODO(ml_scratch04) in on_layer_ready)";
+             ": start it then (TODO(ml_scratch04a) in on_layer_ready)";
   }
   c.report("each bucket's all-reduce starts as its last layer is done", when);
   std::string mean;
@@ -301,7 +301,7 @@ inline int check() {
       mean = "after one step replica " + std::to_string(r) +
              " differs from replica 0 by " + std::to_string(t.drift_of(r)) +
              ": every replica must hold the same mean gradient (TODO("
-             "ml_scratch04) in average)";
+             "ml_scratch04a) in average)";
   c.report("replicas take the same step", mean);
   // Training: replica 2 knocked off by a rounding's worth at step 12; the
   // re-broadcast every 10 steps must bring it back.
@@ -318,7 +318,7 @@ inline int check() {
       same = "after 30 steps replica " + std::to_string(r) + " drifted by " +
              std::to_string(t.drift_of(r)) +
              ": re-broadcast rank 0's weights every 10 steps (TODO("
-             "ml_scratch04) in rebroadcast)";
+             "ml_scratch04a) in rebroadcast)";
   c.report("replicas identical after 30 steps and a knock", same);
   c.report("the loss falls", end_loss < 0.8f * start_loss
                                ? ""

@@ -1,4 +1,4 @@
-// ml_scratch04: Distributed Data-Parallel Trainer — your file.
+// ml_scratch04a: the bucket plan, by hand — your file.
 // N replicas of one model, each on its share of every batch, must take the
 // same step: their gradients averaged, bucket by bucket, each bucket's
 // all-reduce started the moment the backward pass is done with it. Fill in
@@ -6,7 +6,7 @@
 // buckets against the backward pass and --check for a verdict. README.md
 // has the picture.
 //
-//   ml_scratch04_starter [--check | --step | --step=auto | --step=json]
+//   lumen exercises check ml_scratch04a
 
 #include "harness.hpp"
 
@@ -18,7 +18,7 @@ namespace scratch04 {
 std::vector<bucket> plan_buckets(const std::vector<param_range>& layers,
                                  size_t first_bytes, size_t cap_bytes) {
   std::vector<bucket> plan;
-  // TODO(ml_scratch04): walk the layers from the last to the first; add
+  // TODO(ml_scratch04a): walk the layers from the last to the first; add
   // each to the open bucket while it fits (plan.back().params grows down to
   // layers[l].begin, first_layer becomes l), else open a new bucket
   // {layers[l], l, l}. The first bucket's cap is first_bytes.
@@ -30,7 +30,7 @@ std::vector<bucket> plan_buckets(const std::vector<param_range>& layers,
 
 // A layer's gradient is done (step.bucket_of(layer) is its bucket).
 void on_layer_ready(ddp_step& step, size_t layer) {
-  // TODO(ml_scratch04): count the layer off its bucket's
+  // TODO(ml_scratch04a): count the layer off its bucket's
   // step.layers_left; when none is left, step.start_allreduce(bucket).
   static_cast<void>(step);
   static_cast<void>(layer);
@@ -39,7 +39,7 @@ void on_layer_ready(ddp_step& step, size_t layer) {
 // An all-reduce with `average`: every replica's gradient in `range`
 // becomes the mean over the replicas.
 void average(std::vector<std::vector<float>>& grads, param_range range) {
-  // TODO(ml_scratch04): for each i in [range.begin, range.end), sum the
+  // TODO(ml_scratch04a): for each i in [range.begin, range.end), sum the
   // replicas' grads[r][i] and write the same mean into every one.
   static_cast<void>(grads);
   static_cast<void>(range);
@@ -47,7 +47,7 @@ void average(std::vector<std::vector<float>>& grads, param_range range) {
 
 // Every replica takes rank 0's weights.
 void rebroadcast(std::vector<std::vector<float>>& params) {
-  // TODO(ml_scratch04): copy params[0] over every other replica's.
+  // TODO(ml_scratch04a): copy params[0] over every other replica's.
   static_cast<void>(params);
 }
 

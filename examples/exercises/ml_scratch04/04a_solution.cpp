@@ -1,10 +1,10 @@
-// ml_scratch04: Distributed Data-Parallel Trainer — the reference solution.
+// ml_scratch04a: the bucket plan, by hand — the reference solution.
 // N replicas of one model, each on its share of every batch, must take the
 // same step: their gradients averaged, bucket by bucket, each bucket's
 // all-reduce started the moment the backward pass is done with it. See
 // README.md for the picture.
 //
-//   ml_scratch04_solution [--check | --step | --step=auto | --step=json]
+//   lumen exercises check ml_scratch04a
 
 #include "harness.hpp"
 
