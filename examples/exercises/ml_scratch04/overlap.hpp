@@ -19,8 +19,7 @@ std::string check_overlap(uint64_t seed, bool table) {
   static const auto want = expected_weights(10);
   return exercise::in_simulation(replica_network(seed), [&]() -> std::string {
     auto replicas = start_replicas<Replica>();
-    for (auto& r : replicas) // every replica in the group before the timing
-      lumen::get(r.call(&Replica::weights));
+    weights_of(replicas); // every replica in the group before the timing
     // What no schedule hides: the first layer's bucket, done last.
     auto plan =
       lumen::train::plan_buckets(model().layers(), {64 << 10, 512 << 10});
@@ -35,10 +34,7 @@ std::string check_overlap(uint64_t seed, bool table) {
     float first_loss = 0, loss = 0;
     for (int k = 0; k < 10; ++k) {
       auto began = lumen::sim::now();
-      std::vector<lumen::ObjectRef<float>> steps;
-      for (auto& r : replicas)
-        steps.push_back(r.call(&Replica::step, k));
-      loss = lumen::get(steps).front();
+      loss = step_all(replicas, k).front();
       if (k == 0)
         first_loss = loss;
       // The step's time on the replicas: the calls' own messages take a
@@ -52,10 +48,7 @@ std::string check_overlap(uint64_t seed, bool table) {
                     static_cast<double>(loss), took * 1e3, backward * 1e3,
                     allreduce * 1e3,
                     100 * std::max(0.0, 1 - exposed / allreduce));
-      std::vector<lumen::ObjectRef<std::vector<float>>> asked;
-      for (auto& r : replicas)
-        asked.push_back(r.call(&Replica::weights));
-      auto w = lumen::get(asked);
+      auto w = weights_of(replicas);
       for (int r = 0; r < world; ++r) {
         auto gap = relative_gap(w[size_t(r)], want[size_t(k)]);
         if (gap > 1e-4)
@@ -94,22 +87,8 @@ int main_overlap(int argc, char** argv) {
   auto f = exercise::parse_flags(argc, argv);
   if (!f)
     return 2;
-  if (f->step != step_mode::none) {
-    auto wrong = exercise::in_simulation(replica_network(1), [&] {
-      auto replicas = start_replicas<Replica>();
-      for (auto& r : replicas)
-        lumen::get(r.call(&Replica::weights));
-      step_with_progress(f->step);
-      std::vector<lumen::ObjectRef<float>> steps;
-      for (auto& r : replicas)
-        steps.push_back(r.call(&Replica::step, 0));
-      lumen::get(steps);
-      return std::string{};
-    });
-    if (!wrong.empty())
-      std::cout << wrong << "\n";
-    return wrong.empty() ? 0 : 1;
-  }
+  if (f->step != step_mode::none)
+    return show_steps<Replica>(f->step, 1);
   exercise::checker cases;
   exercise::under_each_seed(
     cases, "three replicas, buckets all-reduced during backward",

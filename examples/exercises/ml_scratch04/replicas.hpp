@@ -13,7 +13,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -86,14 +88,23 @@ inline std::string& progress() {
   return p;
 }
 
+/// What makes replicas drift apart though their gradients are the same
+/// (part 04c): node-3's CPU rounds the update's multiply and add its own
+/// way (split where the others fuse them into one FMA, or fused where
+/// they split them: machines of two generations do); and at step 12 a bit
+/// flips in a weight of replica 1 (a cosmic ray, a failing DIMM).
+enum class faults { none, drifting };
+constexpr int flip_step = 12;
+
 /// What the learner's replica actor holds: the model's weights, gradient
 /// and optimizer, its bucket plan and buffers. The buffers are the
 /// replica's, so that an all-reduce still running when a step returns
 /// writes into memory that is still there.
 class replica {
 public:
-  replica(int world_size, int rank)
+  replica(int world_size, int rank, faults f = faults::none)
     : rank_(rank)
+    , faults_(f)
     , weights_(model().init(1))
     , grad_(model().num_params())
     , opt_({lumen::ml::optimizer_kind::momentum, 0.05f}, model().num_params())
@@ -134,6 +145,7 @@ public:
   /// is written, the last layer first. Returns the loss.
   float backward(int k, const std::function<void(size_t)>& done) {
     lumen::trace::span span{"backward", "exercise"};
+    step_ = k;
     return model().loss_and_gradient(
       weights_.data(), shard(rank_, k), grad_.data(), [&](size_t l) {
         lumen::sim::charge(std::chrono::duration<double>(backward_seconds(l)));
@@ -168,7 +180,29 @@ public:
 
   /// The optimizer's step with the gradient as it is now.
   void update() {
-    opt_.step(weights_.data(), grad_.data(), grad_.size());
+    if (faults_ == faults::drifting && rank_ == 2) {
+      // w − lr·v rounded the other way: the velocity is the others', the
+      // weights differ in their last bit now and then.
+      auto before = weights_;
+      opt_.step(weights_.data(), grad_.data(), grad_.size());
+      auto& v = *opt_.state().front();
+      auto lr = opt_.config().lr;
+      for (size_t i = 0; i < weights_.size(); ++i) {
+        float fused = std::fma(-lr, v[i], before[i]);
+        volatile float product = lr * v[i]; // kept apart from the minus
+
+        float split = before[i] - product;
+        weights_[i] = weights_[i] == fused ? split : fused;
+      }
+    } else {
+      opt_.step(weights_.data(), grad_.data(), grad_.size());
+    }
+    if (faults_ == faults::drifting && rank_ == 1 && step_ == flip_step) {
+      uint32_t bits;
+      std::memcpy(&bits, &weights_[7], sizeof bits);
+      bits ^= 1u << 16; // a mantissa bit: the weight moves by about 1%
+      std::memcpy(&weights_[7], &bits, sizeof bits);
+    }
   }
 
   std::vector<float>& weights() {
@@ -180,6 +214,8 @@ public:
 
 private:
   int rank_;
+  faults faults_;
+  int step_ = -1; // the step backward last ran
   std::vector<float> weights_, grad_;
   lumen::ml::optimizer opt_;
   std::vector<lumen::train::bucket> plan_;
@@ -235,13 +271,45 @@ inline double relative_gap(const std::vector<float>& a,
   return gap / scale;
 }
 
-/// --step: every event of the run beside what rank 0 is doing.
-inline void step_with_progress(step_mode mode) {
-  exercise::step_events(mode, [](const lumen::sim::event&, bool json) {
-    if (json)
-      return "\"rank0\": \"" + progress() + "\"";
-    return progress();
+/// Step `k` on every replica at once; their losses.
+template <class Replica>
+std::vector<float> step_all(std::vector<lumen::ActorHandle<Replica>>& replicas,
+                            int k) {
+  std::vector<lumen::ObjectRef<float>> steps;
+  for (auto& r : replicas)
+    steps.push_back(r.call(&Replica::step, k));
+  return lumen::get(steps);
+}
+
+/// Every replica's weights.
+template <class Replica>
+std::vector<std::vector<float>>
+weights_of(std::vector<lumen::ActorHandle<Replica>>& replicas) {
+  std::vector<lumen::ObjectRef<std::vector<float>>> asked;
+  for (auto& r : replicas)
+    asked.push_back(r.call(&Replica::weights));
+  return lumen::get(asked);
+}
+
+/// --step: `steps` steps of the learner's replicas under seed 1, every
+/// event beside what rank 0 is doing. The exit code.
+template <class Replica>
+int show_steps(step_mode mode, int steps) {
+  auto wrong = exercise::in_simulation(replica_network(1), [&] {
+    auto replicas = start_replicas<Replica>();
+    weights_of(replicas); // built and in the group before the steps
+    exercise::step_events(mode, [](const lumen::sim::event&, bool json) {
+      if (json)
+        return "\"rank0\": \"" + progress() + "\"";
+      return progress();
+    });
+    for (int k = 0; k < steps; ++k)
+      step_all(replicas, k);
+    return std::string{};
   });
+  if (!wrong.empty())
+    std::cout << wrong << "\n";
+  return wrong.empty() ? 0 : 1;
 }
 
 } // namespace scratch04
