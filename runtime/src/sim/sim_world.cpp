@@ -193,10 +193,10 @@ void world::send(int from, int to, uint64_t bytes, const std::string& what,
                               message, depart, meant = incarnation(to),
                               sender = incarnation(from),
                               arrive = std::move(arrive)] {
-    // Lost with its receiver (which may have come back meanwhile), or
-    // with a sender that died before the message got onto the wire.
+    // Lost with its receiver (dead, or come back meanwhile), or with a
+    // sender that died before the message got onto the wire.
     auto died = died_at_[static_cast<size_t>(from)];
-    if (incarnation(to) != meant ||
+    if (!alive(to) || incarnation(to) != meant ||
         (incarnation(from) != sender && died < depart)) {
       record("lost", to, from, *what, bytes, work, message);
       return;
