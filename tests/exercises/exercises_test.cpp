@@ -28,7 +28,7 @@ namespace {
 const std::vector<std::string> ids{
   "ml_scratch01a", "ml_scratch01b", "ml_scratch01c", "ml_scratch02a",
   "ml_scratch02b", "ml_scratch02c", "ml_scratch03a", "ml_scratch03b",
-  "ml_scratch04a", "ml_scratch04b", "ml_scratch04c"};
+  "ml_scratch04a", "ml_scratch04b", "ml_scratch04c", "ml_scratch04d"};
 
 /// Part `id`'s topic folder and its starter's and reference's names.
 struct part_files {
@@ -113,7 +113,7 @@ BOOST_AUTO_TEST_CASE(starters_fail_naming_their_todo_and_references_pass) {
   auto [code, out] = tool(dir, {});
   BOOST_TEST(code == 0, out);
   BOOST_TEST(
-    out.find("0 of 11 passing. Next: ml_scratch01a") != std::string::npos, out);
+    out.find("0 of 12 passing. Next: ml_scratch01a") != std::string::npos, out);
   for (auto& id : ids) {
     auto [failed, said] = tool(dir, {"check", id});
     BOOST_TEST(failed == 1, said);
@@ -129,8 +129,8 @@ BOOST_AUTO_TEST_CASE(starters_fail_naming_their_todo_and_references_pass) {
     BOOST_TEST(said.find("PASS") != std::string::npos, said);
   }
   auto [all_code, all] = tool(dir, {});
-  BOOST_TEST(all.find("11 of 11 passing. All done") != std::string::npos, all);
-  BOOST_TEST(all.find("[pass] ml_scratch04c") != std::string::npos, all);
+  BOOST_TEST(all.find("12 of 12 passing. All done") != std::string::npos, all);
+  BOOST_TEST(all.find("[pass] ml_scratch04d") != std::string::npos, all);
   // A second check of an unchanged file does not build it again.
   auto [again, said] = tool(dir, {"check", "ml_scratch03a"});
   BOOST_TEST(again == 0);
@@ -269,7 +269,7 @@ BOOST_AUTO_TEST_CASE(bad_ids_and_flags_say_what_there_is) {
                       "ml_scratch01b, ml_scratch01c, ml_scratch02a, "
                       "ml_scratch02b, ml_scratch02c, ml_scratch03a, "
                       "ml_scratch03b, ml_scratch04a, ml_scratch04b, "
-                      "ml_scratch04c") != std::string::npos,
+                      "ml_scratch04c, ml_scratch04d") != std::string::npos,
              out);
   auto [flag, said] = tool(dir, {"run", "ml_scratch03a", "--step=sideways"});
   BOOST_TEST(flag == 2, said);

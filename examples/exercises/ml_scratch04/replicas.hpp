@@ -82,6 +82,12 @@ inline lumen::ml::dataset shard(int rank, int k) {
   return all.take(at);
 }
 
+/// Steps rank 0 began in this process, for the checks.
+inline int& steps_begun() {
+  static int n = 0;
+  return n;
+}
+
 /// What rank 0 is doing, for --step: its backward pass and buckets.
 inline std::string& progress() {
   static std::string p;
@@ -102,21 +108,27 @@ constexpr int flip_step = 12;
 /// writes into memory that is still there.
 class replica {
 public:
-  replica(int world_size, int rank, faults f = faults::none)
+  /// Rank `rank` of the collective group `group`.
+  replica(int world_size, int rank, faults f = faults::none,
+          std::string group = "ddp")
     : rank_(rank)
     , faults_(f)
+    , group_(std::move(group))
     , weights_(model().init(1))
     , grad_(model().num_params())
     , opt_({lumen::ml::optimizer_kind::momentum, 0.05f}, model().num_params())
     , plan_(
         lumen::train::plan_buckets(model().layers(), {64 << 10, 512 << 10})) {
-    coll::init_group(world_size, rank, "ddp");
+    coll::init_group(world_size, rank, group_);
     for (auto& b : plan_)
       buffers_.emplace_back(b.params.size());
   }
 
   int rank() const {
     return rank_;
+  }
+  const std::string& group() const {
+    return group_;
   }
 
   /// The buckets, in the order backward finishes them.
@@ -146,6 +158,8 @@ public:
   float backward(int k, const std::function<void(size_t)>& done) {
     lumen::trace::span span{"backward", "exercise"};
     step_ = k;
+    if (rank_ == 0)
+      ++steps_begun();
     return model().loss_and_gradient(
       weights_.data(), shard(rank_, k), grad_.data(), [&](size_t l) {
         lumen::sim::charge(std::chrono::duration<double>(backward_seconds(l)));
@@ -215,6 +229,7 @@ public:
 private:
   int rank_;
   faults faults_;
+  std::string group_;
   int step_ = -1; // the step backward last ran
   std::vector<float> weights_, grad_;
   lumen::ml::optimizer opt_;
@@ -228,13 +243,16 @@ inline lumen::init_options replica_network(uint64_t seed) {
   return exercise::gigabit_cluster(seed, world + 2);
 }
 
-/// The learner's replicas, rank r on node-(r+1).
-template <class Replica>
-std::vector<lumen::ActorHandle<Replica>> start_replicas(int first_node = 1) {
+/// The learner's replicas, rank r on `nodes[r]` (node-(r+1) by default),
+/// built with (world, r, extra...).
+template <class Replica, class... Extra>
+std::vector<lumen::ActorHandle<Replica>> start_replicas(
+  const std::vector<std::string>& nodes = {"node-1", "node-2", "node-3"},
+  const Extra&... extra) {
   std::vector<lumen::ActorHandle<Replica>> out;
   for (int r = 0; r < world; ++r)
-    out.push_back(lumen::actor<Replica>(world, r)
-                    .on_node("node-" + std::to_string(first_node + r))
+    out.push_back(lumen::actor<Replica>(world, r, extra...)
+                    .on_node(nodes.at(size_t(r)))
                     .remote());
   return out;
 }
