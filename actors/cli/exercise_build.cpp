@@ -138,27 +138,46 @@ std::string first_error(const std::string& log, const fs::path& source,
   return out.str();
 }
 
-} // namespace
+/// Whether `program` exists and is newer than all it is made of: its
+/// source, the harness beside it and the libraries (a rebuilt or upgraded
+/// Lumen).
+bool newer_than_its_inputs(const installation& where, const exercise& e,
+                           const fs::path& source, const fs::path& program) {
+  std::error_code ec;
+  if (!fs::exists(program, ec))
+    return false;
+  auto built_at = fs::last_write_time(program, ec);
+  auto older = [&](const fs::path& p) {
+    return fs::last_write_time(p, ec) <= built_at;
+  };
+  bool fresh = older(source);
+  for (auto& lib : where.libraries)
+    fresh = fresh && older(lib);
+  for (auto& dir : {e.home, e.home.parent_path()})
+    for (auto& f : fs::directory_iterator(dir, ec))
+      fresh = fresh && (!f.is_regular_file() || older(f.path()));
+  return fresh;
+}
 
-build_result build(const installation& where, const exercise& e,
-                   const workspace& ws) {
+/// Builds `source` of `e` as `program` (alone in its folder, with its
+/// command and compiler log) unless it is newer than the source and was
+/// built the same way.
+build_result build_program(const installation& where, const exercise& e,
+                           const fs::path& source, const fs::path& program) {
   build_result r;
-  auto dir = ws.build_dir_of(e);
+  auto dir = program.parent_path();
   fs::create_directories(dir);
-  auto source = ws.file_of(e);
-  r.program = dir / e.id;
+  r.program = program;
   auto cmd = compile_command(where, e, source, r.program);
   auto stamp = dir / "command.txt";
-  std::error_code ec;
-  bool fresh =
-    fs::exists(r.program) &&
-    fs::last_write_time(r.program, ec) >= fs::last_write_time(source, ec) &&
-    read_file(stamp) == joined(cmd);
+  bool fresh = read_file(stamp) == joined(cmd) &&
+               newer_than_its_inputs(where, e, source, r.program);
   if (fresh) {
     r.ok = true;
     return r;
   }
   r.rebuilt = true;
+  std::error_code ec;
   fs::remove(r.program, ec); // a failed build leaves no stale program
   auto start = clock_type::now();
   auto log = dir / "compile.log";
@@ -176,9 +195,32 @@ build_result build(const installation& where, const exercise& e,
   return r;
 }
 
+} // namespace
+
+build_result build(const installation& where, const exercise& e,
+                   const workspace& ws) {
+  return build_program(where, e, ws.file_of(e), ws.build_dir_of(e) / e.id);
+}
+
+build_result build_reference(const installation& where, const exercise& e,
+                             const workspace& ws) {
+  auto source = e.home / e.reference_file;
+  // Built with Lumen (the build tree's, or installed beside it), unless
+  // something it is made of changed since.
+  auto prebuilt = where.references / (e.id + "_solution");
+  if (newer_than_its_inputs(where, e, source, prebuilt)) {
+    build_result r;
+    r.ok = true;
+    r.program = prebuilt;
+    return r;
+  }
+  return build_program(where, e, source,
+                       ws.build_dir_of(e) / "reference" / e.id);
+}
+
 run_result run_program(const fs::path& program,
                        const std::vector<std::string>& args,
-                       std::chrono::seconds deadline) {
+                       std::chrono::seconds deadline, std::string* captured) {
   run_result r;
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0)
@@ -222,8 +264,12 @@ run_result run_program(const fs::path& program,
     auto n = ::read(out[0], buf, sizeof(buf));
     if (n <= 0)
       break;
-    std::cout.write(buf, n);
-    std::cout.flush();
+    if (captured != nullptr) {
+      captured->append(buf, static_cast<size_t>(n));
+    } else {
+      std::cout.write(buf, n);
+      std::cout.flush();
+    }
     for (ssize_t i = 0; i < n; ++i) {
       if (buf[i] == '\n') {
         bool report =

@@ -28,6 +28,11 @@ struct build_result {
 build_result build(const installation& where, const exercise& e,
                    const workspace& ws);
 
+/// Builds `e`'s reference solution beside the learner's program, in the
+/// same way.
+build_result build_reference(const installation& where, const exercise& e,
+                             const workspace& ws);
+
 struct run_result {
   int exit_code = 0;
   int signal = 0;         // set if a signal ended it
@@ -44,12 +49,14 @@ struct run_result {
   }
 };
 
-/// Runs `program` with `args`, passing its output on as it comes. With a
-/// deadline (not zero) it reads nothing from the terminal and is ended,
-/// with everything it started, once the deadline passes.
+/// Runs `program` with `args`, passing its output on as it comes (or,
+/// with `captured`, keeping it there). With a deadline (not zero) it reads
+/// nothing from the terminal and is ended, with everything it started,
+/// once the deadline passes.
 run_result run_program(const fs::path& program,
                        const std::vector<std::string>& args,
-                       std::chrono::seconds deadline);
+                       std::chrono::seconds deadline,
+                       std::string* captured = nullptr);
 
 /// What a run that did not end normally means, for the learner: the
 /// signal or the deadline, and the last line it printed.

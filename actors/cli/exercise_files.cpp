@@ -40,6 +40,7 @@ installation find_installation() {
     where.installed = true;
     where.exercises = prefix / toolchain::exercisedir;
     where.includes = {prefix / toolchain::includedir};
+    where.references = prefix / toolchain::referencedir;
     for (auto& name : split(toolchain::installed_libraries, ';'))
       where.libraries.push_back(prefix / toolchain::libdir / name);
     return where;
@@ -57,6 +58,7 @@ installation find_installation() {
                     source / "actors" / "include"};
   for (auto& lib : split(toolchain::build_libraries, ';'))
     where.libraries.emplace_back(lib);
+  where.references = toolchain::built_references;
   return where;
 }
 
@@ -78,7 +80,13 @@ std::vector<exercise> load_exercises(const fs::path& root) {
         e.id = part.at("id").get<std::string>();
         e.title = part.at("title").get<std::string>();
         e.learner_file = part.at("learner_file").get<std::string>();
+        // "01a_starter.cpp": "01a_solution.cpp".
+        auto at = e.learner_file.rfind("_starter");
+        if (at != std::string::npos)
+          e.reference_file = std::string{e.learner_file}.replace(
+            at, std::string{"_starter"}.size(), "_solution");
         e.hints = part.value("hints", std::vector<std::string>{});
+        e.steps = part.contains("step_fields");
         all.push_back(std::move(e));
       }
     } catch (const nlohmann::json::exception& ex) {

@@ -20,9 +20,13 @@ struct exercise {
   std::string title;
   std::string topic; // "ml_scratch01"
   std::string topic_title;
-  int order = 0;            // the topic's
-  std::string learner_file; // e.g. "01a_starter.cpp"
+  int order = 0;              // the topic's
+  std::string learner_file;   // e.g. "01a_starter.cpp"
+  std::string reference_file; // "01a_solution.cpp", or none
   std::vector<std::string> hints;
+  /// Whether its program's --step=json runs can be compared with the
+  /// reference's, line by line (its exercise.json names step_fields).
+  bool steps = false;
   fs::path home; // its topic's folder among the installed exercises
 };
 
@@ -33,6 +37,7 @@ struct installation {
   fs::path exercises;
   std::vector<fs::path> includes;  // Lumen's headers
   std::vector<fs::path> libraries; // lumen_actors, lumen_runtime
+  fs::path references; // the references' programs, built with Lumen
   bool installed = false;
 };
 

@@ -15,6 +15,7 @@
 #include "lumen/errors.hpp"
 
 #include "exercise_build.hpp"
+#include "exercise_diff.hpp"
 #include "exercise_files.hpp"
 
 namespace lumen::cli {
@@ -89,6 +90,30 @@ bool built(const session& s, const exercise& e, build_result& out) {
   return out.ok;
 }
 
+/// After a failing check of `e` (its program `mine`): where the learner's
+/// --step=json run first leaves the reference's, if it does.
+void explain(const session& s, const exercise& e, const build_result& mine) {
+  if (!e.steps || e.reference_file.empty())
+    return;
+  auto ref = build_reference(s.where, e, s.ws);
+  if (!ref.ok) {
+    std::cout << "(the reference did not build, so your run is not compared "
+                 "with it: "
+              << ref.summary << ")\n";
+    return;
+  }
+  // Both are short: --step=json runs what the check runs, or less.
+  const std::chrono::seconds deadline{10};
+  std::string yours, theirs;
+  run_program(mine.program, {"--step=json"}, deadline, &yours);
+  run_program(ref.program, {"--step=json"}, deadline, &theirs);
+  auto where = first_difference(yours, theirs);
+  if (!where.empty())
+    std::cout << "\nWhere your run first leaves the reference's (`lumen "
+                 "exercises run "
+              << e.id << " --step=json`): " << where << "\n";
+}
+
 /// Checks `e`, records the verdict and says what next; true if it passes.
 bool check(session& s, const exercise& e) {
   std::cout << "== checking " << e.id << " (" << e.title << ")\n";
@@ -111,6 +136,9 @@ bool check(session& s, const exercise& e) {
     else
       std::cout << "\n" << e.id << " passes, and so does every exercise.\n";
   } else if (!r.broke()) {
+    // A verdict of the learner's code (a hang or a crash said where it
+    // stopped already): where it first went otherwise than the reference.
+    explain(s, e, b);
     std::cout << "\nStuck? `lumen exercises hint " << e.id
               << "` gives the next hint.\n";
   }

@@ -338,6 +338,62 @@ BOOST_AUTO_TEST_CASE(a_part_shows_its_section_and_explains_drivers_that_wait) {
   BOOST_TEST(ring.find("TODO(ml_scratch03b)") != std::string::npos, ring);
 }
 
+BOOST_AUTO_TEST_CASE(a_failing_check_says_where_the_run_leaves_the_reference) {
+  auto dir = lumen::test::fresh_dir("exercises");
+  const std::string leaves = "Where your run first leaves the reference's";
+  // A ring that sends the wrong chunk: the first message carrying it, and
+  // its values against the reference's.
+  reference_changed(dir, "ml_scratch03b",
+                    "auto [at, got] = step(r + n - s, r + 2 * n - s - 1);",
+                    "auto [at, got] = step(r + n - s + 1, r + 2 * n - s - 1);");
+  auto [ring_code, ring] = tool(dir, {"check", "ml_scratch03b"});
+  BOOST_TEST(ring_code == 1, ring);
+  BOOST_TEST(ring.find("rank 0's element 0 is 5.000000, the sum is 3.000000") !=
+               std::string::npos,
+             ring);
+  BOOST_TEST(ring.find(leaves) != std::string::npos, ring);
+  BOOST_TEST(ring.find(": sent[0] is 3 in yours, 1 in the reference's") !=
+               std::string::npos,
+             ring);
+  // A staleness rule one off: the first update that counts it otherwise.
+  reference_changed(dir, "ml_scratch02a",
+                    "auto staleness = s.version - version;",
+                    "auto staleness = s.version - version + 1;");
+  auto [stale_code, stale] = tool(dir, {"check", "ml_scratch02a"});
+  BOOST_TEST(stale_code == 1, stale);
+  BOOST_TEST(stale.find("histogram {\"4\": 1}; expected") != std::string::npos,
+             stale);
+  BOOST_TEST(stale.find(leaves) != std::string::npos, stale);
+  BOOST_TEST(stale.find("histogram[\"0\"] is \"absent\" in yours, 1 in the "
+                        "reference's") != std::string::npos,
+             stale);
+  // A worker that waits for its own future, which it would set after the
+  // wait: a deadlock, said at once, naming the calls that wait.
+  auto worker =
+    read(fs::path(EXERCISES_DIR) / "ml_scratch01" / "server_and_workers.hpp");
+  const std::string body =
+    "model_->loss_and_gradient(weights.data(), shard_.next(), grad.data());";
+  worker.erase(0, worker.find("\n") + 1); // its #pragma once
+  auto at = worker.find(body);
+  BOOST_REQUIRE(at != std::string::npos);
+  worker.replace(
+    at, body.size(),
+    "lumen::promise<int> mine;\n    lumen::get(mine.ref());\n    " + body +
+      "\n    mine.set_value(1);");
+  write(learner_file(dir, "ml_scratch01b"),
+        worker + "\nint main(int argc, char** argv) {\n  return "
+                 "scratch01::part_b::main<scratch01::ParameterServer,\n"
+                 "    scratch01::DataParallelWorker>(argc, argv);\n}\n");
+  auto [stuck_code, stuck] = tool(dir, {"check", "ml_scratch01b"});
+  BOOST_TEST(stuck_code == 1, stuck);
+  BOOST_TEST(stuck.find("(a deadlock)") != std::string::npos, stuck);
+  BOOST_TEST(stuck.find("waiting: node-") != std::string::npos, stuck);
+  BOOST_TEST(stuck.find("'s scratch01::DataParallelWorker::compute_gradient") !=
+               std::string::npos,
+             stuck);
+  BOOST_TEST(stuck.find("your run stopped after") != std::string::npos, stuck);
+}
+
 BOOST_AUTO_TEST_CASE(the_installed_tool_works_outside_the_source_tree) {
   auto prefix = lumen::test::fresh_dir("prefix");
   auto [installed, log] = lumen::test::run(

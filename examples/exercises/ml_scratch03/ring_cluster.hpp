@@ -27,6 +27,12 @@ namespace scratch03 {
 namespace coll = lumen::collective;
 using exercise::step_mode;
 
+/// What each rank sent last, for --step: the chunk's values.
+inline std::vector<std::vector<float>>& last_sent() {
+  static std::vector<std::vector<float>> sent;
+  return sent;
+}
+
 /// A peer's place in the ring "ring": rank `rank` of `world`.
 class ring_link {
 public:
@@ -47,6 +53,8 @@ public:
   void send_right(const std::vector<float>& values) {
     coll::send(values, (rank_ + 1) % world_, "ring");
     bytes_ += values.size() * sizeof(float);
+    last_sent().resize(size_t(world_));
+    last_sent()[size_t(rank_)] = values;
   }
 
   /// Receives what rank - 1 sends into `values`, which must have its size.
@@ -110,6 +118,7 @@ struct ring_run {
 template <class Peer>
 ring_run run_ring(uint64_t seed, int n, size_t length, step_mode mode) {
   ring_run out;
+  last_sent().clear();
   out.wrong =
     exercise::in_simulation(ring_network(seed, n), [&]() -> std::string {
       std::vector<lumen::ActorHandle<Peer>> peers;
@@ -132,8 +141,20 @@ ring_run run_ring(uint64_t seed, int n, size_t length, step_mode mode) {
             span->second = e.time.count();
         });
       else
-        exercise::step_events(
-          mode, [](const lumen::sim::event&, bool) { return std::string{}; });
+        // Beside a message, the chunk its sender sent last (send_right
+        // returns once it is received: the one on its way); beside other
+        // events, the chunk their node's rank sent last.
+        exercise::step_events(mode, [](const lumen::sim::event& e, bool json) {
+          auto& who = e.kind == "deliver" ? e.peer : e.node;
+          if (who.empty() || who == "node-0")
+            return std::string{};
+          auto rank = size_t(std::stoi(who.substr(5))) - 1; // "node-3": 2
+          if (rank >= last_sent().size())
+            return std::string{};
+          auto sent = exercise::list(last_sent()[rank]);
+          return json ? "\"sent\": " + sent
+                      : "rank " + std::to_string(rank) + " sent " + sent;
+        });
       std::vector<lumen::ObjectRef<std::vector<float>>> sums;
       for (int r = 0; r < n; ++r)
         sums.push_back(peers[static_cast<size_t>(r)].call(&Peer::allreduce,

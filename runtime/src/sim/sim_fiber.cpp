@@ -134,6 +134,7 @@ void world::start_on(int node, std::function<void()> body) {
   auto& f = idle_fiber();
   f.node = node;
   f.typed = 0;
+  f.doing = nullptr;
   f.job = std::move(body);
   resume(f);
 }

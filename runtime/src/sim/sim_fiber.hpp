@@ -33,7 +33,8 @@ public:
   // The thread-locals of its work, swapped in while it runs.
   const cancellable* work = nullptr;
   std::string actor;
-  uint64_t typed = 0; // the typed CAF actor whose handler runs
+  uint64_t typed = 0;                 // the typed CAF actor whose handler runs
+  const std::string* doing = nullptr; // what it started last, for a deadlock
   // Its stack, and what ASan keeps of it while it is switched out.
   const void* stack = nullptr;
   size_t stack_size = 0;

@@ -1,10 +1,12 @@
 #include "sim/sim_world.hpp"
 
 #include <cstdio>
+#include <cstring>
 #include <utility>
 
 #include "lumen/errors.hpp"
 
+#include "sim/sim_fiber.hpp"
 #include "trace/trace_log.hpp"
 
 // What a simulated run tells: its events (the log, the replay's check, the
@@ -58,6 +60,8 @@ void world::record(const char* kind, int node, int peer,
                    uint64_t message) {
   if (stopped_)
     return; // the run is over: teardown is not part of it
+  if (current_ != nullptr && std::strcmp(kind, "start") == 0)
+    current_->doing = &what;
   ++recorded_;
   if (!trace_file_.empty())
     timeline_event(kind, node, what, work, message);

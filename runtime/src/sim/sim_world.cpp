@@ -160,6 +160,21 @@ const std::string& world::label(const std::string& text) {
   return *labels_.insert(text).first;
 }
 
+std::string world::waiting() const {
+  std::string out;
+  size_t n = 0;
+  for (auto& f : fibers_) {
+    if (!f->job || !f->parked || f->killed)
+      continue;
+    if (++n <= 4)
+      out += std::string{n == 1 ? "" : ", "} + node_name(f->node) + "'s " +
+             (f->doing != nullptr ? *f->doing : std::string{"work"});
+  }
+  if (n > 4)
+    out += " and " + std::to_string(n - 4) + " more";
+  return n == 0 ? "" : "; waiting: " + out;
+}
+
 void world::send(int from, int to, uint64_t bytes, const std::string& what,
                  uint64_t work, std::function<void()> arrive) {
   if (stopped_)
@@ -238,7 +253,8 @@ bool world::wait_until(
                   "): nothing is left to happen at " + std::to_string(now_) +
                   " ns, yet the script waits: every task and call still "
                   "running waits for something that will not come (a "
-                  "deadlock), or what it waits for was never started");
+                  "deadlock), or what it waits for was never started" +
+                  waiting());
     }
     return true;
   }

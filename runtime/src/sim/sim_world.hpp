@@ -262,6 +262,10 @@ private:
   fiber& idle_fiber();
   void park(fiber& f);
 
+  /// ": waiting are node-1's scratch::Worker::step, ..." for a deadlock's
+  /// message: the work parked now and what it runs; "" if none is.
+  std::string waiting() const;
+
   sim_options opts_;
   std::vector<std::string> names_;
   std::vector<double> slowness_;
