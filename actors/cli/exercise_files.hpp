@@ -37,7 +37,7 @@ struct installation {
   fs::path exercises;
   std::vector<fs::path> includes;  // Lumen's headers
   std::vector<fs::path> libraries; // lumen_actors, lumen_runtime
-  fs::path references; // the references' programs, built with Lumen
+  fs::path references;             // the references' programs, built with Lumen
   bool installed = false;
 };
 
