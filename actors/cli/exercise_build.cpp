@@ -220,7 +220,7 @@ build_result build_reference(const installation& where, const exercise& e,
 
 run_result run_program(const fs::path& program,
                        const std::vector<std::string>& args,
-                       std::chrono::seconds deadline, std::string* captured) {
+                       std::chrono::seconds deadline, const output_fn& sink) {
   run_result r;
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0)
@@ -264,8 +264,8 @@ run_result run_program(const fs::path& program,
     auto n = ::read(out[0], buf, sizeof(buf));
     if (n <= 0)
       break;
-    if (captured != nullptr) {
-      captured->append(buf, static_cast<size_t>(n));
+    if (sink) {
+      sink(buf, static_cast<size_t>(n));
     } else {
       std::cout.write(buf, n);
       std::cout.flush();

@@ -6,6 +6,7 @@
 // program printed.
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -49,14 +50,17 @@ struct run_result {
   }
 };
 
-/// Runs `program` with `args`, passing its output on as it comes (or,
-/// with `captured`, keeping it there). With a deadline (not zero) it reads
-/// nothing from the terminal and is ended, with everything it started,
-/// once the deadline passes.
+/// Where a program's output goes as it comes (stdout and stderr, merged).
+using output_fn = std::function<void(const char* bytes, size_t n)>;
+
+/// Runs `program` with `args`, passing its output on as it comes, to the
+/// terminal or to `sink`. With a deadline (not zero) it reads nothing from
+/// the terminal and is ended, with everything it started, once the
+/// deadline passes.
 run_result run_program(const fs::path& program,
                        const std::vector<std::string>& args,
                        std::chrono::seconds deadline,
-                       std::string* captured = nullptr);
+                       const output_fn& sink = {});
 
 /// What a run that did not end normally means, for the learner: the
 /// signal or the deadline, and the last line it printed.

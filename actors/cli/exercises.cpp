@@ -5,11 +5,13 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <iomanip>
 #include <iostream>
 #include <thread>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "lumen/cli.hpp"
 #include "lumen/errors.hpp"
@@ -17,6 +19,7 @@
 #include "exercise_build.hpp"
 #include "exercise_diff.hpp"
 #include "exercise_files.hpp"
+#include "exercise_live.hpp"
 
 namespace lumen::cli {
 
@@ -78,6 +81,10 @@ void print_progress(const session& s) {
     std::cout << "All done: every exercise passes.\n";
 }
 
+std::string compile_error(const build_result& b) {
+  return "Your file does not compile:\n" + b.summary + "\n";
+}
+
 /// Builds `e`; on failure prints why and returns false.
 bool built(const session& s, const exercise& e, build_result& out) {
   out = build(s.where, e, s.ws);
@@ -86,48 +93,66 @@ bool built(const session& s, const exercise& e, build_result& out) {
               << std::fixed << std::setprecision(1) << out.seconds << " s\n"
               << std::defaultfloat;
   if (!out.ok)
-    std::cout << "Your file does not compile:\n" << out.summary << "\n";
+    std::cout << compile_error(out);
   return out.ok;
 }
 
 /// After a failing check of `e` (its program `mine`): where the learner's
-/// --step=json run first leaves the reference's, if it does.
-void explain(const session& s, const exercise& e, const build_result& mine) {
+/// --step=json run first leaves the reference's, or "".
+std::string explain(const session& s, const exercise& e,
+                    const build_result& mine) {
   if (!e.steps || e.reference_file.empty())
-    return;
+    return "";
   auto ref = build_reference(s.where, e, s.ws);
-  if (!ref.ok) {
-    std::cout << "(the reference did not build, so your run is not compared "
-                 "with it: "
-              << ref.summary << ")\n";
-    return;
-  }
+  if (!ref.ok)
+    return "(the reference did not build, so your run is not compared with "
+           "it: " +
+           ref.summary + ")\n";
   // Both are short: --step=json runs what the check runs, or less.
   const std::chrono::seconds deadline{10};
   std::string yours, theirs;
-  run_program(mine.program, {"--step=json"}, deadline, &yours);
-  run_program(ref.program, {"--step=json"}, deadline, &theirs);
+  run_program(mine.program, {"--step=json"}, deadline,
+              [&](const char* b, size_t n) { yours.append(b, n); });
+  run_program(ref.program, {"--step=json"}, deadline,
+              [&](const char* b, size_t n) { theirs.append(b, n); });
   auto where = first_difference(yours, theirs);
-  if (!where.empty())
-    std::cout << "\nWhere your run first leaves the reference's (`lumen "
-                 "exercises run "
-              << e.id << " --step=json`): " << where << "\n";
+  if (where.empty())
+    return "";
+  return "\nWhere your run first leaves the reference's (`lumen exercises "
+         "run " +
+         e.id + " --step=json`): " + where + "\n";
 }
 
 /// Checks `e`, records the verdict and says what next; true if it passes.
-bool check(session& s, const exercise& e) {
+/// With `transcript`, what the checker and the explanation said goes
+/// there too.
+bool check(session& s, const exercise& e, std::string* transcript = nullptr) {
   std::cout << "== checking " << e.id << " (" << e.title << ")\n";
+  auto said = [&](const std::string& text) {
+    std::cout << text;
+    if (transcript != nullptr)
+      *transcript += text;
+  };
   build_result b;
   if (!built(s, e, b)) {
     s.ws.set_status(e, status::failing);
-    std::cout << "FAIL: fix the compile error above\n";
+    if (transcript != nullptr)
+      *transcript += compile_error(b);
+    said("FAIL: fix the compile error above\n");
     return false;
   }
-  auto r = run_program(b.program, {"--check"}, s.deadline);
+  output_fn out;
+  if (transcript != nullptr)
+    out = [&](const char* bytes, size_t n) {
+      std::cout.write(bytes, static_cast<std::streamsize>(n));
+      std::cout.flush();
+      transcript->append(bytes, n);
+    };
+  auto r = run_program(b.program, {"--check"}, s.deadline, out);
   bool pass = !r.broke() && r.exit_code == 0;
   s.ws.set_status(e, pass ? status::passing : status::failing);
   if (r.broke())
-    std::cout << "FAIL: " << describe_failure(r, s.deadline) << "\n";
+    said("FAIL: " + describe_failure(r, s.deadline) + "\n");
   if (pass) {
     if (auto* next = next_to_do(s))
       std::cout << "\n"
@@ -138,11 +163,45 @@ bool check(session& s, const exercise& e) {
   } else if (!r.broke()) {
     // A verdict of the learner's code (a hang or a crash said where it
     // stopped already): where it first went otherwise than the reference.
-    explain(s, e, b);
+    said(explain(s, e, b));
     std::cout << "\nStuck? `lumen exercises hint " << e.id
               << "` gives the next hint.\n";
   }
   std::cout.flush(); // `watch` goes on after it
+  return pass;
+}
+
+/// A run of `e` on the live page: its --step=json lines as they come, then
+/// the check's verdict; the terminal shows the check as `watch` does.
+bool run_live(session& s, const exercise& e, live_page& page, int number,
+              const std::string& saved) {
+  nlohmann::json run{{"id", e.id},
+                     {"title", e.title},
+                     {"number", number},
+                     {"saved", saved},
+                     {"file", s.ws.file_of(e).string()}};
+  page.publish("run", run.dump());
+  build_result b;
+  if (built(s, e, b)) {
+    std::string line;
+    run_program(b.program, {"--step=json"}, s.deadline,
+                [&](const char* bytes, size_t n) {
+                  for (size_t i = 0; i < n; ++i) {
+                    if (bytes[i] != '\n') {
+                      line += bytes[i];
+                      continue;
+                    }
+                    if (!line.empty() && line.front() == '{')
+                      page.publish("step", line);
+                    line.clear();
+                  }
+                });
+  }
+  std::string transcript;
+  bool pass = check(s, e, &transcript);
+  page.publish("verdict",
+               nlohmann::json{{"pass", pass}, {"text", transcript}}.dump(
+                 -1, ' ', false, nlohmann::json::error_handler_t::replace));
   return pass;
 }
 
@@ -208,17 +267,30 @@ int reset(session& s, const exercise& e, bool yes) {
 
 volatile std::sig_atomic_t stop_watching = 0;
 
-int watch(session& s, const std::string& first) {
+/// The wall clock's "15:04:05", for the live page's "saved at".
+std::string clock_now() {
+  auto t = std::time(nullptr);
+  char text[16];
+  std::strftime(text, sizeof(text), "%H:%M:%S", std::localtime(&t));
+  return text;
+}
+
+/// Checks the learner's file on every save; once it passes, goes on to
+/// the next part (`move_on`) or keeps watching it. With `page`, each save
+/// is a run on the live page too.
+int watch(session& s, const exercise* current, bool move_on, live_page* page) {
   std::signal(SIGINT, [](int) { stop_watching = 1; });
   std::signal(SIGTERM, [](int) { stop_watching = 1; });
-  const exercise* current =
-    first.empty() ? next_to_do(s) : &find_exercise(s.all, first);
   if (current == nullptr) {
     std::cout << "Every exercise passes: nothing to watch.\n";
     return 0;
   }
+  if (page != nullptr)
+    std::cout << "Live page: " << page->url()
+              << " (open it in a browser: each save runs there)\n";
   std::error_code ec;
   fs::file_time_type seen{};
+  int runs = 0;
   std::cout << "Watching " << s.ws.file_of(*current).string()
             << ": it is checked on every save (Ctrl-C to stop)." << std::endl;
   while (!stop_watching) {
@@ -226,7 +298,10 @@ int watch(session& s, const std::string& first) {
     auto now = fs::last_write_time(file, ec);
     if (!ec && now != seen) {
       seen = now;
-      if (check(s, *current)) {
+      bool pass = page != nullptr
+                    ? run_live(s, *current, *page, ++runs, clock_now())
+                    : check(s, *current);
+      if (pass && move_on) {
         current = next_to_do(s);
         if (current == nullptr)
           return 0;
@@ -288,6 +363,17 @@ int exercises_main(int argc, char** argv) {
   auto watch_cmd = app.add_subcommand(
     "watch", "check on every save, and go on to the next once it passes");
   watch_cmd->add_option("ID", id, "where to start (default: the next to do)");
+  bool browser = false;
+  int port = 0;
+  for (auto* cmd : {run_cmd, watch_cmd}) {
+    cmd->add_flag("--browser", browser,
+                  "serve a live page on localhost: each save runs there, its "
+                  "messages drawn as they come, then the check's verdict");
+    cmd
+      ->add_option("--port", port,
+                   "the live page's port (default 0: any free one)")
+      ->check(CLI::Range(0, 65535));
+  }
   auto reset_cmd =
     app.add_subcommand("reset", "put the starter back in place of your file");
   reset_cmd->add_option("ID", id)->required();
@@ -318,6 +404,15 @@ int exercises_main(int argc, char** argv) {
                 << "\nCheck it: lumen exercises check " << e.id << "\n";
       return 0;
     }
+    if (browser && (!step.empty() || !trace.empty() || !extra.empty()))
+      throw usage_error("--browser runs your program its own way (every "
+                        "save, stepped); leave out --step, --trace and the "
+                        "exercise's flags");
+    std::unique_ptr<live_page> page;
+    if (browser)
+      page = std::make_unique<live_page>(static_cast<uint16_t>(port));
+    if (run_cmd->parsed() && page)
+      return watch(s, &find_exercise(s.all, id), false, page.get());
     if (run_cmd->parsed())
       return run(s, find_exercise(s.all, id), step, trace, extra);
     if (check_cmd->parsed())
@@ -325,7 +420,8 @@ int exercises_main(int argc, char** argv) {
     if (hint_cmd->parsed())
       return hint(s, find_exercise(s.all, id));
     if (watch_cmd->parsed())
-      return watch(s, id);
+      return watch(s, id.empty() ? next_to_do(s) : &find_exercise(s.all, id),
+                   true, page.get());
     if (reset_cmd->parsed())
       return reset(s, find_exercise(s.all, id), yes);
     print_progress(s);

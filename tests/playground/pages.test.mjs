@@ -12,36 +12,10 @@ import { mkdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 
-const args = {};
-for (let i = 2; i + 1 < process.argv.length; i += 2)
-  args[process.argv[i].replace(/^--/, "")] = process.argv[i + 1];
-for (const need of ["pages", "shots", "bin"])
-  if (!args[need]) {
-    console.error(`pages.test.mjs: --${need} is missing; see the usage at the top of the file`);
-    process.exit(2);
-  }
+import { check, chromium, flags, verdict } from "./browser.mjs";
 
-let chromium;
-try {
-  ({ chromium } = await import("playwright-core"));
-} catch {
-  console.error("pages.test.mjs: playwright-core is not installed; run " +
-                "`npm ci --prefix tests/playground` (the README's playground command)");
-  process.exit(2);
-}
-
-let failed = false;
-function check(ok, what) {
-  console.log(`${ok ? "ok  " : "FAIL"} ${what}`);
-  if (!ok) failed = true;
-  return ok;
-}
-
-const browser = await chromium.launch({
-  executablePath: process.env.LUMEN_CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
+const args = flags("pages.test.mjs", ["pages", "shots", "bin"]);
+const browser = await chromium("pages.test.mjs");
 const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
 const errors = [];
 page.on("pageerror", (e) => errors.push(e.message));
@@ -122,15 +96,15 @@ check((await page.textContent("#error")).includes("give 2 to 64"),
 // Native runs of an exercise (--step=json), replayed on its page: the
 // reference matches, the untouched starter differs.
 // `part` is the exercise's part whose steps the page shows.
-async function replays(id, input, verdict, part) {
+async function replays(id, input, said_at, part) {
   for (const [who, want] of [["solution", "1"], ["starter", "0"]]) {
     const jsonl = execFileSync(join(args.bin, `${part}_${who}`), ["--step=json"], { encoding: "utf8" });
     const file = join(args.shots, `${id}_${who}.jsonl`);
     writeFileSync(file, jsonl);
     await page.setInputFiles(input, file);
-    await page.waitForSelector(`${verdict}[data-matches="${want}"]`, { timeout: 10000 }).catch(() => {});
-    const said = await page.textContent(verdict);
-    check(await page.getAttribute(verdict, "data-matches") === want,
+    await page.waitForSelector(`${said_at}[data-matches="${want}"]`, { timeout: 10000 }).catch(() => {});
+    const said = await page.textContent(said_at);
+    check(await page.getAttribute(said_at, "data-matches") === want,
           `${id}: the ${who}'s --step=json run replays as ${want === "1" ? "a match" : "a difference"}: ${said}`);
   }
 }
@@ -224,4 +198,4 @@ await replays("ml_scratch04", "#run-file", "#run-verdict", "ml_scratch04a");
 
 check(errors.length === 0, `no script errors ${errors.join("; ")}`);
 await browser.close();
-process.exit(failed ? 1 : 0);
+process.exit(verdict());
