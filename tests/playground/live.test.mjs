@@ -10,6 +10,7 @@
 // examples/exercises (the reference comes from there). Prints a line per
 // check; exits 1 if any failed.
 import { spawn } from "node:child_process";
+import { connect } from "node:net";
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -34,6 +35,20 @@ const url = await new Promise((resolve, reject) => {
   tool.on("exit", (code) => reject(new Error(`lumen exited (${code}) before serving: ${said}`)));
 });
 check(true, `the tool serves the live page at ${url}`);
+
+// Hostile bytes on its port: a request past 16 KiB and a line of noise
+// are dropped; the page is served as before.
+const port = Number(new URL(url).port);
+for (const junk of [Buffer.alloc(64 * 1024, 0x41), Buffer.from("\x00\xff\r\n\r\n")]) {
+  const closed = await new Promise((resolve) => {
+    const s = connect(port, "127.0.0.1", () => s.end(junk));
+    s.on("data", () => {});
+    s.on("close", () => resolve(true));
+    s.on("error", () => resolve(true));
+    setTimeout(() => { s.destroy(); resolve(false); }, 5000);
+  });
+  check(closed, `${junk.length} hostile bytes: the connection is closed`);
+}
 
 const browser = await chromium("live.test.mjs");
 try {
