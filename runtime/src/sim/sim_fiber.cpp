@@ -26,10 +26,12 @@ void __sanitizer_start_switch_fiber(void** fake_stack_save, const void* bottom,
                                     size_t size);
 void __sanitizer_finish_switch_fiber(void* fake_stack_save,
                                      const void** bottom_old, size_t* size_old);
+void __asan_unpoison_memory_region(const volatile void* addr, size_t size);
 }
 #else
 inline void __sanitizer_start_switch_fiber(void**, const void*, size_t) {}
 inline void __sanitizer_finish_switch_fiber(void*, const void**, size_t*) {}
+inline void __asan_unpoison_memory_region(const volatile void*, size_t) {}
 #endif
 
 /// The script's stack, as ASan learns it at the first switch back.
@@ -50,6 +52,10 @@ public:
     return sc;
   }
   void deallocate(boost::context::stack_context& sc) noexcept {
+    // A killed fiber's frames never returned, and ASan keeps their locals
+    // poisoned past the unmapping: a stack mapped there later would see
+    // its own locals as out of scope.
+    __asan_unpoison_memory_region(static_cast<char*>(sc.sp) - sc.size, sc.size);
     inner_.deallocate(sc);
   }
 
