@@ -16,6 +16,8 @@
 
 #include <lumen/ml.hpp>
 
+#include "gradient_check.hpp"
+
 using namespace lumen::ml;
 
 namespace {
@@ -43,13 +45,8 @@ void check_gradient(const model& m, std::vector<float> params,
   std::vector<float> numeric(m.num_params());
   const float eps = 1e-2f;
   for (size_t i = 0; i < params.size(); ++i) {
-    auto keep = params[i];
-    params[i] = keep + eps;
-    auto up = m.loss(params.data(), batch);
-    params[i] = keep - eps;
-    auto down = m.loss(params.data(), batch);
-    params[i] = keep;
-    numeric[i] = (up - down) / (2 * eps);
+    auto [up, down] = losses_around(m, params, i, eps, batch);
+    numeric[i] = static_cast<float>((up - down) / (2 * eps));
   }
   Eigen::Map<Eigen::VectorXf> a{grad.data(),
                                 static_cast<Eigen::Index>(grad.size())};

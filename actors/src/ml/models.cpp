@@ -4,55 +4,17 @@
 #include <limits>
 #include <random>
 
-#include <Eigen/Dense>
+#include "ml/dense.hpp"
 
 namespace lumen::ml {
 
-namespace {
-
-using matrix =
-  Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using const_matrix_map = Eigen::Map<const matrix>;
-using matrix_map = Eigen::Map<matrix>;
-using const_vector_map = Eigen::Map<const Eigen::VectorXf>;
-using vector_map = Eigen::Map<Eigen::VectorXf>;
-
-auto idx(size_t n) {
-  return static_cast<Eigen::Index>(n);
-}
-
-/// The batch fits a model of `dim` features: its labels are float32
-/// targets (`classes` 0) or int32 classes below `classes`.
-void check_batch(const std::string& model, const dataset& batch, size_t dim,
-                 size_t classes) {
-  if (batch.features.shape().size() != 2 || batch.dim() != dim)
-    throw usage_error(model + " takes " + std::to_string(dim) +
-                      " features a row; the batch has " +
-                      (batch.features.shape().size() == 2
-                         ? std::to_string(batch.dim())
-                         : "no rows of features") +
-                      "; build the model for the data's width");
-  if (batch.size() == 0)
-    throw usage_error(model + ": an empty batch; give it one row at least");
-  if (batch.labels.numel() != batch.size())
-    throw usage_error(model + ": " + std::to_string(batch.labels.numel()) +
-                      " labels for " + std::to_string(batch.size()) + " rows");
-  auto want = classes == 0 ? dtype::float32 : dtype::int32;
-  if (batch.labels.type() != want)
-    throw usage_error(model + " takes " + to_string(want) + " labels (" +
-                      (classes == 0 ? "regression targets" : "class indices") +
-                      "), not " + to_string(batch.labels.type()));
-  if (classes == 0)
-    return;
-  auto y = batch.labels.data<int32_t>();
-  for (size_t i = 0; i < batch.size(); ++i)
-    if (y[i] < 0 || static_cast<size_t>(y[i]) >= classes)
-      throw usage_error(model + ": label " + std::to_string(y[i]) + " at row " +
-                        std::to_string(i) + " is not a class (0-" +
-                        std::to_string(classes - 1) + ")");
-}
-
-} // namespace
+using detail::check_batch;
+using detail::const_matrix_map;
+using detail::const_vector_map;
+using detail::idx;
+using detail::matrix;
+using detail::matrix_map;
+using detail::vector_map;
 
 float model::accuracy(const float*, const dataset&) const {
   throw usage_error(name() + " is a regression: it has a loss, no accuracy");
@@ -171,34 +133,10 @@ float mlp::run(const float* params, const dataset& batch, float* grad,
     if (l + 1 < layers)
       acts[l + 1] = z.cwiseMax(0.0f);
   }
-  // Softmax cross-entropy on the logits z, stable (log-sum-exp): shifted
-  // by each row's largest logit, the sum of exps is at least 1 and the
-  // loss at least 0. Logits past float's range give NaN, never a loss
-  // that looks good.
-  auto y = batch.labels.data<int32_t>();
-  Eigen::VectorXf top = z.rowwise().maxCoeff();
-  double total = 0;
-  size_t hits = 0;
-  for (size_t i = 0; i < n; ++i) {
-    Eigen::Index best;
-    z.row(idx(i)).maxCoeff(&best);
-    hits += best == y[i];
-    if (!std::isfinite(top(idx(i))))
-      total = std::numeric_limits<double>::quiet_NaN();
-    z.row(idx(i)).array() -= top(idx(i));
-    float label_logit = z(idx(i), y[i]);
-    z.row(idx(i)) = z.row(idx(i)).array().exp().matrix();
-    float sum = z.row(idx(i)).sum();
-    total += std::log(sum) - label_logit;
-    z.row(idx(i)) /= sum; // now the probabilities
-  }
-  if (right != nullptr)
-    *right = hits;
+  auto total = detail::softmax_cross_entropy(z, batch.labels.data<int32_t>(),
+                                             right, grad != nullptr);
   if (grad != nullptr) {
-    // dL/dz = (p - onehot(y)) / n, then back through the layers.
-    for (size_t i = 0; i < n; ++i)
-      z(idx(i), y[i]) -= 1.0f;
-    z /= static_cast<float>(n);
+    // z is dL/dz now: back through the layers.
     for (size_t l = layers; l-- > 0;) {
       matrix_map dw{grad + offsets[l], idx(widths_[l]), idx(widths_[l + 1])};
       vector_map db{grad + offsets[l] + widths_[l] * widths_[l + 1],
@@ -222,7 +160,7 @@ float mlp::run(const float* params, const dataset& batch, float* grad,
       }
     }
   }
-  return static_cast<float>(total / static_cast<double>(n));
+  return total;
 }
 
 float mlp::loss_and_gradient(const float* params, const dataset& batch,

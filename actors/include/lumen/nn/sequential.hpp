@@ -1,0 +1,100 @@
+#pragma once
+
+// Models as layers: a stack of layers, each with its forward and backward
+// pass, over one flat float32 parameter vector, built in C++ or from a
+// short spec string. A sequential model is an ml::model: the parameter
+// server, the trainer's buckets, the all-reduce and checkpoints take it as
+// they take the MLP, and its backward pass tells each layer's gradient
+// ready as it is written.
+//
+//   lumen::nn::sequential cnn{{1, 28, 28},
+//     "conv(32,3)-relu-pool(2)-conv(64,3)-relu-pool(2)-linear(128)-relu-"
+//     "linear(10)"};
+//   auto w = cnn.init(seed);
+//   float loss = cnn.loss_and_gradient(w.data(), batch, g.data());
+//
+// The spec's layers, joined by '-':
+//   linear(N)        N outputs from all the input's values (flattened)
+//   conv(C,K[,P])    C channels of K×K kernels, stride 1, P zeros of
+//                    padding on each side (default 0)
+//   pool(K)          K×K max pooling, stride K
+//   relu, flatten
+// The last layer's outputs are the classes' logits; the loss is softmax
+// cross-entropy.
+//
+// No CAF here: tests, exercises and the browser playground use it alike.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lumen/ml/models.hpp"
+
+namespace lumen::nn {
+
+/// The shape of one example's values: channels × height × width (a flat
+/// vector of n values is {n, 1, 1}).
+struct shape {
+  size_t channels = 1, height = 1, width = 1;
+
+  size_t size() const noexcept {
+    return channels * height * width;
+  }
+  bool operator==(const shape& o) const noexcept {
+    return channels == o.channels && height == o.height && width == o.width;
+  }
+};
+
+/// "1x28x28", or "128" for a flat vector.
+std::string to_string(const shape& s);
+
+class layer;
+
+/// A stack of layers ending in the classes' logits, under softmax
+/// cross-entropy.
+class sequential : public ml::model {
+public:
+  /// Throws `usage_error` for a spec that does not parse (naming the
+  /// position and what was expected) or a layer that does not fit its
+  /// input (naming the layer and both shapes).
+  sequential(shape input, const std::string& spec);
+  ~sequential() override;
+  sequential(sequential&&) noexcept;
+
+  std::string name() const override;
+  size_t num_params() const override;
+  /// Each layer's weights drawn from `seed` (He's uniform bound for the
+  /// ReLU that follows), its biases zeros.
+  std::vector<float> init(uint64_t seed) const override;
+  /// The ranges of the layers that have parameters, in forward order.
+  std::vector<ml::param_range> layers() const override;
+  float loss_and_gradient(const float* params, const ml::dataset& batch,
+                          float* grad) const override;
+  float loss_and_gradient(const float* params, const ml::dataset& batch,
+                          float* grad,
+                          const ml::gradient_ready& ready) const override;
+  float loss(const float* params, const ml::dataset& batch) const override;
+  float accuracy(const float* params, const ml::dataset& batch) const override;
+
+  /// A line per layer: its spec, output shape and parameters.
+  std::string summary() const;
+
+  /// Each parameter layer's tensors' names and ranges, in order:
+  /// "layers.0.weight", "layers.0.bias", ... (the index is the layer's
+  /// place in the spec).
+  std::vector<std::pair<std::string, ml::param_range>> tensors() const;
+
+private:
+  float run(const float* params, const ml::dataset& batch, float* grad,
+            size_t* right, const ml::gradient_ready* ready) const;
+
+  shape input_;
+  std::string spec_;
+  std::vector<std::unique_ptr<layer>> layers_;
+  std::vector<size_t> offsets_; // each layer's first parameter
+  size_t params_ = 0;
+};
+
+} // namespace lumen::nn

@@ -1,0 +1,329 @@
+#include "nn/layers.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "lumen/errors.hpp"
+
+namespace lumen::nn {
+
+namespace {
+
+using ml::detail::const_matrix_map;
+using ml::detail::const_vector_map;
+using ml::detail::idx;
+using ml::detail::matrix_map;
+using ml::detail::vector_map;
+
+/// y = x·W + b over every input value (flattened); W is in × out.
+class linear : public layer {
+public:
+  linear(const shape& in, size_t outputs)
+    : layer(in, {outputs, 1, 1}) {}
+
+  std::string spec() const override {
+    return "linear(" + std::to_string(out().size()) + ")";
+  }
+  size_t num_weights() const override {
+    return in().size() * out().size();
+  }
+  size_t num_biases() const override {
+    return out().size();
+  }
+
+  void forward(const float* p, const matrix& x, matrix& y) const override {
+    y.noalias() = x * weights(p);
+    y.rowwise() += biases(p).transpose();
+  }
+
+  void backward(const float* p, const matrix& x, const matrix&,
+                const matrix& dy, matrix* dx, float* grad) const override {
+    matrix_map{grad, idx(in().size()), idx(out().size())}.noalias() =
+      x.transpose() * dy;
+    // Row by row, so that each bias's sum has one order wherever `grad`
+    // lies in memory.
+    vector_map db{grad + num_weights(), idx(out().size())};
+    db.setZero();
+    for (Eigen::Index i = 0; i < dy.rows(); ++i)
+      db += dy.row(i).transpose();
+    if (dx != nullptr)
+      dx->noalias() = dy * weights(p).transpose();
+  }
+
+private:
+  const_matrix_map weights(const float* p) const {
+    return {p, idx(in().size()), idx(out().size())};
+  }
+  const_vector_map biases(const float* p) const {
+    return {p + num_weights(), idx(out().size())};
+  }
+};
+
+class relu : public layer {
+public:
+  explicit relu(const shape& in)
+    : layer(in, in) {}
+
+  std::string spec() const override {
+    return "relu";
+  }
+  void forward(const float*, const matrix& x, matrix& y) const override {
+    y = x.cwiseMax(0.0f);
+  }
+  void backward(const float*, const matrix&, const matrix& y, const matrix& dy,
+                matrix* dx, float*) const override {
+    if (dx != nullptr)
+      *dx = (y.array() > 0.0f).select(dy, 0.0f);
+  }
+};
+
+class flatten : public layer {
+public:
+  explicit flatten(const shape& in)
+    : layer(in, {in.size(), 1, 1}) {}
+
+  std::string spec() const override {
+    return "flatten";
+  }
+  void forward(const float*, const matrix& x, matrix& y) const override {
+    y = x;
+  }
+  void backward(const float*, const matrix&, const matrix&, const matrix& dy,
+                matrix* dx, float*) const override {
+    if (dx != nullptr)
+      *dx = dy;
+  }
+};
+
+/// A convolution, stride 1: im2col (each output position's K×K×C inputs
+/// as a column) and one GEMM an example. W is out-channels × (C·K·K).
+class conv : public layer {
+public:
+  conv(const shape& in, size_t channels, size_t k, size_t pad)
+    : layer(in,
+            {channels, in.height + 2 * pad - k + 1, in.width + 2 * pad - k + 1})
+    , k_(k)
+    , pad_(pad) {}
+
+  std::string spec() const override {
+    return "conv(" + std::to_string(out().channels) + "," + std::to_string(k_) +
+           (pad_ > 0 ? "," + std::to_string(pad_) : "") + ")";
+  }
+  size_t num_weights() const override {
+    return out().channels * patch();
+  }
+  size_t num_biases() const override {
+    return out().channels;
+  }
+
+  void forward(const float* p, const matrix& x, matrix& y) const override {
+    y.resize(x.rows(), idx(out().size()));
+    matrix cols;
+    for (Eigen::Index i = 0; i < x.rows(); ++i) {
+      im2col(x.row(i).data(), cols);
+      matrix_map yi{y.row(i).data(), idx(out().channels), positions()};
+      yi.noalias() = weights(p) * cols;
+      yi.colwise() += biases(p);
+    }
+  }
+
+  void backward(const float* p, const matrix& x, const matrix&,
+                const matrix& dy, matrix* dx, float* grad) const override {
+    matrix_map dw{grad, idx(out().channels), idx(patch())};
+    vector_map db{grad + num_weights(), idx(out().channels)};
+    dw.setZero();
+    db.setZero();
+    if (dx != nullptr)
+      dx->setZero(x.rows(), idx(in().size()));
+    matrix cols, dcols;
+    for (Eigen::Index i = 0; i < x.rows(); ++i) {
+      Eigen::Map<const matrix> dyi{dy.row(i).data(), idx(out().channels),
+                                   positions()};
+      im2col(x.row(i).data(), cols);
+      dw.noalias() += dyi * cols.transpose();
+      for (Eigen::Index c = 0; c < dyi.rows(); ++c)
+        db(c) += dyi.row(c).sum();
+      if (dx != nullptr) {
+        dcols.noalias() = weights(p).transpose() * dyi;
+        col2im(dcols, dx->row(i).data());
+      }
+    }
+  }
+
+protected:
+  size_t fan_in() const override {
+    return patch();
+  }
+
+private:
+  size_t patch() const {
+    return in().channels * k_ * k_;
+  }
+  Eigen::Index positions() const {
+    return idx(out().height * out().width);
+  }
+  const_matrix_map weights(const float* p) const {
+    return {p, idx(out().channels), idx(patch())};
+  }
+  const_vector_map biases(const float* p) const {
+    return {p + num_weights(), idx(out().channels)};
+  }
+
+  /// Calls f(row of cols, output position, input index or -1 for the
+  /// padding) for every entry of the im2col matrix.
+  template <class F>
+  void each_entry(F f) const {
+    auto h = long(in().height), w = long(in().width), pad = long(pad_);
+    auto oh = long(out().height), ow = long(out().width), k = long(k_);
+    for (long c = 0; c < long(in().channels); ++c)
+      for (long ky = 0; ky < k; ++ky)
+        for (long kx = 0; kx < k; ++kx) {
+          auto row = (c * k + ky) * k + kx;
+          for (long oy = 0; oy < oh; ++oy) {
+            long iy = oy + ky - pad;
+            for (long ox = 0; ox < ow; ++ox) {
+              long ix = ox + kx - pad;
+              bool inside = iy >= 0 && iy < h && ix >= 0 && ix < w;
+              f(row, oy * ow + ox, inside ? (c * h + iy) * w + ix : -1);
+            }
+          }
+        }
+  }
+
+  void im2col(const float* x, matrix& cols) const {
+    cols.resize(idx(patch()), positions());
+    each_entry([&](long row, long at, long from) {
+      cols(row, at) = from < 0 ? 0.0f : x[from];
+    });
+  }
+
+  void col2im(const matrix& cols, float* dx) const {
+    each_entry([&](long row, long at, long to) {
+      if (to >= 0)
+        dx[to] += cols(row, at);
+    });
+  }
+
+  size_t k_, pad_;
+};
+
+/// K×K max pooling, stride K; what does not fill a window at the edge is
+/// left out.
+class pool : public layer {
+public:
+  pool(const shape& in, size_t k)
+    : layer(in, {in.channels, in.height / k, in.width / k})
+    , k_(k) {}
+
+  std::string spec() const override {
+    return "pool(" + std::to_string(k_) + ")";
+  }
+
+  void forward(const float*, const matrix& x, matrix& y) const override {
+    y.resize(x.rows(), idx(out().size()));
+    for (Eigen::Index i = 0; i < x.rows(); ++i)
+      each_window(x.row(i).data(), [&](size_t at, size_t best) {
+        y(i, idx(at)) = x(i, idx(best));
+      });
+  }
+
+  void backward(const float*, const matrix& x, const matrix&, const matrix& dy,
+                matrix* dx, float*) const override {
+    if (dx == nullptr)
+      return;
+    dx->setZero(x.rows(), idx(in().size()));
+    for (Eigen::Index i = 0; i < x.rows(); ++i)
+      each_window(x.row(i).data(), [&](size_t at, size_t best) {
+        (*dx)(i, idx(best)) += dy(i, idx(at));
+      });
+  }
+
+private:
+  /// Calls f(output index, index of the window's largest input: the first
+  /// in scan order) for each window.
+  template <class F>
+  void each_window(const float* x, F f) const {
+    auto h = in().height, w = in().width;
+    for (size_t c = 0; c < out().channels; ++c)
+      for (size_t oy = 0; oy < out().height; ++oy)
+        for (size_t ox = 0; ox < out().width; ++ox) {
+          size_t best = (c * h + oy * k_) * w + ox * k_;
+          for (size_t ky = 0; ky < k_; ++ky)
+            for (size_t kx = 0; kx < k_; ++kx) {
+              size_t at = (c * h + oy * k_ + ky) * w + ox * k_ + kx;
+              if (x[at] > x[best])
+                best = at;
+            }
+          f((c * out().height + oy) * out().width + ox, best);
+        }
+  }
+
+  size_t k_;
+};
+
+std::string args_of(const std::vector<size_t>& args) {
+  std::string out;
+  for (auto a : args)
+    out += (out.empty() ? "" : ",") + std::to_string(a);
+  return "(" + out + ")";
+}
+
+} // namespace
+
+void layer::init(float* params, std::mt19937_64& gen) const {
+  auto bound = std::sqrt(6.0 / static_cast<double>(fan_in()));
+  for (size_t i = 0; i < num_weights(); ++i) {
+    auto u = static_cast<double>(gen() >> 11) / 9007199254740992.0;
+    params[i] = static_cast<float>((2 * u - 1) * bound);
+  }
+  std::fill(params + num_weights(), params + num_params(), 0.0f);
+}
+
+std::unique_ptr<layer> make_layer(const std::string& name,
+                                  const std::vector<size_t>& args,
+                                  const shape& in) {
+  auto arity = [&](size_t least, size_t most, const char* form) {
+    if (args.size() < least || args.size() > most)
+      throw usage_error(name + args_of(args) + ": write it " + form);
+    for (auto a : args)
+      if (a == 0 && name != "conv")
+        throw usage_error(name + args_of(args) + ": sizes must be positive");
+  };
+  if (name == "linear") {
+    arity(1, 1, "linear(N), N outputs");
+    return std::make_unique<linear>(in, args[0]);
+  }
+  if (name == "relu" || name == "flatten") {
+    arity(0, 0,
+          name == "relu" ? "relu, without arguments"
+                         : "flatten, without arguments");
+    if (name == "relu")
+      return std::make_unique<relu>(in);
+    return std::make_unique<flatten>(in);
+  }
+  if (name == "conv") {
+    arity(2, 3,
+          "conv(C,K) or conv(C,K,P): C channels, K×K kernels, P of "
+          "padding");
+    auto pad = args.size() == 3 ? args[2] : 0;
+    if (args[0] == 0 || args[1] == 0)
+      throw usage_error(name + args_of(args) +
+                        ": channels and kernel must be positive");
+    if (in.height + 2 * pad < args[1] || in.width + 2 * pad < args[1])
+      throw usage_error(name + args_of(args) + ": its input " + to_string(in) +
+                        " is smaller than a " + std::to_string(args[1]) + "x" +
+                        std::to_string(args[1]) +
+                        " kernel; pad it, or pool less before it");
+    return std::make_unique<conv>(in, args[0], args[1], pad);
+  }
+  if (name == "pool") {
+    arity(1, 1, "pool(K), K×K windows");
+    if (in.height < args[0] || in.width < args[0])
+      throw usage_error(name + args_of(args) + ": its input " + to_string(in) +
+                        " is smaller than one window; pool less");
+    return std::make_unique<pool>(in, args[0]);
+  }
+  throw usage_error("an unknown layer '" + name + "'");
+}
+
+} // namespace lumen::nn

@@ -1,0 +1,80 @@
+#pragma once
+
+// The layers of lumen::nn::sequential: each knows its input and output
+// shapes, its parameters' count and start, and runs forward and backward
+// on a batch (a row per example) over the model's flat parameter vector.
+
+#include <cstddef>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "lumen/nn/sequential.hpp"
+
+#include "ml/dense.hpp"
+
+namespace lumen::nn {
+
+using ml::detail::matrix;
+
+class layer {
+public:
+  layer(shape in, shape out)
+    : in_(in)
+    , out_(out) {}
+  virtual ~layer() = default;
+
+  const shape& in() const noexcept {
+    return in_;
+  }
+  const shape& out() const noexcept {
+    return out_;
+  }
+
+  /// As the spec writes it: "conv(32,3)".
+  virtual std::string spec() const = 0;
+
+  /// Its parameters: weights, then biases.
+  virtual size_t num_weights() const {
+    return 0;
+  }
+  virtual size_t num_biases() const {
+    return 0;
+  }
+  size_t num_params() const {
+    return num_weights() + num_biases();
+  }
+
+  /// Weights drawn from `gen` (uniform in ±sqrt(6 / fan-in), He's bound
+  /// for a ReLU after), biases zeros.
+  virtual void init(float* params, std::mt19937_64& gen) const;
+
+  /// `y` (a row of out().size() a row of `x`) from `x` (a row of
+  /// in().size() an example).
+  virtual void forward(const float* params, const matrix& x,
+                       matrix& y) const = 0;
+
+  /// From `dy`, dL/dy: the parameters' gradient written to `grad` and,
+  /// unless `dx` is null, dL/dx. `x` and `y` are forward's.
+  virtual void backward(const float* params, const matrix& x, const matrix& y,
+                        const matrix& dy, matrix* dx, float* grad) const = 0;
+
+protected:
+  /// The fan-in init() bounds its weights by.
+  virtual size_t fan_in() const {
+    return in_.size();
+  }
+
+private:
+  shape in_, out_;
+};
+
+/// The layer `name` with `args` (as the spec gave them) on input `in`.
+/// Throws `usage_error` for a name or arguments it does not know, or an
+/// input it does not fit, saying which.
+std::unique_ptr<layer> make_layer(const std::string& name,
+                                  const std::vector<size_t>& args,
+                                  const shape& in);
+
+} // namespace lumen::nn

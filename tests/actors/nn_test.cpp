@@ -1,0 +1,198 @@
+#define BOOST_TEST_MODULE nn
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <lumen/errors.hpp>
+#include <lumen/ml/data.hpp>
+#include <lumen/nn/sequential.hpp>
+
+#include "gradient_check.hpp"
+
+namespace {
+
+using lumen::nn::sequential;
+using lumen::nn::shape;
+
+/// `rows` examples of `in` values each, drawn from `seed`, with labels
+/// below `classes`.
+lumen::ml::dataset random_batch(size_t rows, size_t in, size_t classes,
+                                uint64_t seed) {
+  std::mt19937_64 gen{seed};
+  std::normal_distribution<float> value;
+  lumen::ml::dataset d;
+  d.features = lumen::ml::tensor{{int64_t(rows), int64_t(in)}};
+  d.labels = lumen::ml::tensor{{int64_t(rows)}, lumen::ml::dtype::int32};
+  auto x = d.features.data<float>();
+  for (size_t i = 0; i < rows * in; ++i)
+    x[i] = value(gen);
+  auto y = d.labels.data<int32_t>();
+  for (size_t i = 0; i < rows; ++i)
+    y[i] = int32_t(gen() % classes);
+  return d;
+}
+
+/// The analytic gradient of `spec` on `in` against central differences,
+/// at every parameter of every layer: the largest error relative to the
+/// gradient's scale. A parameter whose step crosses a kink (a ReLU or a
+/// pool's choice flips: the one-sided differences disagree) is left out;
+/// at most a tenth may be.
+double gradient_error(const shape& in, const std::string& spec,
+                      size_t classes) {
+  sequential m{in, spec};
+  auto w = m.init(7);
+  // Biases away from zero, so that their gradients are checked through
+  // the layers after them too.
+  std::mt19937_64 gen{3};
+  for (auto& v : w)
+    v += float(int(gen() % 200) - 100) * 1e-3f;
+  auto batch = random_batch(3, in.size(), classes, 11);
+  std::vector<float> g(w.size());
+  m.loss_and_gradient(w.data(), batch, g.data());
+  double worst = 0, scale = 1e-6;
+  for (auto v : g)
+    scale = std::max(scale, double(std::abs(v)));
+  const double mid = m.loss(w.data(), batch);
+  size_t kinks = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    const float h = 1e-3f;
+    auto [up, down] = losses_around(m, w, i, h, batch);
+    if (std::abs((up - mid) - (mid - down)) / h > 0.005 * scale) {
+      ++kinks;
+      continue;
+    }
+    double numeric = (up - down) / (2.0 * h);
+    worst = std::max(worst, std::abs(numeric - g[i]) / scale);
+  }
+  BOOST_TEST(kinks * 10 <= w.size(), spec << ": " << kinks << " kinks");
+  return worst;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(nn)
+
+BOOST_AUTO_TEST_CASE(each_layers_gradient_matches_finite_differences) {
+  // One case a layer, each behind the layers whose gradient depends on
+  // its backward pass.
+  BOOST_TEST(gradient_error({6, 1, 1}, "linear(4)", 4) < 2e-3);
+  BOOST_TEST(gradient_error({6, 1, 1}, "linear(5)-relu-linear(3)", 3) < 2e-3);
+  BOOST_TEST(gradient_error({2, 5, 5}, "conv(3,3)-flatten-linear(4)", 4) <
+             2e-3);
+  BOOST_TEST(gradient_error({2, 4, 4}, "conv(2,3,1)-linear(3)", 3) < 2e-3);
+  BOOST_TEST(gradient_error({2, 4, 4}, "conv(2,3,1)-relu-linear(3)", 3) < 2e-3);
+  BOOST_TEST(gradient_error({1, 6, 6}, "conv(2,3)-pool(2)-linear(3)", 3) <
+             2e-3);
+  BOOST_TEST(gradient_error({1, 8, 8},
+                            "conv(2,3)-relu-pool(2)-conv(2,2)-relu-linear(3)",
+                            3) < 2e-3);
+}
+
+BOOST_AUTO_TEST_CASE(the_fashion_mnist_cnn_has_its_shapes_and_named_tensors) {
+  sequential cnn{{1, 28, 28},
+                 "conv(32,3)-relu-pool(2)-conv(64,3)-relu-pool(2)-linear(128)-"
+                 "relu-linear(10)"};
+  // 28 -> 26 -> 13 -> 11 -> 5: 64·5·5 = 1600 values into linear(128).
+  auto want =
+    (32 * 9 + 32) + (64 * 32 * 9 + 64) + (1600 * 128 + 128) + (128 * 10 + 10);
+  BOOST_TEST(cnn.num_params() == size_t(want));
+  auto summary = cnn.summary();
+  BOOST_TEST(summary.find("layers.6 linear(128) -> 128") != std::string::npos,
+             summary);
+  BOOST_TEST(summary.find("layers.3 conv(64,3) -> 64x11x11") !=
+               std::string::npos,
+             summary);
+  auto tensors = cnn.tensors();
+  BOOST_REQUIRE(tensors.size() == 8u);
+  BOOST_TEST(tensors[0].first == "layers.0.weight");
+  BOOST_TEST(tensors[0].second.size() == 32u * 9u);
+  BOOST_TEST(tensors[6].first == "layers.8.weight");
+  BOOST_TEST(tensors[7].first == "layers.8.bias");
+  BOOST_TEST(tensors[7].second.end == cnn.num_params());
+  // The layers with parameters tile the flat vector, in order.
+  size_t at = 0;
+  for (auto& r : cnn.layers()) {
+    BOOST_TEST(r.begin == at);
+    at = r.end;
+  }
+  BOOST_TEST(at == cnn.num_params());
+}
+
+BOOST_AUTO_TEST_CASE(backward_tells_each_layer_ready_the_last_first) {
+  sequential m{{1, 6, 6}, "conv(2,3)-relu-pool(2)-linear(4)-relu-linear(3)"};
+  auto w = m.init(1);
+  std::vector<float> g(w.size()), plain(w.size());
+  std::vector<size_t> order;
+  auto batch = random_batch(4, 36, 3, 2);
+  m.loss_and_gradient(w.data(), batch, g.data(),
+                      [&](size_t l) { order.push_back(l); });
+  BOOST_TEST(order == (std::vector<size_t>{2, 1, 0}));
+  // The same gradient to the bit as without being told.
+  m.loss_and_gradient(w.data(), batch, plain.data());
+  BOOST_TEST(g == plain);
+}
+
+BOOST_AUTO_TEST_CASE(a_small_cnn_learns_a_batch) {
+  sequential m{{1, 8, 8}, "conv(4,3)-relu-pool(2)-linear(3)"};
+  auto w = m.init(5);
+  auto batch = random_batch(12, 64, 3, 9);
+  std::vector<float> g(w.size());
+  float first = m.loss_and_gradient(w.data(), batch, g.data()), last = 0;
+  for (int step = 0; step < 200; ++step) {
+    last = m.loss_and_gradient(w.data(), batch, g.data());
+    for (size_t i = 0; i < w.size(); ++i)
+      w[i] -= 0.1f * g[i];
+  }
+  BOOST_TEST(last < 0.2f * first, first << " -> " << last);
+  BOOST_TEST(m.accuracy(w.data(), batch) == 1.0f);
+}
+
+BOOST_AUTO_TEST_CASE(bad_specs_and_shapes_say_where_and_what) {
+  auto said = [](const shape& in, const std::string& spec) {
+    try {
+      sequential m{in, spec};
+    } catch (const lumen::usage_error& e) {
+      return std::string{e.what()};
+    }
+    return std::string{"no error"};
+  };
+  auto a = said({1, 28, 28}, "conv(32,3)-relu-pol(2)-linear(10)");
+  BOOST_TEST(a.find("layer 2 (at character 17), an unknown layer 'pol'") !=
+               std::string::npos,
+             a);
+  BOOST_TEST(a.find("the layers are linear(N)") != std::string::npos, a);
+  auto b = said({1, 28, 28}, "conv(32,3-relu");
+  BOOST_TEST(
+    b.find("at character 10, expected ',' or ')'") != std::string::npos, b);
+  auto c = said({1, 4, 4}, "pool(2)-conv(8,3)-linear(10)");
+  BOOST_TEST(c.find("layer 1 (at character 9), conv(8,3): its input 1x2x2 is "
+                    "smaller than a 3x3 kernel") != std::string::npos,
+             c);
+  auto d = said({1, 28, 28}, "linear(10)-");
+  BOOST_TEST(
+    d.find("at character 12, expected a layer's name") != std::string::npos, d);
+  auto e = said({1, 28, 28}, "conv(8,3)-relu");
+  BOOST_TEST(e.find("end with linear(K)") == std::string::npos, e);
+  auto f = said({1, 28, 28}, "linear(1)");
+  BOOST_TEST(f.find("end with linear(K) for K classes") != std::string::npos,
+             f);
+  auto g = said({1, 28, 28}, "relu(2)-linear(10)");
+  BOOST_TEST(g.find("relu(2): write it relu, without arguments") !=
+               std::string::npos,
+             g);
+  // A batch of the wrong width: which model, which sizes.
+  sequential m{{1, 28, 28}, "linear(10)"};
+  auto w = m.init(1);
+  auto batch = random_batch(2, 10, 10, 1);
+  BOOST_CHECK_EXCEPTION(m.loss(w.data(), batch), lumen::usage_error,
+                        [](const lumen::usage_error& e) {
+                          return std::string{e.what()}.find(
+                                   "takes 784 features a row; the batch has "
+                                   "10") != std::string::npos;
+                        });
+}
+
+BOOST_AUTO_TEST_SUITE_END()
