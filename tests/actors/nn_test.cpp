@@ -80,6 +80,7 @@ BOOST_AUTO_TEST_CASE(each_layers_gradient_matches_finite_differences) {
   // its backward pass.
   BOOST_TEST(gradient_error({6, 1, 1}, "linear(4)", 4) < 2e-3);
   BOOST_TEST(gradient_error({6, 1, 1}, "linear(5)-relu-linear(3)", 3) < 2e-3);
+  BOOST_TEST(gradient_error({6, 1, 1}, "linear(5)-gelu-linear(3)", 3) < 2e-3);
   BOOST_TEST(gradient_error({2, 5, 5}, "conv(3,3)-flatten-linear(4)", 4) <
              2e-3);
   BOOST_TEST(gradient_error({2, 4, 4}, "conv(2,3,1)-linear(3)", 3) < 2e-3);

@@ -77,6 +77,33 @@ public:
   }
 };
 
+/// GELU, exact: x·Φ(x), Φ the standard normal's distribution function.
+class gelu : public layer {
+public:
+  explicit gelu(const shape& in)
+    : layer(in, in) {}
+
+  std::string spec() const override {
+    return "gelu";
+  }
+  void forward(const float*, const matrix& x, matrix& y) const override {
+    y = x.unaryExpr([](float v) { return v * cdf(v); });
+  }
+  void backward(const float*, const matrix& x, const matrix&, const matrix& dy,
+                matrix* dx, float*) const override {
+    if (dx != nullptr)
+      *dx = dy.cwiseProduct(x.unaryExpr([](float v) {
+        // Φ(x) + x·φ(x)
+        return cdf(v) + v * 0.3989422804f * std::exp(-0.5f * v * v);
+      }));
+  }
+
+private:
+  static float cdf(float v) {
+    return 0.5f * (1.0f + std::erf(v * 0.7071067812f));
+  }
+};
+
 class flatten : public layer {
 public:
   explicit flatten(const shape& in)
@@ -282,7 +309,7 @@ void layer::init(float* params, std::mt19937_64& gen) const {
 std::unique_ptr<layer> make_layer(const std::string& name,
                                   const std::vector<size_t>& args,
                                   const shape& in) {
-  auto arity = [&](size_t least, size_t most, const char* form) {
+  auto arity = [&](size_t least, size_t most, const std::string& form) {
     if (args.size() < least || args.size() > most)
       throw usage_error(name + args_of(args) + ": write it " + form);
     for (auto a : args)
@@ -293,12 +320,12 @@ std::unique_ptr<layer> make_layer(const std::string& name,
     arity(1, 1, "linear(N), N outputs");
     return std::make_unique<linear>(in, args[0]);
   }
-  if (name == "relu" || name == "flatten") {
-    arity(0, 0,
-          name == "relu" ? "relu, without arguments"
-                         : "flatten, without arguments");
+  if (name == "relu" || name == "gelu" || name == "flatten") {
+    arity(0, 0, name + ", without arguments");
     if (name == "relu")
       return std::make_unique<relu>(in);
+    if (name == "gelu")
+      return std::make_unique<gelu>(in);
     return std::make_unique<flatten>(in);
   }
   if (name == "conv") {

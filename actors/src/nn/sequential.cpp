@@ -14,8 +14,8 @@ namespace {
 using ml::detail::idx;
 
 const char* const layer_forms =
-  "the layers are linear(N), conv(C,K[,P]), pool(K), relu and flatten, "
-  "joined by '-'";
+  "the layers are linear(N), conv(C,K[,P]), pool(K), relu, gelu and "
+  "flatten, joined by '-'";
 
 /// A spec's layers: each name, its arguments, where it starts.
 struct parsed_layer {

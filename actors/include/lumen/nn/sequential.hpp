@@ -18,7 +18,8 @@
 //   conv(C,K[,P])    C channels of K×K kernels, stride 1, P zeros of
 //                    padding on each side (default 0)
 //   pool(K)          K×K max pooling, stride K
-//   relu, flatten
+//   relu, gelu       max(x, 0); x·Φ(x) (exact)
+//   flatten
 // The last layer's outputs are the classes' logits; the loss is softmax
 // cross-entropy.
 //
