@@ -6,32 +6,20 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
-#include <iomanip>
 #include <iostream>
 #include <thread>
 
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "lumen/cli.hpp"
 #include "lumen/errors.hpp"
 
-#include "exercise_build.hpp"
-#include "exercise_diff.hpp"
-#include "exercise_files.hpp"
+#include "exercise_check.hpp"
 #include "exercise_live.hpp"
 
 namespace lumen::cli {
 
 namespace {
-
-struct session {
-  installation where;
-  std::vector<exercise> all;
-  workspace ws;
-  // The checker's cases take a few seconds: a run far longer is stuck.
-  std::chrono::seconds deadline{30};
-};
 
 fs::path default_dir() {
   const char* home = std::getenv("HOME");
@@ -48,14 +36,6 @@ const char* mark(status s) {
       break;
   }
   return "[    ]";
-}
-
-/// The first exercise in order that does not pass yet, or null.
-const exercise* next_to_do(const session& s) {
-  for (auto& e : s.all)
-    if (s.ws.status_of(e) != status::passing)
-      return &e;
-  return nullptr;
 }
 
 void print_progress(const session& s) {
@@ -79,130 +59,6 @@ void print_progress(const session& s) {
               << ", then `lumen exercises check " << next->id << "`.\n";
   else
     std::cout << "All done: every exercise passes.\n";
-}
-
-std::string compile_error(const build_result& b) {
-  return "Your file does not compile:\n" + b.summary + "\n";
-}
-
-/// Builds `e`; on failure prints why and returns false.
-bool built(const session& s, const exercise& e, build_result& out) {
-  out = build(s.where, e, s.ws);
-  if (out.rebuilt)
-    std::cout << "built " << s.ws.file_of(e).filename().string() << " in "
-              << std::fixed << std::setprecision(1) << out.seconds << " s\n"
-              << std::defaultfloat;
-  if (!out.ok)
-    std::cout << compile_error(out);
-  return out.ok;
-}
-
-/// After a failing check of `e` (its program `mine`): where the learner's
-/// --step=json run first leaves the reference's, or "".
-std::string explain(const session& s, const exercise& e,
-                    const build_result& mine) {
-  if (!e.steps || e.reference_file.empty())
-    return "";
-  auto ref = build_reference(s.where, e, s.ws);
-  if (!ref.ok)
-    return "(the reference did not build, so your run is not compared with "
-           "it: " +
-           ref.summary + ")\n";
-  // Both are short: --step=json runs what the check runs, or less.
-  const std::chrono::seconds deadline{10};
-  std::string yours, theirs;
-  run_program(mine.program, {"--step=json"}, deadline,
-              [&](const char* b, size_t n) { yours.append(b, n); });
-  run_program(ref.program, {"--step=json"}, deadline,
-              [&](const char* b, size_t n) { theirs.append(b, n); });
-  auto where = first_difference(yours, theirs);
-  if (where.empty())
-    return "";
-  return "\nWhere your run first leaves the reference's (`lumen exercises "
-         "run " +
-         e.id + " --step=json`): " + where + "\n";
-}
-
-/// Checks `e`, records the verdict and says what next; true if it passes.
-/// With `transcript`, what the checker and the explanation said goes
-/// there too.
-bool check(session& s, const exercise& e, std::string* transcript = nullptr) {
-  std::cout << "== checking " << e.id << " (" << e.title << ")\n";
-  auto said = [&](const std::string& text) {
-    std::cout << text;
-    if (transcript != nullptr)
-      *transcript += text;
-  };
-  build_result b;
-  if (!built(s, e, b)) {
-    s.ws.set_status(e, status::failing);
-    if (transcript != nullptr)
-      *transcript += compile_error(b);
-    said("FAIL: fix the compile error above\n");
-    return false;
-  }
-  output_fn out;
-  if (transcript != nullptr)
-    out = [&](const char* bytes, size_t n) {
-      std::cout.write(bytes, static_cast<std::streamsize>(n));
-      std::cout.flush();
-      transcript->append(bytes, n);
-    };
-  auto r = run_program(b.program, {"--check"}, s.deadline, out);
-  bool pass = !r.broke() && r.exit_code == 0;
-  s.ws.set_status(e, pass ? status::passing : status::failing);
-  if (r.broke())
-    said("FAIL: " + describe_failure(r, s.deadline) + "\n");
-  if (pass) {
-    if (auto* next = next_to_do(s))
-      std::cout << "\n"
-                << e.id << " passes. Next: " << next->id << " (" << next->title
-                << "): `lumen exercises show " << next->id << "`.\n";
-    else
-      std::cout << "\n" << e.id << " passes, and so does every exercise.\n";
-  } else if (!r.broke()) {
-    // A verdict of the learner's code (a hang or a crash said where it
-    // stopped already): where it first went otherwise than the reference.
-    said(explain(s, e, b));
-    std::cout << "\nStuck? `lumen exercises hint " << e.id
-              << "` gives the next hint.\n";
-  }
-  std::cout.flush(); // `watch` goes on after it
-  return pass;
-}
-
-/// A run of `e` on the live page: its --step=json lines as they come, then
-/// the check's verdict; the terminal shows the check as `watch` does.
-bool run_live(session& s, const exercise& e, live_page& page, int number,
-              const std::string& saved) {
-  nlohmann::json run{{"id", e.id},
-                     {"title", e.title},
-                     {"number", number},
-                     {"saved", saved},
-                     {"file", s.ws.file_of(e).string()}};
-  page.publish("run", run.dump());
-  build_result b;
-  if (built(s, e, b)) {
-    std::string line;
-    run_program(b.program, {"--step=json"}, s.deadline,
-                [&](const char* bytes, size_t n) {
-                  for (size_t i = 0; i < n; ++i) {
-                    if (bytes[i] != '\n') {
-                      line += bytes[i];
-                      continue;
-                    }
-                    if (!line.empty() && line.front() == '{')
-                      page.publish("step", line);
-                    line.clear();
-                  }
-                });
-  }
-  std::string transcript;
-  bool pass = check(s, e, &transcript);
-  page.publish("verdict",
-               nlohmann::json{{"pass", pass}, {"text", transcript}}.dump(
-                 -1, ' ', false, nlohmann::json::error_handler_t::replace));
-  return pass;
 }
 
 int run(session& s, const exercise& e, const std::string& step,
