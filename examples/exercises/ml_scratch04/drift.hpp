@@ -19,8 +19,7 @@ constexpr int drift_steps = 30, rebroadcast_every = 10;
 inline double drift_of(const std::vector<std::vector<float>>& w) {
   double d = 0;
   for (size_t r = 1; r < w.size(); ++r)
-    for (size_t i = 0; i < w[r].size(); ++i)
-      d = std::max(d, double(std::abs(w[r][i] - w[0][i])));
+    d = std::max(d, largest_difference(w[r], w[0]));
   return d;
 }
 

@@ -278,15 +278,22 @@ inline std::vector<std::vector<float>> expected_weights(int steps) {
   return after;
 }
 
+/// The largest |a − b| over the elements.
+inline double largest_difference(const std::vector<float>& a,
+                                 const std::vector<float>& b) {
+  double gap = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    gap = std::max(gap, double(std::abs(a[i] - b[i])));
+  return gap;
+}
+
 /// The largest |a − b| over the elements, relative to the largest |b|.
 inline double relative_gap(const std::vector<float>& a,
                            const std::vector<float>& b) {
-  double gap = 0, scale = 1e-12;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    gap = std::max(gap, double(std::abs(a[i] - b[i])));
-    scale = std::max(scale, double(std::abs(b[i])));
-  }
-  return gap / scale;
+  double scale = 1e-12;
+  for (auto v : b)
+    scale = std::max(scale, double(std::abs(v)));
+  return largest_difference(a, b) / scale;
 }
 
 /// Step `k` on every replica at once; their losses.

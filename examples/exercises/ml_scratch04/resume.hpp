@@ -124,9 +124,7 @@ std::string check_resume(uint64_t seed, train_fn<Replica> train) {
            std::to_string(checkpoint_every) +
            "th step and the new replicas load it (see TODO(ml_scratch04d) "
            "in train)";
-  double gap = 0;
-  for (size_t i = 0; i < hit.weights.size() && i < calm.weights.size(); ++i)
-    gap = std::max(gap, double(std::abs(hit.weights[i] - calm.weights[i])));
+  auto gap = largest_difference(hit.weights, calm.weights);
   if (hit.weights.size() != calm.weights.size() || gap != 0)
     return at +
            "rank 0's final weights differ from a run nobody killed by "

@@ -146,20 +146,17 @@ void world::start_on(int node, std::function<void()> body) {
 }
 
 void world::run_beside(std::function<void()> body) {
-  auto node = here();
+  // The caller's identity, which its work keeps: what it is doing for a
+  // deadlock's message too.
   auto typed = typed_actor();
-  schedule(now_,
-           [this, node, meant = incarnation(node), typed,
-            actor = current_actor_slot(), body = std::move(body)]() mutable {
-             if (incarnation(node) != meant)
-               return; // its node died before it began
-             auto& f = idle_fiber();
-             f.node = node;
-             f.typed = typed;
-             f.actor = std::move(actor);
-             f.job = std::move(body);
-             resume(f);
-           });
+  auto doing = current_ != nullptr ? current_->doing : nullptr;
+  run_on(here(), [this, typed, doing, actor = current_actor_slot(),
+                  body = std::move(body)] {
+    set_typed_actor(typed);
+    current_->doing = doing;
+    current_actor_slot() = actor;
+    body();
+  });
 }
 
 uint64_t world::typed_actor() const noexcept {
