@@ -8,6 +8,8 @@
 
 #include <lumen/errors.hpp>
 #include <lumen/ml/data.hpp>
+#include <lumen/ml/model_file.hpp>
+#include <lumen/ml/safetensors.hpp>
 #include <lumen/nn/sequential.hpp>
 
 #include "gradient_check.hpp"
@@ -108,11 +110,14 @@ BOOST_AUTO_TEST_CASE(the_fashion_mnist_cnn_has_its_shapes_and_named_tensors) {
              summary);
   auto tensors = cnn.tensors();
   BOOST_REQUIRE(tensors.size() == 8u);
-  BOOST_TEST(tensors[0].first == "layers.0.weight");
-  BOOST_TEST(tensors[0].second.size() == 32u * 9u);
-  BOOST_TEST(tensors[6].first == "layers.8.weight");
-  BOOST_TEST(tensors[7].first == "layers.8.bias");
-  BOOST_TEST(tensors[7].second.end == cnn.num_params());
+  BOOST_TEST(tensors[0].name == "layers.0.weight");
+  BOOST_TEST(tensors[0].range.size() == 32u * 9u);
+  BOOST_TEST((tensors[0].shape == std::vector<int64_t>{32, 1, 3, 3}));
+  BOOST_TEST((tensors[3].shape == std::vector<int64_t>{64}));
+  BOOST_TEST(tensors[6].name == "layers.8.weight");
+  BOOST_TEST((tensors[4].shape == std::vector<int64_t>{64 * 5 * 5, 128}));
+  BOOST_TEST(tensors[7].name == "layers.8.bias");
+  BOOST_TEST(tensors[7].range.end == cnn.num_params());
   // The layers with parameters tile the flat vector, in order.
   size_t at = 0;
   for (auto& r : cnn.layers()) {
@@ -194,6 +199,89 @@ BOOST_AUTO_TEST_CASE(bad_specs_and_shapes_say_where_and_what) {
                                    "takes 784 features a row; the batch has "
                                    "10") != std::string::npos;
                         });
+}
+
+BOOST_AUTO_TEST_CASE(a_large_batch_is_evaluated_in_slices_as_in_one) {
+  sequential m{{1, 6, 6}, "conv(3,3)-relu-linear(4)"};
+  auto w = m.init(5);
+  auto batch = random_batch(600, 36, 4, 9);
+  std::vector<float> g(m.num_params());
+  // loss_and_gradient runs the batch whole; loss() slices it.
+  auto whole = m.loss_and_gradient(w.data(), batch, g.data());
+  BOOST_TEST(m.loss(w.data(), batch) == whole,
+             boost::test_tools::tolerance(1e-5f));
+  lumen::ml::dataset tail{batch.features.rows(512, 600),
+                          batch.labels.rows(512, 600)};
+  lumen::ml::dataset head{batch.features.rows(0, 512),
+                          batch.labels.rows(0, 512)};
+  auto right =
+    m.accuracy(w.data(), head) * 512 + m.accuracy(w.data(), tail) * 88;
+  BOOST_TEST(m.accuracy(w.data(), batch) * 600 == right,
+             boost::test_tools::tolerance(1e-4f));
+}
+
+BOOST_AUTO_TEST_CASE(a_model_file_holds_each_layer_by_name_and_shape) {
+  namespace ml = lumen::ml;
+  auto spec =
+    ml::sequential_spec("conv(4,3,1)-relu-pool(2)-linear(10)", 1, 6, 6);
+  BOOST_TEST(spec.classes == 10u);
+  ml::model_file f{spec, ml::make_model(spec)->init(3), {}, {{"k", "v"}}};
+  auto bytes = ml::model_file_bytes(f);
+  auto back = ml::parse_model_file(bytes, "cnn.safetensors");
+  BOOST_TEST((back.spec == spec));
+  BOOST_TEST(back.params == f.params);
+  BOOST_TEST(back.metadata == f.metadata);
+  // As numpy reads it: PyTorch's layout for the convolution, [in, out]
+  // for the linear layer, the layers' spec and the input's shape.
+  auto file = ml::parse_safetensors(bytes, "cnn.safetensors");
+  BOOST_TEST((file.tensors.at("layers.0.weight").shape() ==
+              std::vector<int64_t>{4, 1, 3, 3}));
+  BOOST_TEST(
+    (file.tensors.at("layers.0.bias").shape() == std::vector<int64_t>{4}));
+  BOOST_TEST((file.tensors.at("layers.3.weight").shape() ==
+              std::vector<int64_t>{4 * 3 * 3, 10}));
+  BOOST_TEST(file.metadata.at("lumen.model") == "sequential");
+  BOOST_TEST(file.metadata.at("architecture") == spec.layers);
+  BOOST_TEST(file.metadata.at("lumen.input") == "1x6x6");
+  BOOST_TEST(file.tensors.at("layers.0.weight").data<float>()[5] ==
+             f.params[5]);
+
+  // The file with one thing changed is refused, saying what.
+  auto refused = [&](auto change, const std::string& says) {
+    auto damaged = file;
+    change(damaged);
+    try {
+      ml::parse_model_file(ml::safetensors_bytes(damaged), "cnn.safetensors");
+      BOOST_ERROR("a damaged model file was read: " << says);
+    } catch (const ml::data_error& e) {
+      BOOST_TEST(std::string{e.what()}.find(says) != std::string::npos,
+                 e.what());
+      BOOST_TEST(std::string{e.what()}.find("cnn.safetensors") !=
+                 std::string::npos);
+    }
+  };
+  refused([](auto& d) { d.metadata.erase("lumen.input"); },
+          "no \"lumen.input\" of channels x height x width");
+  refused([](auto& d) { d.metadata["lumen.input"] = "1x6"; },
+          "no \"lumen.input\" of channels x height x width");
+  refused(
+    [](auto& d) {
+      d.metadata["architecture"] = "conv(4,3,1)-relu-poo(2)-linear(10)";
+    },
+    "an unknown layer 'poo'");
+  refused(
+    [](auto& d) {
+      d.metadata["architecture"] = "conv(4,3,1)-relu-pool(2)-linear(7)";
+    },
+    "layers.3.weight is float32[36, 10] where the "
+    "conv(4,3,1)-relu-pool(2)-linear(7) architecture needs float32[36, 7]");
+  refused(
+    [](auto& d) {
+      d.tensors["layers.0.weight"] = ml::tensor{{4, 1, 9}};
+    },
+    "layers.0.weight is float32[4, 1, 9]");
+  refused([](auto& d) { d.tensors.erase("layers.3.bias"); },
+          "no tensor layers.3.bias");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -22,50 +22,16 @@
 
 #include <lumen/ml.hpp>
 
-#include "process.hpp"
+#include "train_run.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-/// `lumen train fashion-mnist` on a small share of the data, with the
-/// flags in `more` instead of these.
-std::pair<int, std::string> train(const std::string& storage,
-                                  const std::string& name,
-                                  std::vector<std::string> more = {}) {
-  std::vector<std::string> argv{LUMEN_CLI, "train", "fashion-mnist"};
-  for (auto [flag, value] : std::vector<std::pair<std::string, std::string>>{
-         {"--workers", "2"},
-         {"--epochs", "2"},
-         {"--limit", "2048"},
-         {"--test-limit", "1000"},
-         {"--storage", storage},
-         {"--name", name}})
-    if (std::find(more.begin(), more.end(), flag) == more.end())
-      argv.insert(argv.end(), {flag, value});
-  argv.insert(argv.end(), more.begin(), more.end());
-  return lumen::test::run(argv);
-}
-
-std::vector<std::string> lines_of(const fs::path& file) {
-  std::ifstream in{file};
-  std::vector<std::string> out;
-  for (std::string line; std::getline(in, line);)
-    out.push_back(line);
-  return out;
-}
-
-std::vector<std::string> cells(const std::string& line) {
-  std::vector<std::string> out;
-  std::stringstream in{line};
-  for (std::string c; std::getline(in, c, ',');)
-    out.push_back(c);
-  return out;
-}
-
-bool has(const std::string& out, const std::string& text) {
-  return out.find(text) != std::string::npos;
-}
+using lumen::test::cells;
+using lumen::test::has;
+using lumen::test::lines_of;
+using lumen::test::train;
 
 std::vector<char> read_bytes(const fs::path& file) {
   std::ifstream in{file, std::ios::binary};
@@ -112,13 +78,7 @@ BOOST_AUTO_TEST_CASE(a_run_writes_csv_plot_and_a_checkpoint_that_resumes) {
   BOOST_TEST((file.spec.hidden == std::vector<uint64_t>{256, 128}));
   BOOST_TEST(file.metadata.at("epochs_done") == "2");
   BOOST_TEST(has(file.metadata.at("classes"), "Ankle boot"));
-  auto test = lumen::ml::load_fashion_mnist(lumen::ml::split::test);
-  lumen::ml::dataset first{test.features.rows(0, 1000).clone(),
-                           test.labels.rows(0, 1000)};
-  lumen::ml::standardize(first, std::stof(file.metadata.at("input_mean")),
-                         std::stof(file.metadata.at("input_std")));
-  auto net = lumen::ml::make_model(file.spec);
-  BOOST_TEST(net->accuracy(file.params.data(), first) == std::stod(second[3]),
+  BOOST_TEST(lumen::test::accuracy_of(file, 1000) == std::stod(second[3]),
              boost::test_tools::tolerance(1e-5));
 
   // Resumed after epoch 1, epoch 2 comes out as it did: the same batches,

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "lumen/ml/safetensors.hpp"
+#include "lumen/nn/sequential.hpp"
 
 namespace lumen::ml {
 
@@ -11,9 +12,12 @@ namespace {
 
 constexpr const char* kind_key = "lumen.model";
 constexpr const char* architecture_key = "architecture";
+constexpr const char* input_key = "lumen.input";
 constexpr const char* forward_key = "forward";
 
-/// The widths of the model's layers: input, hidden..., output.
+using tensor_range = nn::sequential::tensor_range;
+
+/// The widths of a dense model's layers: input, hidden..., output.
 std::vector<uint64_t> widths_of(const model_spec& spec) {
   std::vector<uint64_t> w{spec.dim};
   if (spec.kind == "linear_regression")
@@ -23,8 +27,51 @@ std::vector<uint64_t> widths_of(const model_spec& spec) {
   return w;
 }
 
-std::string layer_name(size_t i, const char* part) {
-  return "layers." + std::to_string(i) + "." + part;
+/// The model's tensors, named by layer, in the flat vector's order.
+std::vector<tensor_range> tensors_of(const model_spec& spec) {
+  if (spec.kind == "sequential")
+    return nn::sequential{
+      {spec.input.at(0), spec.input.at(1), spec.input.at(2)}, spec.layers}
+      .tensors();
+  std::vector<tensor_range> out;
+  auto widths = widths_of(spec);
+  size_t at = 0;
+  for (size_t i = 0; i + 1 < widths.size(); ++i) {
+    auto in = widths[i], width = widths[i + 1];
+    auto name = "layers." + std::to_string(i);
+    out.push_back(
+      {name + ".weight", {at, at + in * width}, {int64_t(in), int64_t(width)}});
+    at += in * width;
+    out.push_back({name + ".bias", {at, at + width}, {int64_t(width)}});
+    at += width;
+  }
+  return out;
+}
+
+std::string architecture_of(const model_spec& spec) {
+  if (spec.kind == "sequential")
+    return spec.layers;
+  std::string out;
+  for (auto w : widths_of(spec))
+    out += (out.empty() ? "" : "-") + std::to_string(w);
+  return out;
+}
+
+const char* forward_of(const model_spec& spec) {
+  if (spec.kind == "linear_regression")
+    return "y = x @ layers.0.weight + layers.0.bias";
+  if (spec.kind == "sequential")
+    return "the layers of 'architecture' in order, joined by '-', on an input "
+           "of lumen.input (channels x height x width, row-major): "
+           "conv(C,K[,P]) a cross-correlation, stride 1, P zeros of padding "
+           "each side (default 0), weight [C, input channels, K, K], plus "
+           "bias; pool(K) max over K x K windows, stride K; linear(N) "
+           "flatten(h) @ weight [inputs, N] + bias; relu max(h, 0); gelu "
+           "h * Phi(h), exact; flatten. Tensors are named by the layer's "
+           "place: layers.<i>.weight. Probabilities = softmax of the last "
+           "layer's outputs";
+  return "h = relu(h @ layers.i.weight + layers.i.bias) for each layer but the "
+         "last; probabilities = softmax(h @ weight + bias) of the last";
 }
 
 safetensors_file to_safetensors(const model_file& f) {
@@ -41,28 +88,35 @@ safetensors_file to_safetensors(const model_file& f) {
                         "'; layers.* are the model's own");
     out.tensors[name] = t;
   }
-  auto widths = widths_of(f.spec);
-  std::string architecture;
-  size_t at = 0;
-  for (size_t i = 0; i + 1 < widths.size(); ++i) {
-    auto in = int64_t(widths[i]), width = int64_t(widths[i + 1]);
-    tensor w{{in, width}}, b{{width}};
-    std::memcpy(w.raw(), f.params.data() + at, w.nbytes());
-    at += w.numel();
-    std::memcpy(b.raw(), f.params.data() + at, b.nbytes());
-    at += b.numel();
-    out.tensors[layer_name(i, "weight")] = w;
-    out.tensors[layer_name(i, "bias")] = b;
+  for (auto& part : tensors_of(f.spec)) {
+    tensor t{part.shape};
+    std::memcpy(t.raw(), f.params.data() + part.range.begin, t.nbytes());
+    out.tensors[part.name] = std::move(t);
   }
-  for (auto w : widths)
-    architecture += (architecture.empty() ? "" : "-") + std::to_string(w);
   out.metadata[kind_key] = f.spec.kind;
-  out.metadata[architecture_key] = architecture;
-  out.metadata[forward_key] =
-    f.spec.kind == "linear_regression"
-      ? "y = x @ layers.0.weight + layers.0.bias"
-      : "h = relu(h @ layers.i.weight + layers.i.bias) for each layer but the "
-        "last; probabilities = softmax(h @ weight + bias) of the last";
+  out.metadata[architecture_key] = architecture_of(f.spec);
+  if (f.spec.kind == "sequential")
+    out.metadata[input_key] = std::to_string(f.spec.input[0]) + "x" +
+                              std::to_string(f.spec.input[1]) + "x" +
+                              std::to_string(f.spec.input[2]);
+  out.metadata[forward_key] = forward_of(f.spec);
+  return out;
+}
+
+/// Positive numbers joined by `sep`, or nothing if the text is not.
+std::vector<uint64_t> sizes_in(const std::string& text, char sep) {
+  std::vector<uint64_t> out;
+  std::stringstream in{text};
+  for (std::string part; std::getline(in, part, sep);) {
+    try {
+      size_t used = 0;
+      out.push_back(std::stoull(part, &used));
+      if (used != part.size() || out.back() == 0)
+        return {};
+    } catch (const std::exception&) {
+      return {};
+    }
+  }
   return out;
 }
 
@@ -94,52 +148,56 @@ model_file from_safetensors(safetensors_file in, const std::string& path) {
   if (kind == in.metadata.end() || arch == in.metadata.end())
     throw fail(std::string{"no \""} + kind_key + "\" or \"" + architecture_key +
                "\" in its metadata");
-  std::vector<uint64_t> widths;
-  std::stringstream text{arch->second};
-  for (std::string part; std::getline(text, part, '-');) {
-    try {
-      size_t used = 0;
-      widths.push_back(std::stoull(part, &used));
-      if (used != part.size() || widths.back() == 0)
-        throw std::invalid_argument("");
-    } catch (const std::exception&) {
-      throw fail("the architecture \"" + arch->second +
-                 "\" is not widths joined by '-'");
-    }
-  }
-  if (widths.size() < 2)
-    throw fail("the architecture \"" + arch->second + "\" has no layer");
   model_file f;
   f.spec.kind = kind->second;
-  f.spec.dim = widths.front();
-  f.spec.classes = widths.back();
-  f.spec.hidden.assign(widths.begin() + 1, widths.end() - 1);
+  if (f.spec.kind == "sequential") {
+    auto input = in.metadata.find(input_key);
+    auto sizes = input == in.metadata.end() ? std::vector<uint64_t>{}
+                                            : sizes_in(input->second, 'x');
+    if (sizes.size() != 3)
+      throw fail(std::string{"no \""} + input_key +
+                 "\" of channels x height x width in its metadata");
+    f.spec.input = sizes;
+    f.spec.dim = sizes[0] * sizes[1] * sizes[2];
+    f.spec.layers = arch->second;
+  } else {
+    auto widths = sizes_in(arch->second, '-');
+    if (widths.empty())
+      throw fail("the architecture \"" + arch->second +
+                 "\" is not widths joined by '-'");
+    if (widths.size() < 2)
+      throw fail("the architecture \"" + arch->second + "\" has no layer");
+    f.spec.dim = widths.front();
+    f.spec.classes = widths.back();
+    f.spec.hidden.assign(widths.begin() + 1, widths.end() - 1);
+    if (widths_of(f.spec) != widths)
+      throw fail("a " + f.spec.kind + " of architecture " + arch->second);
+  }
+  std::vector<tensor_range> parts;
   try {
-    f.params.resize(make_model(f.spec)->num_params());
+    auto net = make_model(f.spec);
+    if (f.spec.kind == "sequential")
+      f.spec.classes = static_cast<nn::sequential&>(*net).classes();
+    f.params.resize(net->num_params());
+    parts = tensors_of(f.spec);
   } catch (const usage_error& e) {
     throw fail(e.what());
   }
-  if (widths_of(f.spec) != widths)
+  // A softmax_regression has no hidden layers to read.
+  if (parts.empty() || parts.back().range.end != f.params.size())
     throw fail("a " + f.spec.kind + " of architecture " + arch->second);
-  size_t at = 0;
-  for (size_t i = 0; i + 1 < widths.size(); ++i) {
-    for (auto [part, shape] :
-         {std::pair{"weight", std::vector<int64_t>{int64_t(widths[i]),
-                                                   int64_t(widths[i + 1])}},
-          std::pair{"bias", std::vector<int64_t>{int64_t(widths[i + 1])}}}) {
-      auto name = layer_name(i, part);
-      auto t = in.tensors.find(name);
-      if (t == in.tensors.end())
-        throw fail("no tensor " + name);
-      if (t->second.type() != dtype::float32 || t->second.shape() != shape)
-        throw fail(name + " is " + t->second.describe() + " where the " +
-                   arch->second + " architecture needs " +
-                   tensor{shape}.describe());
-      check_finite(path, name, t->second);
-      std::memcpy(f.params.data() + at, t->second.raw(), t->second.nbytes());
-      at += t->second.numel();
-      in.tensors.erase(t);
-    }
+  for (auto& part : parts) {
+    auto t = in.tensors.find(part.name);
+    if (t == in.tensors.end())
+      throw fail("no tensor " + part.name);
+    if (t->second.type() != dtype::float32 || t->second.shape() != part.shape)
+      throw fail(part.name + " is " + t->second.describe() + " where the " +
+                 arch->second + " architecture needs " +
+                 tensor{part.shape}.describe());
+    check_finite(path, part.name, t->second);
+    std::memcpy(f.params.data() + part.range.begin, t->second.raw(),
+                t->second.nbytes());
+    in.tensors.erase(t);
   }
   for (auto& [name, t] : in.tensors) {
     if (name.rfind("layers.", 0) == 0)
@@ -150,6 +208,7 @@ model_file from_safetensors(safetensors_file in, const std::string& path) {
   }
   in.metadata.erase(kind_key);
   in.metadata.erase(architecture_key);
+  in.metadata.erase(input_key);
   in.metadata.erase(forward_key);
   f.metadata = std::move(in.metadata);
   return f;

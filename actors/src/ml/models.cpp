@@ -1,5 +1,7 @@
 #include "lumen/ml/models.hpp"
 
+#include "lumen/nn/sequential.hpp"
+
 #include <cmath>
 #include <limits>
 #include <random>
@@ -230,9 +232,31 @@ std::unique_ptr<model> make_model(const model_spec& spec) {
     return std::make_unique<mlp>(
       spec.dim, std::vector<size_t>(spec.hidden.begin(), spec.hidden.end()),
       spec.classes);
+  if (spec.kind == "sequential") {
+    if (spec.input.size() != 3 ||
+        spec.input[0] * spec.input[1] * spec.input[2] != spec.dim)
+      throw usage_error("sequential: an input shape of " +
+                        std::to_string(spec.input.size()) + " sizes for dim " +
+                        std::to_string(spec.dim) +
+                        "; give channels, height and width whose product is "
+                        "dim (sequential_spec does)");
+    return std::make_unique<nn::sequential>(
+      nn::shape{spec.input[0], spec.input[1], spec.input[2]}, spec.layers);
+  }
   throw usage_error("unknown model '" + spec.kind +
-                    "'; the models are linear_regression, softmax_regression "
-                    "and mlp");
+                    "'; the models are linear_regression, softmax_regression, "
+                    "mlp and sequential");
+}
+
+model_spec sequential_spec(std::string layers, uint64_t channels,
+                           uint64_t height, uint64_t width) {
+  model_spec s;
+  s.kind = "sequential";
+  s.dim = channels * height * width;
+  s.layers = std::move(layers);
+  s.input = {channels, height, width};
+  s.classes = nn::sequential{{channels, height, width}, s.layers}.classes();
+  return s;
 }
 
 } // namespace lumen::ml

@@ -30,6 +30,9 @@ public:
   size_t num_biases() const override {
     return out().size();
   }
+  std::vector<int64_t> weight_shape() const override {
+    return {int64_t(in().size()), int64_t(out().size())};
+  }
 
   void forward(const float* p, const matrix& x, matrix& y) const override {
     y.noalias() = x * weights(p);
@@ -142,10 +145,14 @@ public:
   size_t num_biases() const override {
     return out().channels;
   }
+  std::vector<int64_t> weight_shape() const override {
+    return {int64_t(out().channels), int64_t(in().channels), int64_t(k_),
+            int64_t(k_)};
+  }
 
   void forward(const float* p, const matrix& x, matrix& y) const override {
     y.resize(x.rows(), idx(out().size()));
-    matrix cols;
+    auto& cols = scratch().cols;
     for (Eigen::Index i = 0; i < x.rows(); ++i) {
       im2col(x.row(i).data(), cols);
       matrix_map yi{y.row(i).data(), idx(out().channels), positions()};
@@ -162,7 +169,7 @@ public:
     db.setZero();
     if (dx != nullptr)
       dx->setZero(x.rows(), idx(in().size()));
-    matrix cols, dcols;
+    auto& [cols, dcols] = scratch();
     for (Eigen::Index i = 0; i < x.rows(); ++i) {
       Eigen::Map<const matrix> dyi{dy.row(i).data(), idx(out().channels),
                                    positions()};
@@ -196,39 +203,61 @@ private:
     return {p + num_weights(), idx(out().channels)};
   }
 
-  /// Calls f(row of cols, output position, input index or -1 for the
-  /// padding) for every entry of the im2col matrix.
-  template <class F>
-  void each_entry(F f) const {
+  /// The im2col matrices of one example, kept by each thread from call to
+  /// call: allocating them anew cost more than the copies into them.
+  struct columns {
+    matrix cols, dcols;
+  };
+  static columns& scratch() {
+    thread_local columns c;
+    return c;
+  }
+
+  /// Calls f(row of cols, its first output position, input offset of that
+  /// position, count) for each run of a row's positions that reads the
+  /// input at consecutive offsets, and z(row, position, count) for each
+  /// run that reads the padding.
+  template <class F, class Z>
+  void each_run(F f, Z z) const {
     auto h = long(in().height), w = long(in().width), pad = long(pad_);
     auto oh = long(out().height), ow = long(out().width), k = long(k_);
     for (long c = 0; c < long(in().channels); ++c)
       for (long ky = 0; ky < k; ++ky)
         for (long kx = 0; kx < k; ++kx) {
           auto row = (c * k + ky) * k + kx;
+          // Output columns [lo, hi) read inside the input's width.
+          long lo = std::clamp(pad - kx, 0L, ow);
+          long hi = std::clamp(w + pad - kx, lo, ow);
           for (long oy = 0; oy < oh; ++oy) {
-            long iy = oy + ky - pad;
-            for (long ox = 0; ox < ow; ++ox) {
-              long ix = ox + kx - pad;
-              bool inside = iy >= 0 && iy < h && ix >= 0 && ix < w;
-              f(row, oy * ow + ox, inside ? (c * h + iy) * w + ix : -1);
+            long iy = oy + ky - pad, at = oy * ow;
+            if (iy < 0 || iy >= h) {
+              z(row, at, ow);
+              continue;
             }
+            z(row, at, lo);
+            f(row, at + lo, (c * h + iy) * w + lo + kx - pad, hi - lo);
+            z(row, at + hi, ow - hi);
           }
         }
   }
 
   void im2col(const float* x, matrix& cols) const {
     cols.resize(idx(patch()), positions());
-    each_entry([&](long row, long at, long from) {
-      cols(row, at) = from < 0 ? 0.0f : x[from];
-    });
+    each_run([&](long row, long at, long from,
+                 long n) { std::copy(x + from, x + from + n, &cols(row, at)); },
+             [&](long row, long at, long n) {
+               std::fill(&cols(row, 0) + at, &cols(row, 0) + at + n, 0.0f);
+             });
   }
 
   void col2im(const matrix& cols, float* dx) const {
-    each_entry([&](long row, long at, long to) {
-      if (to >= 0)
-        dx[to] += cols(row, at);
-    });
+    each_run(
+      [&](long row, long at, long to, long n) {
+        const float* from = &cols(row, at);
+        for (long j = 0; j < n; ++j)
+          dx[to + j] += from[j];
+      },
+      [](long, long, long) {});
   }
 
   size_t k_, pad_;
@@ -248,43 +277,53 @@ public:
 
   void forward(const float*, const matrix& x, matrix& y) const override {
     y.resize(x.rows(), idx(out().size()));
+    auto h = in().height, w = in().width, oh = out().height, ow = out().width;
     for (Eigen::Index i = 0; i < x.rows(); ++i)
-      each_window(x.row(i).data(), [&](size_t at, size_t best) {
-        y(i, idx(at)) = x(i, idx(best));
-      });
-  }
-
-  void backward(const float*, const matrix& x, const matrix&, const matrix& dy,
-                matrix* dx, float*) const override {
-    if (dx == nullptr)
-      return;
-    dx->setZero(x.rows(), idx(in().size()));
-    for (Eigen::Index i = 0; i < x.rows(); ++i)
-      each_window(x.row(i).data(), [&](size_t at, size_t best) {
-        (*dx)(i, idx(best)) += dy(i, idx(at));
-      });
-  }
-
-private:
-  /// Calls f(output index, index of the window's largest input: the first
-  /// in scan order) for each window.
-  template <class F>
-  void each_window(const float* x, F f) const {
-    auto h = in().height, w = in().width;
-    for (size_t c = 0; c < out().channels; ++c)
-      for (size_t oy = 0; oy < out().height; ++oy)
-        for (size_t ox = 0; ox < out().width; ++ox) {
-          size_t best = (c * h + oy * k_) * w + ox * k_;
+      for (size_t c = 0; c < out().channels; ++c)
+        for (size_t oy = 0; oy < oh; ++oy) {
+          // Row by row of the windows, without branches, so that it
+          // vectorizes.
+          float* o = y.row(i).data() + (c * oh + oy) * ow;
+          const float* top = x.row(i).data() + (c * h + oy * k_) * w;
+          for (size_t ox = 0; ox < ow; ++ox)
+            o[ox] = top[ox * k_];
           for (size_t ky = 0; ky < k_; ++ky)
             for (size_t kx = 0; kx < k_; ++kx) {
-              size_t at = (c * h + oy * k_ + ky) * w + ox * k_ + kx;
-              if (x[at] > x[best])
-                best = at;
+              const float* r = top + ky * w + kx;
+              for (size_t ox = 0; ox < ow; ++ox)
+                o[ox] = std::max(o[ox], r[ox * k_]);
             }
-          f((c * out().height + oy) * out().width + ox, best);
         }
   }
 
+  /// Each window's gradient goes to the first of its inputs, in scan
+  /// order, that equals its maximum.
+  void backward(const float*, const matrix& x, const matrix& y,
+                const matrix& dy, matrix* dx, float*) const override {
+    if (dx == nullptr)
+      return;
+    dx->setZero(x.rows(), idx(in().size()));
+    auto h = in().height, w = in().width;
+    for (Eigen::Index i = 0; i < x.rows(); ++i) {
+      const float* xi = x.row(i).data();
+      auto largest = [&](size_t first, float top) {
+        for (size_t ky = 0; ky < k_; ++ky)
+          for (size_t kx = 0; kx < k_; ++kx)
+            if (xi[first + ky * w + kx] == top)
+              return first + ky * w + kx;
+        return first; // a NaN
+      };
+      for (size_t c = 0; c < out().channels; ++c)
+        for (size_t oy = 0; oy < out().height; ++oy)
+          for (size_t ox = 0; ox < out().width; ++ox) {
+            auto at = idx((c * out().height + oy) * out().width + ox);
+            auto best = largest((c * h + oy * k_) * w + ox * k_, y(i, at));
+            (*dx)(i, idx(best)) += dy(i, at);
+          }
+    }
+  }
+
+private:
   size_t k_;
 };
 

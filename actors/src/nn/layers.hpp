@@ -5,6 +5,7 @@
 // on a batch (a row per example) over the model's flat parameter vector.
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <random>
 #include <string>
@@ -44,6 +45,10 @@ public:
   }
   size_t num_params() const {
     return num_weights() + num_biases();
+  }
+  /// The weights as a tensor's shape, row-major.
+  virtual std::vector<int64_t> weight_shape() const {
+    return {int64_t(num_weights())};
   }
 
   /// Weights drawn from `gen` (uniform in ±sqrt(6 / fan-in), He's bound

@@ -1,5 +1,6 @@
 #include "lumen/nn/sequential.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <sstream>
 
@@ -137,17 +138,21 @@ std::vector<ml::param_range> sequential::layers() const {
   return out;
 }
 
-std::vector<std::pair<std::string, ml::param_range>>
-sequential::tensors() const {
-  std::vector<std::pair<std::string, ml::param_range>> out;
+size_t sequential::classes() const {
+  return layers_.back()->out().size();
+}
+
+std::vector<sequential::tensor_range> sequential::tensors() const {
+  std::vector<tensor_range> out;
   for (size_t l = 0; l < layers_.size(); ++l) {
     auto& y = *layers_[l];
     if (y.num_params() == 0)
       continue;
     auto at = offsets_[l], mid = at + y.num_weights();
     auto name = "layers." + std::to_string(l);
-    out.push_back({name + ".weight", {at, mid}});
-    out.push_back({name + ".bias", {mid, mid + y.num_biases()}});
+    out.push_back({name + ".weight", {at, mid}, y.weight_shape()});
+    out.push_back(
+      {name + ".bias", {mid, mid + y.num_biases()}, {int64_t(y.num_biases())}});
   }
   return out;
 }
@@ -166,15 +171,18 @@ std::string sequential::summary() const {
 float sequential::run(const float* params, const ml::dataset& batch,
                       float* grad, size_t* right,
                       const ml::gradient_ready* ready) const {
-  auto classes = layers_.back()->out().size();
-  ml::detail::check_batch(name(), batch, input_.size(), classes);
-  // acts[l] is layer l's input, acts.back() the logits.
-  std::vector<matrix> acts(layers_.size() + 1);
+  ml::detail::check_batch(name(), batch, input_.size(), classes());
+  // acts[l] is layer l's input, acts.back() the logits. Kept by each
+  // thread from step to step: allocating a step's activations anew cost a
+  // tenth of the step in page faults.
+  thread_local std::vector<matrix> acts;
+  thread_local matrix dy, dx;
+  acts.resize(layers_.size() + 1);
   acts[0] = ml::detail::const_matrix_map{batch.features.data<float>(),
                                          idx(batch.size()), idx(input_.size())};
   for (size_t l = 0; l < layers_.size(); ++l)
     layers_[l]->forward(params + offsets_[l], acts[l], acts[l + 1]);
-  matrix dy = acts.back();
+  dy = acts.back();
   auto loss = ml::detail::softmax_cross_entropy(
     dy, batch.labels.data<int32_t>(), right, grad != nullptr);
   if (grad == nullptr)
@@ -182,7 +190,6 @@ float sequential::run(const float* params, const ml::dataset& batch,
   // Back through the layers, the last first; a layer with parameters
   // tells `ready` (by its place among those) once its gradient is written.
   auto with_params = layers().size();
-  matrix dx;
   for (size_t l = layers_.size(); l-- > 0;) {
     auto& y = *layers_[l];
     y.backward(params + offsets_[l], acts[l], acts[l + 1], dy,
@@ -209,14 +216,35 @@ float sequential::loss_and_gradient(const float* params,
   return run(params, batch, grad, nullptr, &ready);
 }
 
+float sequential::evaluate(const float* params, const ml::dataset& batch,
+                           size_t* right) const {
+  // In slices: a test set's activations at once would take gigabytes.
+  constexpr size_t slice = 256;
+  if (batch.size() <= slice)
+    return run(params, batch, nullptr, right, nullptr);
+  double sum = 0;
+  size_t all_right = 0;
+  for (size_t at = 0; at < batch.size(); at += slice) {
+    auto end = std::min(batch.size(), at + slice);
+    size_t part_right = 0;
+    ml::dataset part{batch.features.rows(at, end), batch.labels.rows(at, end)};
+    sum += double(run(params, part, nullptr, &part_right, nullptr)) *
+           double(end - at);
+    all_right += part_right;
+  }
+  if (right != nullptr)
+    *right = all_right;
+  return float(sum / double(batch.size()));
+}
+
 float sequential::loss(const float* params, const ml::dataset& batch) const {
-  return run(params, batch, nullptr, nullptr, nullptr);
+  return evaluate(params, batch, nullptr);
 }
 
 float sequential::accuracy(const float* params,
                            const ml::dataset& batch) const {
   size_t right = 0;
-  run(params, batch, nullptr, &right, nullptr);
+  evaluate(params, batch, &right);
   return static_cast<float>(right) / static_cast<float>(batch.size());
 }
 

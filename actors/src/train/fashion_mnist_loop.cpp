@@ -85,8 +85,8 @@ void loop(const loop_config& cfg) {
   auto test = ml::share_of(
     first_rows(test_split.get(), size_t(value_or(cfg, "test_limit", 0))), rank,
     world);
-  ml::model_spec spec{
-    "mlp", 784, detail::hidden_widths(text_or(cfg, "hidden", "256,128")), 10};
+  auto spec = fashion_mnist_model(text_or(cfg, "model", "mlp"),
+                                  text_or(cfg, "hidden", "256,128"));
   auto net_ptr = ml::make_model(spec);
   auto& net = *net_ptr;
   auto seed = uint64_t(value_or(cfg, "seed", 1));
@@ -102,10 +102,7 @@ void loop(const loop_config& cfg) {
     auto file =
       ml::parse_model_file(from->files.at(model_file_name),
                            "the checkpoint's " + std::string{model_file_name});
-    if (file.spec.hidden != spec.hidden)
-      throw usage_error("the checkpoint's model is " +
-                        ml::make_model(file.spec)->name() + ", this run's " +
-                        net.name() + "; give the same --hidden");
+    check_same_model(file.spec, spec);
     w = std::move(file.params);
     auto v = file.extra.find("optimizer.velocity");
     if (v != file.extra.end() && v->second.numel() == w.size())
@@ -193,6 +190,29 @@ void loop(const loop_config& cfg) {
 }
 
 } // namespace
+
+ml::model_spec fashion_mnist_model(const std::string& model,
+                                   const std::string& hidden) {
+  if (model == "mlp")
+    return {"mlp", 784, detail::hidden_widths(hidden), 10};
+  auto spec =
+    ml::sequential_spec(model == "cnn" ? fashion_mnist_cnn : model, 1, 28, 28);
+  if (spec.classes != 10)
+    throw usage_error("the model \"" + model + "\" ends in " +
+                      std::to_string(spec.classes) +
+                      " outputs where Fashion-MNIST has 10 classes; end it "
+                      "with linear(10)");
+  return spec;
+}
+
+void check_same_model(const ml::model_spec& theirs,
+                      const ml::model_spec& ours) {
+  if (theirs != ours)
+    throw usage_error("the checkpoint's model is " +
+                      ml::make_model(theirs)->name() + ", this run's " +
+                      ml::make_model(ours)->name() +
+                      "; give the --model (and --hidden) it was trained with");
+}
 
 namespace detail {
 

@@ -190,7 +190,7 @@ int fashion_mnist(const train_flags& f, const std::vector<std::string>& rest) {
   } stop;
   // What would fail only in the workers, found before they start.
   ml::load_fashion_mnist(ml::split::test, f.data);
-  static_cast<void>(detail::hidden_widths(f.hidden));
+  auto model = fashion_mnist_model(f.model, f.hidden);
   run_config cfg;
   cfg.name = f.name;
   cfg.storage_path = f.storage;
@@ -204,6 +204,7 @@ int fashion_mnist(const train_flags& f, const std::vector<std::string>& rest) {
   size_t first = 0;
   if (!f.resume.empty()) {
     auto [path, bytes, file] = checkpoint_to_resume(f.resume, run);
+    check_same_model(file.spec, model);
     first = std::stoul(file.metadata.at("epochs_done"));
     if (first >= f.epochs)
       throw usage_error("the checkpoint has " + std::to_string(first) +
@@ -232,17 +233,18 @@ int fashion_mnist(const train_flags& f, const std::vector<std::string>& rest) {
     std::fflush(stdout);
   };
   cfg.on_report = [&](const metrics& m) { view.epoch(m, f.epochs); };
-  auto widths = f.hidden;
-  std::replace(widths.begin(), widths.end(), ',', '-');
-  std::printf("training an MLP 784-%s-10 on Fashion-MNIST: %zu workers, "
+  auto net = ml::make_model(model);
+  std::printf("training %s (%zu parameters) on Fashion-MNIST: %zu workers, "
               "%zu epochs, batch %zu per worker\n",
-              widths.c_str(), f.workers, f.epochs, f.batch);
+              net->name().c_str(), net->num_params(), f.workers, f.epochs,
+              f.batch);
   data_parallel_trainer trainer{fashion_mnist_loop,
                                 {{"epochs", f.epochs},
                                  {"lr", f.lr},
                                  {"weight_decay", f.weight_decay},
                                  {"batch", f.batch},
                                  {"seed", double(f.seed)},
+                                 {"model", f.model},
                                  {"hidden", f.hidden},
                                  {"limit", f.limit},
                                  {"test_limit", f.test_limit},
@@ -286,8 +288,8 @@ int train_main(int argc, char** argv) {
   app.require_subcommand(1);
   train_flags f;
   auto fm = app.add_subcommand(
-    "fashion-mnist", "an MLP on Debian's Fashion-MNIST (60,000 training "
-                     "images, 10,000 test images)");
+    "fashion-mnist", "an MLP or a CNN on Debian's Fashion-MNIST (60,000 "
+                     "training images, 10,000 test images)");
   add_flags(*fm, f);
   fm->allow_extras(); // the cluster's flags, for lumen::init
   fm->footer(init_flags_help());

@@ -51,6 +51,15 @@ const CLI::Validator widths = checked("W,W,...", [](auto& v) {
   }
 });
 
+const CLI::Validator model_name = checked("MODEL", [](auto& v) {
+  try {
+    static_cast<void>(fashion_mnist_model(v, "1"));
+    return std::string{};
+  } catch (const usage_error& e) {
+    return std::string{e.what()};
+  }
+});
+
 } // namespace
 
 void add_flags(CLI::App& app, train_flags& f) {
@@ -79,6 +88,15 @@ void add_flags(CLI::App& app, train_flags& f) {
     ->capture_default_str();
   app.add_option("--seed", f.seed, "seeds the weights and the shuffles")
     ->check(CLI::NonNegativeNumber)
+    ->capture_default_str();
+  app
+    .add_option("--model", f.model,
+                "mlp, cnn (" + std::string{fashion_mnist_cnn} +
+                  ") or layers of your own: linear(N), conv(C,K[,P]), "
+                  "pool(K), relu, gelu, flatten joined by '-', ending in "
+                  "linear(10)")
+    ->check(model_name)
+    ->type_name("MODEL")
     ->capture_default_str();
   app.add_option("--hidden", f.hidden, "the MLP's hidden layer widths")
     ->check(widths)

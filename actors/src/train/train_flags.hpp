@@ -22,6 +22,7 @@ struct train_flags {
   double weight_decay = fashion_mnist_defaults::weight_decay;
   size_t batch = fashion_mnist_defaults::batch;
   uint64_t seed = 1;
+  std::string model = "mlp";
   std::string hidden = "256,128";
   size_t limit = 0;
   size_t test_limit = 0;

@@ -135,16 +135,34 @@ public:
 
 /// A model by name and sizes, to build on whichever node needs it:
 /// "linear_regression" (dim), "softmax_regression" (dim, classes), "mlp"
-/// (dim, hidden, classes).
+/// (dim, hidden, classes), "sequential" (layers over input: an
+/// nn::sequential, its classes its last layer's outputs).
 struct model_spec {
   std::string kind = "softmax_regression";
   uint64_t dim = 784;
   std::vector<uint64_t> hidden;
   uint64_t classes = 10;
+  /// A sequential model's layers, as nn::sequential's spec writes them,
+  /// and its input's channels, height and width (their product is dim).
+  std::string layers = {};
+  std::vector<uint64_t> input = {};
+
+  bool operator==(const model_spec& o) const {
+    return kind == o.kind && dim == o.dim && hidden == o.hidden &&
+           classes == o.classes && layers == o.layers && input == o.input;
+  }
+  bool operator!=(const model_spec& o) const {
+    return !(*this == o);
+  }
 };
 
-/// The model `spec` names. Throws `usage_error` for an unknown kind or a
-/// size of zero.
+/// The sequential model of `layers` over an input of `channels` ×
+/// `height` × `width`.
+model_spec sequential_spec(std::string layers, uint64_t channels,
+                           uint64_t height, uint64_t width);
+
+/// The model `spec` names. Throws `usage_error` for an unknown kind, a
+/// size of zero, or layers that do not parse or fit.
 std::unique_ptr<model> make_model(const model_spec& spec);
 
 } // namespace lumen::ml

@@ -162,7 +162,7 @@ typename Inspector::result_type inspect(Inspector& f, dataset& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, model_spec& x) {
   return f(caf::meta::type_name("lumen::ml::model_spec"), x.kind, x.dim,
-           x.hidden, x.classes);
+           x.hidden, x.classes, x.layers, x.input);
 }
 
 namespace detail {

@@ -82,12 +82,31 @@ public:
   /// A line per layer: its spec, output shape and parameters.
   std::string summary() const;
 
-  /// Each parameter layer's tensors' names and ranges, in order:
-  /// "layers.0.weight", "layers.0.bias", ... (the index is the layer's
-  /// place in the spec).
-  std::vector<std::pair<std::string, ml::param_range>> tensors() const;
+  /// The input's shape, the last layer's outputs (the classes).
+  const shape& input() const noexcept {
+    return input_;
+  }
+  size_t classes() const;
+
+  /// A parameter tensor: its name, its place in the flat vector and its
+  /// shape (row-major).
+  struct tensor_range {
+    std::string name;
+    ml::param_range range;
+    std::vector<int64_t> shape;
+  };
+
+  /// Each parameter layer's tensors, in order: "layers.0.weight",
+  /// "layers.0.bias", ... (the index is the layer's place in the spec).
+  /// A linear layer's weight is [inputs, outputs] (y = x @ weight + bias),
+  /// a convolution's [channels, input channels, K, K] as PyTorch's.
+  std::vector<tensor_range> tensors() const;
 
 private:
+  /// The mean loss over `batch`, and its right answers unless `right` is
+  /// null, without gradients.
+  float evaluate(const float* params, const ml::dataset& batch,
+                 size_t* right) const;
   float run(const float* params, const ml::dataset& batch, float* grad,
             size_t* right, const ml::gradient_ready* ready) const;
 

@@ -19,13 +19,15 @@
 
 #include <lumen/cli.hpp>
 
+#include "lumen/ml/models.hpp"
 #include "lumen/train/trainer.hpp"
 
 namespace lumen::train {
 
 /// The Fashion-MNIST loop's registered name. Its settings: "epochs" (the
 /// run's total), "lr" (momentum SGD, cosine decay to 0), "weight_decay",
-/// "batch" (per worker), "seed", "hidden" (widths, "256,128"), "limit"
+/// "batch" (per worker), "seed", "model" ("mlp", "cnn" or a layer spec:
+/// fashion_mnist_model), "hidden" (the MLP's widths, "256,128"), "limit"
 /// (training rows, 0: all), "test_limit", "data" (the data set's folder),
 /// "overlap" (0: each all-reduce after the backward pass, to measure what
 /// overlap hides). Rank 0 reports each epoch's metrics and a checkpoint folder
@@ -54,6 +56,23 @@ inline constexpr float fashion_mnist_std = 0.3530f;
 
 /// The `lumen train` verb, for cli_main.
 cli_verb train_verb();
+
+/// `--model cnn`: two convolutions, as in Fashion-MNIST's own benchmark
+/// table.
+inline constexpr const char* fashion_mnist_cnn =
+  "conv(32,3)-relu-pool(2)-conv(64,3)-relu-pool(2)-linear(128)-relu-"
+  "linear(10)";
+
+/// The model `model` names for 28x28 images of 10 classes: "mlp" (an MLP
+/// of `hidden`'s widths), "cnn" (fashion_mnist_cnn) or a layer spec
+/// (nn::sequential's) over 1x28x28. Throws `usage_error` naming what
+/// does not parse or fit.
+ml::model_spec fashion_mnist_model(const std::string& model,
+                                   const std::string& hidden);
+
+/// Throws `usage_error` if a checkpoint of model `theirs` cannot go on as
+/// a run of `ours`, naming both.
+void check_same_model(const ml::model_spec& theirs, const ml::model_spec& ours);
 
 namespace detail {
 

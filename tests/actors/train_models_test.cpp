@@ -1,0 +1,108 @@
+#define BOOST_TEST_MODULE train_models
+#include <boost/test/unit_test.hpp>
+
+// Models other than the MLP through `lumen train fashion-mnist`, run as a
+// user runs it: the CNN preset and a spec of one's own train, their
+// checkpoints name each layer's tensor by its place and rebuild the model
+// from the file alone (with numpy too, examples/ml/rebuild_with_numpy.py),
+// and a model that does not parse, does not fit or differs from the
+// checkpoint's is refused naming what and where.
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <lumen/ml.hpp>
+#include <lumen/nn/sequential.hpp>
+#include <lumen/train/fashion_mnist.hpp>
+
+#include "train_run.hpp"
+
+namespace fs = std::filesystem;
+using lumen::test::cells;
+using lumen::test::has;
+using lumen::test::lines_of;
+using lumen::test::train;
+
+BOOST_AUTO_TEST_CASE(the_cnn_trains_and_its_checkpoint_rebuilds_it) {
+  auto dir = lumen::test::fresh_dir("train-models");
+  auto [code, out] = train(dir, "cnn", {"--model", "cnn"});
+  BOOST_REQUIRE_MESSAGE(code == 0, out);
+  BOOST_TEST(has(out, "training sequential 1x28x28 conv(32,3)-relu-pool(2)-"
+                      "conv(64,3)-relu-pool(2)-linear(128)-relu-linear(10) "
+                      "(225034 parameters)"),
+             out);
+  auto run = fs::path{dir} / "cnn";
+  auto second = cells(lines_of(run / "metrics.csv").at(2));
+  BOOST_TEST(std::stod(second[3]) > 0.5, out); // learned something
+
+  auto file = lumen::ml::load_model_file(
+    (run / "checkpoint_1/model.safetensors").string());
+  BOOST_TEST(file.spec.kind == "sequential");
+  BOOST_TEST(file.spec.layers == lumen::train::fashion_mnist_cnn);
+  BOOST_TEST((file.spec.input == std::vector<uint64_t>{1, 28, 28}));
+  BOOST_TEST(lumen::test::accuracy_of(file, 1000) == std::stod(second[3]),
+             boost::test_tools::tolerance(1e-5));
+
+  // numpy alone, from the file, gets the accuracy the run reported.
+  auto [py, said] = lumen::test::run(
+    {"/usr/bin/python3", NUMPY_REBUILD,
+     (run / "checkpoint_1/model.safetensors").string(), "--limit", "1000"});
+  BOOST_TEST(py == 0, said);
+  char reported[32];
+  std::snprintf(reported, sizeof reported, "accuracy %.4f on 1000",
+                std::stod(second[3]));
+  BOOST_TEST(has(said, reported), said << " (the run's: " << second[3] << ")");
+
+  // Resumed as another model: refused before a worker starts.
+  auto checkpoint = (run / "checkpoint_1").string();
+  std::tie(code, out) =
+    train(dir, "other", {"--resume", checkpoint, "--epochs", "3"});
+  BOOST_TEST(code == 2, out);
+  BOOST_TEST(has(out, "the checkpoint's model is sequential 1x28x28 "
+                      "conv(32,3)"),
+             out);
+  BOOST_TEST(has(out, "this run's mlp 784-256-128-10; give the --model (and "
+                      "--hidden) it was trained with"),
+             out);
+  BOOST_TEST(!fs::exists(fs::path{dir} / "other" / "metrics.csv"));
+  // As itself, it goes on.
+  std::tie(code, out) = train(
+    dir, "more", {"--model", "cnn", "--resume", checkpoint, "--epochs", "3"});
+  BOOST_TEST(code == 0, out);
+  BOOST_TEST(has(out, "(2 epochs done)"), out);
+  BOOST_TEST(has(out, "epoch   3/3"), out);
+
+  // A model of one's own, padded.
+  std::tie(code, out) =
+    train(dir, "own",
+          {"--model", "conv(8,5,2)-gelu-pool(2)-linear(10)", "--epochs", "1"});
+  BOOST_TEST(code == 0, out);
+  BOOST_TEST(has(out, "(15898 parameters)"), out);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(a_model_that_does_not_parse_or_fit_is_named_at_once) {
+  auto dir = lumen::test::fresh_dir("train-models");
+  // Each: the --model, what the message must say.
+  std::vector<std::pair<std::string, std::string>> cases{
+    {"conv(32,3)-relu-poo(2)-linear(10)",
+     "layer 2 (at character 17), an unknown layer 'poo'"},
+    {"conv(32,3)-relu-pool(2)-linear(12)",
+     "ends in 12 outputs where Fashion-MNIST has 10 classes; end it with "
+     "linear(10)"},
+    {"conv(8,30)-linear(10)", "its input 1x28x28 is smaller than a 30x30 "
+                              "kernel"},
+    {"conv(8,3", "at character 9, expected ',' or ')'"},
+    {"", "expected a layer's name"},
+  };
+  for (auto& [model, says] : cases) {
+    auto [code, out] = train(dir, "bad", {"--model", model});
+    BOOST_TEST(code == 2, model << ": " << out);
+    BOOST_TEST(has(out, "--model"), out);
+    BOOST_TEST(has(out, says), out);
+  }
+  BOOST_TEST(!fs::exists(fs::path{dir} / "bad"));
+  fs::remove_all(dir);
+}
