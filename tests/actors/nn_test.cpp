@@ -43,7 +43,7 @@ lumen::ml::dataset random_batch(size_t rows, size_t in, size_t classes,
 /// pool's choice flips: the one-sided differences disagree) is left out;
 /// at most a tenth may be.
 double gradient_error(const shape& in, const std::string& spec,
-                      size_t classes) {
+                      const lumen::ml::dataset& batch) {
   sequential m{in, spec};
   auto w = m.init(7);
   // Biases away from zero, so that their gradients are checked through
@@ -51,7 +51,6 @@ double gradient_error(const shape& in, const std::string& spec,
   std::mt19937_64 gen{3};
   for (auto& v : w)
     v += float(int(gen() % 200) - 100) * 1e-3f;
-  auto batch = random_batch(3, in.size(), classes, 11);
   std::vector<float> g(w.size());
   m.loss_and_gradient(w.data(), batch, g.data());
   double worst = 0, scale = 1e-6;
@@ -73,6 +72,32 @@ double gradient_error(const shape& in, const std::string& spec,
   return worst;
 }
 
+double gradient_error(const shape& in, const std::string& spec,
+                      size_t classes) {
+  return gradient_error(in, spec, random_batch(3, in.size(), classes, 11));
+}
+
+/// `rows` sequences of `length` tokens below `vocab`, each labelled with
+/// its next tokens.
+lumen::ml::dataset token_batch(size_t rows, size_t length, size_t vocab,
+                               uint64_t seed) {
+  std::mt19937_64 gen{seed};
+  lumen::ml::dataset d;
+  d.features = lumen::ml::tensor{{int64_t(rows), int64_t(length)}};
+  d.labels = lumen::ml::tensor{{int64_t(rows), int64_t(length)},
+                               lumen::ml::dtype::int32};
+  std::vector<int32_t> text(rows * (length + 1));
+  for (auto& t : text)
+    t = int32_t(gen() % vocab);
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t t = 0; t < length; ++t) {
+      d.features.data<float>()[r * length + t] =
+        float(text[r * (length + 1) + t]);
+      d.labels.data<int32_t>()[r * length + t] = text[r * (length + 1) + t + 1];
+    }
+  return d;
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_SUITE(nn)
@@ -92,6 +117,69 @@ BOOST_AUTO_TEST_CASE(each_layers_gradient_matches_finite_differences) {
   BOOST_TEST(gradient_error({1, 8, 8},
                             "conv(2,3)-relu-pool(2)-conv(2,2)-relu-linear(3)",
                             3) < 2e-3);
+}
+
+BOOST_AUTO_TEST_CASE(each_sequence_layers_gradient_matches_finite_differences) {
+  auto tokens = token_batch(2, 5, 7, 13);
+  BOOST_TEST(gradient_error({1, 5, 1}, "embed(7,4)-dense(7)", tokens) < 2e-3);
+  BOOST_TEST(gradient_error({1, 5, 1}, "embed(7,6)-norm-dense(7)", tokens) <
+             2e-3);
+  BOOST_TEST(gradient_error({1, 5, 1}, "embed(7,6)-attn(2)-dense(7)", tokens) <
+             2e-3);
+  BOOST_TEST(gradient_error({1, 5, 1}, "embed(7,6)-res(dense(6)-gelu)-dense(7)",
+                            tokens) < 2e-3);
+  // A transformer block, as the character GPT stacks them.
+  BOOST_TEST(gradient_error({1, 5, 1},
+                            "embed(7,8)-res(norm-attn(2))-res(norm-dense(16)-"
+                            "gelu-dense(8))-norm-dense(7)",
+                            tokens) < 2e-3);
+}
+
+BOOST_AUTO_TEST_CASE(dropout_drops_in_training_alone_and_alike_for_a_batch) {
+  sequential with{{6, 1, 1}, "linear(40)-dropout(50)-linear(3)"};
+  sequential without{{6, 1, 1}, "linear(40)-linear(3)"};
+  auto w = with.init(2);
+  auto batch = random_batch(1, 6, 3, 4);
+  // Evaluation passes everything.
+  BOOST_TEST(with.loss(w.data(), batch) == without.loss(w.data(), batch));
+  BOOST_TEST((with.outputs(w.data(), batch.features) ==
+              without.outputs(w.data(), batch.features)));
+  // Training drops about half the 40 units: their weights get no
+  // gradient. The same batch drops the same ones.
+  std::vector<float> g(w.size()), again(w.size());
+  with.loss_and_gradient(w.data(), batch, g.data());
+  with.loss_and_gradient(w.data(), batch, again.data());
+  BOOST_TEST(g == again);
+  size_t dropped = 0;
+  for (size_t unit = 0; unit < 40; ++unit) {
+    bool none = true;
+    for (size_t in = 0; in < 6; ++in)
+      none = none && g[in * 40 + unit] == 0.0f;
+    dropped += none;
+  }
+  BOOST_TEST(dropped >= 10u);
+  BOOST_TEST(dropped <= 30u);
+  // Another example, another mask.
+  auto other = random_batch(1, 6, 3, 5);
+  with.loss_and_gradient(w.data(), other, again.data());
+  size_t same = 0;
+  for (size_t unit = 0; unit < 40; ++unit)
+    same += (g[unit] == 0.0f) == (again[unit] == 0.0f);
+  BOOST_TEST(same < 40u);
+}
+
+BOOST_AUTO_TEST_CASE(attention_sees_no_later_position) {
+  // A later token changed leaves every earlier position's logits as they
+  // were, to the bit: what generating text a token at a time relies on.
+  sequential m{{1, 6, 1}, "embed(5,8)-res(norm-attn(2))-norm-dense(5)"};
+  auto w = m.init(3);
+  auto a = token_batch(1, 6, 5, 1).features;
+  auto b = a.clone();
+  b.data<float>()[4] = float((int(a.data<float>()[4]) + 1) % 5);
+  auto ya = m.outputs(w.data(), a), yb = m.outputs(w.data(), b);
+  BOOST_REQUIRE(ya.size() == 6u * 5u);
+  for (size_t i = 0; i < ya.size(); ++i)
+    BOOST_TEST((ya[i] == yb[i]) == (i < 4 * 5), "logit " << i);
 }
 
 BOOST_AUTO_TEST_CASE(the_fashion_mnist_cnn_has_its_shapes_and_named_tensors) {

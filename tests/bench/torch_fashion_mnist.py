@@ -1,10 +1,11 @@
 # For trainer_bench only: PyTorch on the model, data and schedule of
-# `lumen train fashion-mnist` (MLP 784-256-128-10, standardized inputs,
+# `lumen train fashion-mnist` (MLP 784-256-128-10 or its --model cnn,
+# standardized inputs,
 # momentum SGD 0.9 with weight decay, cosine decay per step), on one
 # thread, or DistributedDataParallel over gloo with 2 processes of one
 # thread each, BATCH rows a step in all (BATCH/2 a process with DDP).
 # Prints one JSON object: each epoch's training seconds and test accuracy.
-#   python3 torch_fashion_mnist.py single|ddp EPOCHS LIMIT TEST_LIMIT LR WD BATCH
+#   python3 torch_fashion_mnist.py single|ddp EPOCHS LIMIT TEST_LIMIT LR WD BATCH mlp|cnn
 import gzip
 import json
 import math
@@ -39,14 +40,21 @@ def load(split, limit):
     return x, torch.from_numpy(y.astype(np.int64))
 
 
-def model():
+def model(kind):
     torch.manual_seed(1)
-    return torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(),
-                               torch.nn.Linear(256, 128), torch.nn.ReLU(),
-                               torch.nn.Linear(128, 10))
+    nn = torch.nn
+    if kind == "cnn":  # conv(32,3)-relu-pool(2)-conv(64,3)-relu-pool(2)-linear(128)-relu-linear(10)
+        return nn.Sequential(nn.Unflatten(1, (1, 28, 28)),
+                             nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Flatten(), nn.Linear(1600, 128), nn.ReLU(),
+                             nn.Linear(128, 10))
+    return nn.Sequential(nn.Linear(784, 256), nn.ReLU(),
+                         nn.Linear(256, 128), nn.ReLU(),
+                         nn.Linear(128, 10))
 
 
-def train(rank, world, epochs, limit, test_limit, lr, wd, batch, port, out):
+def train(rank, world, epochs, limit, test_limit, lr, wd, batch, kind, port, out):
     torch.set_num_threads(1)
     if world > 1:
         os.environ["MASTER_ADDR"] = "127.0.0.1"
@@ -56,7 +64,7 @@ def train(rank, world, epochs, limit, test_limit, lr, wd, batch, port, out):
     each = len(x) // world
     x, y = x[rank * each:(rank + 1) * each], y[rank * each:(rank + 1) * each]
     tx, ty = load("test", test_limit)
-    net = model()
+    net = model(kind)
     if world > 1:
         net = torch.nn.parallel.DistributedDataParallel(net)
     opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=0.9, weight_decay=wd)
@@ -91,14 +99,16 @@ def main():
     lr, wd = float(sys.argv[5]), float(sys.argv[6])
     world = 2 if mode == "ddp" else 1
     batch = int(sys.argv[7]) // world
+    kind = sys.argv[8]
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     port = 29500 + os.getpid() % 1000
     if world == 1:
-        train(0, 1, epochs, limit, test_limit, lr, wd, batch, port, out)
+        train(0, 1, epochs, limit, test_limit, lr, wd, batch, kind, port, out)
     else:
         mp.spawn(train,
-                 args=(world, epochs, limit, test_limit, lr, wd, batch, port, out),
+                 args=(world, epochs, limit, test_limit, lr, wd, batch, kind, port,
+                       out),
                  nprocs=world)
     print(json.dumps(out.get()))
 

@@ -8,7 +8,7 @@
 namespace lumen::ml::detail {
 
 void check_batch(const std::string& model, const dataset& batch, size_t dim,
-                 size_t classes) {
+                 size_t classes, size_t positions) {
   if (batch.features.shape().size() != 2 || batch.dim() != dim)
     throw usage_error(model + " takes " + std::to_string(dim) +
                       " features a row; the batch has " +
@@ -18,9 +18,12 @@ void check_batch(const std::string& model, const dataset& batch, size_t dim,
                       "; build the model for the data's width");
   if (batch.size() == 0)
     throw usage_error(model + ": an empty batch; give it one row at least");
-  if (batch.labels.numel() != batch.size())
+  if (batch.labels.numel() != batch.size() * positions)
     throw usage_error(model + ": " + std::to_string(batch.labels.numel()) +
-                      " labels for " + std::to_string(batch.size()) + " rows");
+                      " labels for " + std::to_string(batch.size()) + " rows" +
+                      (positions > 1 ? " of " + std::to_string(positions) +
+                                         " positions, a label each"
+                                     : ""));
   auto want = classes == 0 ? dtype::float32 : dtype::int32;
   if (batch.labels.type() != want)
     throw usage_error(model + " takes " + to_string(want) + " labels (" +
@@ -29,11 +32,13 @@ void check_batch(const std::string& model, const dataset& batch, size_t dim,
   if (classes == 0)
     return;
   auto y = batch.labels.data<int32_t>();
-  for (size_t i = 0; i < batch.size(); ++i)
+  for (size_t i = 0; i < batch.labels.numel(); ++i)
     if (y[i] < 0 || static_cast<size_t>(y[i]) >= classes)
-      throw usage_error(model + ": label " + std::to_string(y[i]) + " at row " +
-                        std::to_string(i) + " is not a class (0-" +
-                        std::to_string(classes - 1) + ")");
+      throw usage_error(
+        model + ": label " + std::to_string(y[i]) + " at row " +
+        std::to_string(i / positions) +
+        (positions > 1 ? ", position " + std::to_string(i % positions) : "") +
+        " is not a class (0-" + std::to_string(classes - 1) + ")");
 }
 
 float softmax_cross_entropy(matrix& z, const int32_t* y, size_t* right,

@@ -25,10 +25,11 @@ inline auto idx(size_t n) {
 }
 
 /// The batch fits a model of `dim` features: its labels are float32
-/// targets (`classes` 0) or int32 classes below `classes`. Throws
-/// `usage_error` naming `model` and the mismatch.
+/// targets (`classes` 0) or int32 classes below `classes`, `positions` a
+/// row (a sequence's next tokens). Throws `usage_error` naming `model`
+/// and the mismatch.
 void check_batch(const std::string& model, const dataset& batch, size_t dim,
-                 size_t classes);
+                 size_t classes, size_t positions = 1);
 
 /// The mean softmax cross-entropy of `logits` (a row per example) against
 /// `labels`; the rows classified right into `*right` if it is set. Leaves

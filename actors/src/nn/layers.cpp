@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "lumen/errors.hpp"
 
@@ -15,51 +16,82 @@ using ml::detail::idx;
 using ml::detail::matrix_map;
 using ml::detail::vector_map;
 
-/// y = x·W + b over every input value (flattened); W is in × out.
+/// y = x·W + b, W inputs × outputs: over every input value, flattened
+/// (linear(N)), or at each position over its own values, the shape's
+/// width (dense(N): the same W at every position of a sequence).
 class linear : public layer {
 public:
-  linear(const shape& in, size_t outputs)
-    : layer(in, {outputs, 1, 1}) {}
+  linear(const shape& in, size_t outputs, bool each_position)
+    : layer(in, each_position ? shape{in.channels, in.height, outputs}
+                              : shape{outputs, 1, 1})
+    , positions_(each_position ? in.channels * in.height : 1)
+    , each_position_(each_position) {}
 
   std::string spec() const override {
-    return "linear(" + std::to_string(out().size()) + ")";
+    return (each_position_ ? "dense(" : "linear(") + std::to_string(outputs()) +
+           ")";
   }
   size_t num_weights() const override {
-    return in().size() * out().size();
+    return inputs() * outputs();
   }
   size_t num_biases() const override {
-    return out().size();
+    return outputs();
   }
   std::vector<int64_t> weight_shape() const override {
-    return {int64_t(in().size()), int64_t(out().size())};
+    return {int64_t(inputs()), int64_t(outputs())};
   }
 
   void forward(const float* p, const matrix& x, matrix& y) const override {
-    y.noalias() = x * weights(p);
-    y.rowwise() += biases(p).transpose();
+    y.resize(x.rows(), idx(out().size()));
+    rows_of(y).noalias() = rows_of(x) * weights(p);
+    rows_of(y).rowwise() += biases(p).transpose();
   }
 
   void backward(const float* p, const matrix& x, const matrix&,
                 const matrix& dy, matrix* dx, float* grad) const override {
-    matrix_map{grad, idx(in().size()), idx(out().size())}.noalias() =
-      x.transpose() * dy;
+    auto dys = rows_of(dy);
+    matrix_map{grad, idx(inputs()), idx(outputs())}.noalias() =
+      rows_of(x).transpose() * dys;
     // Row by row, so that each bias's sum has one order wherever `grad`
     // lies in memory.
-    vector_map db{grad + num_weights(), idx(out().size())};
+    vector_map db{grad + num_weights(), idx(outputs())};
     db.setZero();
-    for (Eigen::Index i = 0; i < dy.rows(); ++i)
-      db += dy.row(i).transpose();
-    if (dx != nullptr)
-      dx->noalias() = dy * weights(p).transpose();
+    for (Eigen::Index i = 0; i < dys.rows(); ++i)
+      db += dys.row(i).transpose();
+    if (dx != nullptr) {
+      dx->resize(x.rows(), x.cols());
+      rows_of(*dx).noalias() = dys * weights(p).transpose();
+    }
+  }
+
+protected:
+  size_t fan_in() const override {
+    return inputs();
   }
 
 private:
+  size_t inputs() const {
+    return in().size() / positions_;
+  }
+  size_t outputs() const {
+    return out().size() / positions_;
+  }
+  /// A batch's values as a row per example and position.
+  const_matrix_map rows_of(const matrix& m) const {
+    return {m.data(), m.rows() * idx(positions_), m.cols() / idx(positions_)};
+  }
+  matrix_map rows_of(matrix& m) const {
+    return {m.data(), m.rows() * idx(positions_), m.cols() / idx(positions_)};
+  }
   const_matrix_map weights(const float* p) const {
-    return {p, idx(in().size()), idx(out().size())};
+    return {p, idx(inputs()), idx(outputs())};
   }
   const_vector_map biases(const float* p) const {
-    return {p + num_weights(), idx(out().size())};
+    return {p + num_weights(), idx(outputs())};
   }
+
+  size_t positions_;
+  bool each_position_;
 };
 
 class relu : public layer {
@@ -105,6 +137,60 @@ private:
   static float cdf(float v) {
     return 0.5f * (1.0f + std::erf(v * 0.7071067812f));
   }
+};
+
+/// dropout(P): in training, each value zeroed with probability P% and the
+/// others scaled by 1 / (1 - P%); in evaluation, y = x. Each example's
+/// mask is drawn from its own values and place in the batch, so that the
+/// same batch drops the same values wherever it is computed (a resumed
+/// run as the uninterrupted one), and backward finds forward's mask
+/// again.
+class dropout : public layer {
+public:
+  dropout(const shape& in, size_t percent)
+    : layer(in, in)
+    , percent_(percent) {}
+
+  std::string spec() const override {
+    return "dropout(" + std::to_string(percent_) + ")";
+  }
+  void forward(const float*, const matrix& x, matrix& y) const override {
+    y = x;
+    if (training())
+      apply_mask(x, y);
+  }
+  void backward(const float*, const matrix& x, const matrix&, const matrix& dy,
+                matrix* dx, float*) const override {
+    if (dx == nullptr)
+      return;
+    *dx = dy;
+    apply_mask(x, *dx);
+  }
+
+private:
+  static uint64_t mix(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  /// Scales the kept values of `m` and zeroes the others, by `x`'s masks.
+  void apply_mask(const matrix& x, matrix& m) const {
+    auto keep = 1.0f - float(percent_) / 100.0f;
+    auto cut = uint64_t(double(percent_) / 100.0 * 18446744073709551615.0);
+    for (Eigen::Index i = 0; i < x.rows(); ++i) {
+      uint64_t seed = mix(uint64_t(i) + 0x9e3779b97f4a7c15ULL);
+      const float* row = x.row(i).data();
+      for (Eigen::Index j = 0; j < x.cols(); ++j) {
+        uint32_t bits;
+        std::memcpy(&bits, row + j, sizeof bits);
+        seed = mix(seed ^ bits);
+      }
+      for (Eigen::Index j = 0; j < x.cols(); ++j)
+        m(i, j) = mix(seed + uint64_t(j)) < cut ? 0.0f : m(i, j) / keep;
+    }
+  }
+
+  size_t percent_;
 };
 
 class flatten : public layer {
@@ -155,7 +241,7 @@ public:
     auto& cols = scratch().cols;
     for (Eigen::Index i = 0; i < x.rows(); ++i) {
       im2col(x.row(i).data(), cols);
-      matrix_map yi{y.row(i).data(), idx(out().channels), positions()};
+      matrix_map yi{y.row(i).data(), idx(out().channels), places()};
       yi.noalias() = weights(p) * cols;
       yi.colwise() += biases(p);
     }
@@ -172,7 +258,7 @@ public:
     auto& [cols, dcols] = scratch();
     for (Eigen::Index i = 0; i < x.rows(); ++i) {
       Eigen::Map<const matrix> dyi{dy.row(i).data(), idx(out().channels),
-                                   positions()};
+                                   places()};
       im2col(x.row(i).data(), cols);
       dw.noalias() += dyi * cols.transpose();
       for (Eigen::Index c = 0; c < dyi.rows(); ++c)
@@ -193,7 +279,7 @@ private:
   size_t patch() const {
     return in().channels * k_ * k_;
   }
-  Eigen::Index positions() const {
+  Eigen::Index places() const {
     return idx(out().height * out().width);
   }
   const_matrix_map weights(const float* p) const {
@@ -242,7 +328,7 @@ private:
   }
 
   void im2col(const float* x, matrix& cols) const {
-    cols.resize(idx(patch()), positions());
+    cols.resize(idx(patch()), places());
     each_run([&](long row, long at, long from,
                  long n) { std::copy(x + from, x + from + n, &cols(row, at)); },
              [&](long row, long at, long n) {
@@ -327,6 +413,8 @@ private:
   size_t k_;
 };
 
+} // namespace
+
 std::string args_of(const std::vector<size_t>& args) {
   std::string out;
   for (auto a : args)
@@ -334,14 +422,48 @@ std::string args_of(const std::vector<size_t>& args) {
   return "(" + out + ")";
 }
 
+void check_arity(const std::string& name, const std::vector<size_t>& args,
+                 size_t least, size_t most, const std::string& form) {
+  if (args.size() < least || args.size() > most)
+    throw usage_error(name + args_of(args) + ": write it " + form);
+  // A convolution's padding (its third) may be 0.
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i] == 0 && !(name == "conv" && i == 2))
+      throw usage_error(name + args_of(args) + ": sizes must be positive");
+}
+
+float uniform(std::mt19937_64& gen, double bound) {
+  auto u = static_cast<double>(gen() >> 11) / 9007199254740992.0;
+  return static_cast<float>((2 * u - 1) * bound);
+}
+
+namespace {
+thread_local bool in_training = false;
 } // namespace
+
+bool training() noexcept {
+  return in_training;
+}
+
+training_scope::training_scope(bool on) noexcept
+  : was_(in_training) {
+  in_training = on;
+}
+
+training_scope::~training_scope() {
+  in_training = was_;
+}
+
+std::vector<layer::tensor_part> layer::tensors() const {
+  if (num_params() == 0)
+    return {};
+  return {{"weight", weight_shape()}, {"bias", {int64_t(num_biases())}}};
+}
 
 void layer::init(float* params, std::mt19937_64& gen) const {
   auto bound = std::sqrt(6.0 / static_cast<double>(fan_in()));
-  for (size_t i = 0; i < num_weights(); ++i) {
-    auto u = static_cast<double>(gen() >> 11) / 9007199254740992.0;
-    params[i] = static_cast<float>((2 * u - 1) * bound);
-  }
+  for (size_t i = 0; i < num_weights(); ++i)
+    params[i] = uniform(gen, bound);
   std::fill(params + num_weights(), params + num_params(), 0.0f);
 }
 
@@ -349,15 +471,13 @@ std::unique_ptr<layer> make_layer(const std::string& name,
                                   const std::vector<size_t>& args,
                                   const shape& in) {
   auto arity = [&](size_t least, size_t most, const std::string& form) {
-    if (args.size() < least || args.size() > most)
-      throw usage_error(name + args_of(args) + ": write it " + form);
-    for (auto a : args)
-      if (a == 0 && name != "conv")
-        throw usage_error(name + args_of(args) + ": sizes must be positive");
+    check_arity(name, args, least, most, form);
   };
-  if (name == "linear") {
-    arity(1, 1, "linear(N), N outputs");
-    return std::make_unique<linear>(in, args[0]);
+  if (name == "linear" || name == "dense") {
+    arity(1, 1,
+          name == "linear" ? "linear(N), N outputs"
+                           : "dense(N), N outputs at each position");
+    return std::make_unique<linear>(in, args[0], name == "dense");
   }
   if (name == "relu" || name == "gelu" || name == "flatten") {
     arity(0, 0, name + ", without arguments");
@@ -367,14 +487,18 @@ std::unique_ptr<layer> make_layer(const std::string& name,
       return std::make_unique<gelu>(in);
     return std::make_unique<flatten>(in);
   }
+  if (name == "dropout") {
+    arity(1, 1, "dropout(P), P percent of the values dropped in training");
+    if (args[0] >= 100)
+      throw usage_error(name + args_of(args) +
+                        ": P is a percentage below 100, e.g. dropout(25)");
+    return std::make_unique<dropout>(in, args[0]);
+  }
   if (name == "conv") {
+    auto pad = args.size() == 3 ? args[2] : 0;
     arity(2, 3,
           "conv(C,K) or conv(C,K,P): C channels, K×K kernels, P of "
           "padding");
-    auto pad = args.size() == 3 ? args[2] : 0;
-    if (args[0] == 0 || args[1] == 0)
-      throw usage_error(name + args_of(args) +
-                        ": channels and kernel must be positive");
     if (in.height + 2 * pad < args[1] || in.width + 2 * pad < args[1])
       throw usage_error(name + args_of(args) + ": its input " + to_string(in) +
                         " is smaller than a " + std::to_string(args[1]) + "x" +
@@ -389,7 +513,7 @@ std::unique_ptr<layer> make_layer(const std::string& name,
                         " is smaller than one window; pool less");
     return std::make_unique<pool>(in, args[0]);
   }
-  throw usage_error("an unknown layer '" + name + "'");
+  return nullptr;
 }
 
 } // namespace lumen::nn

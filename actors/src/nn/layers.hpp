@@ -50,6 +50,19 @@ public:
   virtual std::vector<int64_t> weight_shape() const {
     return {int64_t(num_weights())};
   }
+  /// Its parameters as named tensors, in their order in the flat vector:
+  /// "weight" (weight_shape()) then "bias", unless it says otherwise.
+  struct tensor_part {
+    std::string name;
+    std::vector<int64_t> shape;
+  };
+  virtual std::vector<tensor_part> tensors() const;
+
+  /// Of a model of token sequences, its first layer: the positions whose
+  /// next tokens the logits predict (0 for any other layer).
+  virtual size_t positions() const {
+    return 0;
+  }
 
   /// Weights drawn from `gen` (uniform in ±sqrt(6 / fan-in), He's bound
   /// for a ReLU after), biases zeros.
@@ -76,10 +89,40 @@ private:
 };
 
 /// The layer `name` with `args` (as the spec gave them) on input `in`.
-/// Throws `usage_error` for a name or arguments it does not know, or an
-/// input it does not fit, saying which.
+/// Throws `usage_error` for arguments it does not take or an input it does
+/// not fit, saying which; null for a name it does not know. Image and
+/// vector layers (layers.cpp), and those of token sequences
+/// (sequence_layers.cpp).
 std::unique_ptr<layer> make_layer(const std::string& name,
                                   const std::vector<size_t>& args,
                                   const shape& in);
+std::unique_ptr<layer> make_sequence_layer(const std::string& name,
+                                           const std::vector<size_t>& args,
+                                           const shape& in);
+
+/// Whether this thread's pass is training (a gradient is asked for):
+/// dropout drops only then. Set for its lifetime by a training_scope.
+bool training() noexcept;
+class training_scope {
+public:
+  explicit training_scope(bool on) noexcept;
+  ~training_scope();
+  training_scope(const training_scope&) = delete;
+  training_scope& operator=(const training_scope&) = delete;
+
+private:
+  bool was_;
+};
+
+/// "(3,4)" of {3, 4}: the arguments as a spec writes them.
+std::string args_of(const std::vector<size_t>& args);
+
+/// Throws `usage_error` unless `args` has `least` to `most` positive
+/// numbers, saying `form` (how to write the layer).
+void check_arity(const std::string& name, const std::vector<size_t>& args,
+                 size_t least, size_t most, const std::string& form);
+
+/// Uniform in ±bound.
+float uniform(std::mt19937_64& gen, double bound);
 
 } // namespace lumen::nn

@@ -13,17 +13,28 @@ namespace lumen::nn {
 namespace {
 
 using ml::detail::idx;
+using ml::detail::matrix;
 
 const char* const layer_forms =
-  "the layers are linear(N), conv(C,K[,P]), pool(K), relu, gelu and "
-  "flatten, joined by '-'";
+  "the layers are linear(N), dense(N), conv(C,K[,P]), pool(K), relu, gelu, "
+  "dropout(P), flatten, embed(V,D), norm, attn(H) and res(...), joined by "
+  "'-'";
 
-/// A spec's layers: each name, its arguments, where it starts.
+/// A spec's layers: each name, its arguments, where it starts. A residual
+/// "res(a-b)" is the layers "res", a, b, ")".
 struct parsed_layer {
   std::string name;
   std::vector<size_t> args;
   size_t at = 0;
 };
+
+/// acts[l] is layer l's input, acts.back() the logits. Kept by each thread
+/// from step to step: allocating a step's activations anew cost a tenth of
+/// the step in page faults.
+std::vector<matrix>& activations() {
+  thread_local std::vector<matrix> acts;
+  return acts;
+}
 
 std::vector<parsed_layer> parse(const std::string& spec) {
   auto fail = [&](size_t at, const std::string& what) -> usage_error {
@@ -32,6 +43,7 @@ std::vector<parsed_layer> parse(const std::string& spec) {
                        layer_forms);
   };
   std::vector<parsed_layer> out;
+  std::vector<size_t> open; // where each unclosed "res(" starts
   size_t i = 0;
   for (;;) {
     parsed_layer l;
@@ -40,6 +52,14 @@ std::vector<parsed_layer> parse(const std::string& spec) {
       l.name += spec[i++];
     if (l.name.empty())
       throw fail(i, "expected a layer's name");
+    if (l.name == "res") {
+      if (i == spec.size() || spec[i] != '(')
+        throw fail(i, "expected '(' and the layers res adds its input to");
+      ++i;
+      open.push_back(l.at);
+      out.push_back(std::move(l));
+      continue;
+    }
     if (i < spec.size() && spec[i] == '(') {
       ++i;
       for (;;) {
@@ -65,8 +85,17 @@ std::vector<parsed_layer> parse(const std::string& spec) {
       }
     }
     out.push_back(std::move(l));
-    if (i == spec.size())
+    for (; i < spec.size() && spec[i] == ')'; ++i) {
+      if (open.empty())
+        throw fail(i, "a ')' that closes no res(");
+      open.pop_back();
+      out.push_back({")", {}, i});
+    }
+    if (i == spec.size()) {
+      if (!open.empty())
+        throw fail(open.back(), "a res( that is never closed with ')'");
       return out;
+    }
     if (spec[i] != '-')
       throw fail(i, "expected '-' before the next layer");
     ++i;
@@ -90,25 +119,53 @@ sequential::sequential(shape input, const std::string& spec)
                       "\": an input of no values; give its shape");
   auto at = input;
   auto parsed = parse(spec);
+  std::vector<size_t> open; // the unclosed res( layers
   for (size_t l = 0; l < parsed.size(); ++l) {
+    auto fail = [&](const std::string& what, bool forms) {
+      return usage_error("model spec \"" + spec + "\": layer " +
+                         std::to_string(l) + " (at character " +
+                         std::to_string(parsed[l].at + 1) + "), " + what +
+                         (forms ? std::string{"; "} + layer_forms : ""));
+    };
+    auto& name = parsed[l].name;
     try {
-      layers_.push_back(make_layer(parsed[l].name, parsed[l].args, at));
+      auto made = make_layer(name, parsed[l].args, at);
+      if (!made)
+        made = make_sequence_layer(name, parsed[l].args, at);
+      if (!made)
+        throw fail("an unknown layer '" + name + "'", true);
+      layers_.push_back(std::move(made));
     } catch (const usage_error& e) {
-      throw usage_error("model spec \"" + spec + "\": layer " +
-                        std::to_string(l) + " (at character " +
-                        std::to_string(parsed[l].at + 1) + "), " + e.what() +
-                        (parsed[l].name == "linear" || parsed[l].name == "conv"
-                           ? ""
-                           : std::string{"; "} + layer_forms));
+      if (std::string{e.what()}.rfind("model spec", 0) == 0)
+        throw;
+      throw fail(e.what(), name != "linear" && name != "conv");
+    }
+    skip_from_.push_back(-1);
+    if (name == "res") {
+      open.push_back(l);
+    } else if (name == ")") {
+      auto from = open.back();
+      open.pop_back();
+      if (!(layers_[from]->in() == at))
+        throw fail("the layers of the res( at character " +
+                     std::to_string(parsed[from].at + 1) + " turn " +
+                     to_string(layers_[from]->in()) + " into " + to_string(at) +
+                     "; a residual adds its input to its output, of one "
+                     "shape",
+                   false);
+      skip_from_.back() = long(from);
     }
     offsets_.push_back(params_);
     params_ += layers_.back()->num_params();
     at = layers_.back()->out();
   }
-  if (at.size() < 2)
+  positions_ = std::max<size_t>(1, layers_.front()->positions());
+  if (at.size() / positions_ < 2)
     throw usage_error("model spec \"" + spec + "\": the last layer gives " +
-                      std::to_string(at.size()) +
-                      " value an example; end with linear(K) for K classes");
+                      std::to_string(at.size() / positions_) + " value a" +
+                      (positions_ > 1 ? " position" : "n example") +
+                      "; end with linear(K) for K classes (dense(K) at each "
+                      "position of a sequence)");
 }
 
 sequential::~sequential() = default;
@@ -139,20 +196,26 @@ std::vector<ml::param_range> sequential::layers() const {
 }
 
 size_t sequential::classes() const {
-  return layers_.back()->out().size();
+  return layers_.back()->out().size() / positions_;
+}
+
+size_t sequential::positions() const {
+  return positions_;
 }
 
 std::vector<sequential::tensor_range> sequential::tensors() const {
   std::vector<tensor_range> out;
   for (size_t l = 0; l < layers_.size(); ++l) {
-    auto& y = *layers_[l];
-    if (y.num_params() == 0)
-      continue;
-    auto at = offsets_[l], mid = at + y.num_weights();
-    auto name = "layers." + std::to_string(l);
-    out.push_back({name + ".weight", {at, mid}, y.weight_shape()});
-    out.push_back(
-      {name + ".bias", {mid, mid + y.num_biases()}, {int64_t(y.num_biases())}});
+    auto at = offsets_[l];
+    for (auto& part : layers_[l]->tensors()) {
+      size_t n = 1;
+      for (auto d : part.shape)
+        n *= size_t(d);
+      out.push_back({"layers." + std::to_string(l) + "." + part.name,
+                     {at, at + n},
+                     part.shape});
+      at += n;
+    }
   }
   return out;
 }
@@ -168,32 +231,65 @@ std::string sequential::summary() const {
   return out.str();
 }
 
+void sequential::forward(const float* params, const float* features,
+                         size_t rows) const {
+  auto& acts = activations();
+  acts.resize(layers_.size() + 1);
+  acts[0] =
+    ml::detail::const_matrix_map{features, idx(rows), idx(input_.size())};
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    layers_[l]->forward(params + offsets_[l], acts[l], acts[l + 1]);
+    if (skip_from_[l] >= 0)
+      acts[l + 1] += acts[size_t(skip_from_[l])];
+  }
+}
+
+std::vector<float> sequential::outputs(const float* params,
+                                       const ml::tensor& features) const {
+  if (features.type() != ml::dtype::float32 || features.shape().size() != 2 ||
+      size_t(features.shape()[1]) != input_.size())
+    throw usage_error(name() + " takes float32 rows of " +
+                      std::to_string(input_.size()) +
+                      " values; the features "
+                      "are " +
+                      features.describe());
+  forward(params, features.data<float>(), size_t(features.shape()[0]));
+  auto& logits = activations().back();
+  return {logits.data(), logits.data() + logits.size()};
+}
+
 float sequential::run(const float* params, const ml::dataset& batch,
                       float* grad, size_t* right,
                       const ml::gradient_ready* ready) const {
-  ml::detail::check_batch(name(), batch, input_.size(), classes());
-  // acts[l] is layer l's input, acts.back() the logits. Kept by each
-  // thread from step to step: allocating a step's activations anew cost a
-  // tenth of the step in page faults.
-  thread_local std::vector<matrix> acts;
+  ml::detail::check_batch(name(), batch, input_.size(), classes(), positions_);
+  training_scope pass{grad != nullptr};
+  forward(params, batch.features.data<float>(), batch.size());
+  auto& acts = activations();
+  thread_local std::vector<matrix> skip;
   thread_local matrix dy, dx;
-  acts.resize(layers_.size() + 1);
-  acts[0] = ml::detail::const_matrix_map{batch.features.data<float>(),
-                                         idx(batch.size()), idx(input_.size())};
-  for (size_t l = 0; l < layers_.size(); ++l)
-    layers_[l]->forward(params + offsets_[l], acts[l], acts[l + 1]);
-  dy = acts.back();
+  // A row of logits an example and position.
+  auto rows = idx(batch.size() * positions_);
+  dy = ml::detail::const_matrix_map{acts.back().data(), rows, idx(classes())};
   auto loss = ml::detail::softmax_cross_entropy(
     dy, batch.labels.data<int32_t>(), right, grad != nullptr);
   if (grad == nullptr)
     return loss;
+  dx = ml::detail::const_matrix_map{dy.data(), idx(batch.size()),
+                                    acts.back().cols()};
+  dy.swap(dx);
   // Back through the layers, the last first; a layer with parameters
   // tells `ready` (by its place among those) once its gradient is written.
+  // A residual's ")" hands its gradient to its "res(" too.
+  skip.resize(layers_.size());
   auto with_params = layers().size();
   for (size_t l = layers_.size(); l-- > 0;) {
     auto& y = *layers_[l];
+    if (skip_from_[l] >= 0)
+      skip[size_t(skip_from_[l])] = dy;
     y.backward(params + offsets_[l], acts[l], acts[l + 1], dy,
                l > 0 ? &dx : nullptr, grad + offsets_[l]);
+    if (l > 0 && y.spec() == "res(")
+      dx += skip[l];
     if (y.num_params() > 0) {
       --with_params;
       if (ready != nullptr && *ready)
@@ -245,7 +341,8 @@ float sequential::accuracy(const float* params,
                            const ml::dataset& batch) const {
   size_t right = 0;
   evaluate(params, batch, &right);
-  return static_cast<float>(right) / static_cast<float>(batch.size());
+  return static_cast<float>(right) /
+         static_cast<float>(batch.size() * positions_);
 }
 
 } // namespace lumen::nn

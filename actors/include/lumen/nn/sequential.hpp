@@ -19,9 +19,23 @@
 //                    padding on each side (default 0)
 //   pool(K)          K×K max pooling, stride K
 //   relu, gelu       max(x, 0); x·Φ(x) (exact)
+//   dropout(P)       in training, P% of the values zeroed, the others
+//                    scaled by 1/(1-P%), drawn from the example itself
 //   flatten
-// The last layer's outputs are the classes' logits; the loss is softmax
-// cross-entropy.
+// and for token sequences (an input of 1xTx1, T token ids an example):
+//   embed(V,D)       each token's D values (of V tokens) plus its
+//                    position's, both learned: 1xTxD
+//   dense(N)         N outputs at each position from its D values
+//   norm             layer normalisation of each position's values
+//   attn(H)          causal self-attention, H heads
+//   res(...)         the layers inside, plus their input (a residual)
+// The last layer's outputs are the classes' logits (at each position, for
+// a sequence: labels are then a row of T next tokens an example); the
+// loss is softmax cross-entropy.
+//
+//   lumen::nn::sequential gpt{{1, 64, 1},
+//     "embed(96,128)-res(norm-attn(4))-res(norm-dense(512)-gelu-"
+//     "dense(128))-norm-dense(96)"};
 //
 // No CAF here: tests, exercises and the browser playground use it alike.
 
@@ -79,6 +93,11 @@ public:
   float loss(const float* params, const ml::dataset& batch) const override;
   float accuracy(const float* params, const ml::dataset& batch) const override;
 
+  /// The last layer's outputs for `features` (a row an example): the
+  /// logits, a row of classes() an example (and position).
+  std::vector<float> outputs(const float* params,
+                             const ml::tensor& features) const;
+
   /// A line per layer: its spec, output shape and parameters.
   std::string summary() const;
 
@@ -87,6 +106,9 @@ public:
     return input_;
   }
   size_t classes() const;
+  /// Of a model of token sequences (starting with embed), the positions
+  /// of an example, each with its own label (the next token); else 1.
+  size_t positions() const;
 
   /// A parameter tensor: its name, its place in the flat vector and its
   /// shape (row-major).
@@ -107,6 +129,9 @@ private:
   /// null, without gradients.
   float evaluate(const float* params, const ml::dataset& batch,
                  size_t* right) const;
+  /// Each layer's input, and the logits last, of `rows` examples, into
+  /// this thread's activations (sequential.cpp).
+  void forward(const float* params, const float* features, size_t rows) const;
   float run(const float* params, const ml::dataset& batch, float* grad,
             size_t* right, const ml::gradient_ready* ready) const;
 
@@ -114,7 +139,10 @@ private:
   std::string spec_;
   std::vector<std::unique_ptr<layer>> layers_;
   std::vector<size_t> offsets_; // each layer's first parameter
+  // Of a residual's ")", the index of its "res(" (-1 for other layers).
+  std::vector<long> skip_from_;
   size_t params_ = 0;
+  size_t positions_ = 1;
 };
 
 } // namespace lumen::nn
