@@ -30,14 +30,12 @@ std::vector<uint64_t> widths_of(const model_spec& spec) {
 /// The model's tensors, named by layer, in the flat vector's order.
 std::vector<tensor_range> tensors_of(const model_spec& spec) {
   if (spec.kind == "sequential")
-    return nn::sequential{
-      {spec.input.at(0), spec.input.at(1), spec.input.at(2)}, spec.layers}
-      .tensors();
+    return static_cast<const nn::sequential&>(*make_model(spec)).tensors();
   std::vector<tensor_range> out;
   auto widths = widths_of(spec);
   size_t at = 0;
   for (size_t i = 0; i + 1 < widths.size(); ++i) {
-    auto in = widths[i], width = widths[i + 1];
+    auto in = size_t(widths[i]), width = size_t(widths[i + 1]);
     auto name = "layers." + std::to_string(i);
     out.push_back(
       {name + ".weight", {at, at + in * width}, {int64_t(in), int64_t(width)}});

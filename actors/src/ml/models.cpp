@@ -240,8 +240,10 @@ std::unique_ptr<model> make_model(const model_spec& spec) {
                         std::to_string(spec.dim) +
                         "; give channels, height and width whose product is "
                         "dim (sequential_spec does)");
-    return std::make_unique<nn::sequential>(
-      nn::shape{spec.input[0], spec.input[1], spec.input[2]}, spec.layers);
+    return std::make_unique<nn::sequential>(nn::shape{size_t(spec.input[0]),
+                                                      size_t(spec.input[1]),
+                                                      size_t(spec.input[2])},
+                                            spec.layers);
   }
   throw usage_error("unknown model '" + spec.kind +
                     "'; the models are linear_regression, softmax_regression, "
@@ -255,7 +257,7 @@ model_spec sequential_spec(std::string layers, uint64_t channels,
   s.dim = channels * height * width;
   s.layers = std::move(layers);
   s.input = {channels, height, width};
-  s.classes = nn::sequential{{channels, height, width}, s.layers}.classes();
+  s.classes = static_cast<const nn::sequential&>(*make_model(s)).classes();
   return s;
 }
 

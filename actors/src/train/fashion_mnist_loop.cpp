@@ -19,6 +19,8 @@
 #include "lumen/train/data_parallel.hpp"
 #include "lumen/train/fashion_mnist.hpp"
 
+#include "train/loop_checks.hpp"
+
 namespace lumen::train {
 
 namespace {
@@ -30,30 +32,6 @@ ml::dataset first_rows(const ml::dataset& d, size_t limit) {
   if (limit == 0 || limit >= d.size())
     return d;
   return {d.features.rows(0, limit), d.labels.rows(0, limit)};
-}
-
-std::string number_text(double x) {
-  std::ostringstream out;
-  out << x;
-  return out.str();
-}
-
-/// A step whose loss or mean gradient is not finite ends the run: every
-/// step after it would train on NaN. The gradient is the same on every
-/// rank, so all stop at the same step.
-void stop_if_diverged(float loss, const std::vector<float>& grad, size_t epoch,
-                      size_t step, size_t steps) {
-  auto bad = ml::first_non_finite(grad.data(), grad.size());
-  if (std::isfinite(loss) && bad == grad.size())
-    return;
-  std::string what = std::isfinite(loss)
-                       ? "gradient element " + std::to_string(bad) + " is " +
-                           number_text(grad[bad])
-                       : "loss is " + number_text(loss);
-  throw error("training diverged at epoch " + std::to_string(epoch) +
-              ", step " + std::to_string(step) + " of " +
-              std::to_string(steps) + ": the " + what +
-              "; lower the learning rate (--lr)");
 }
 
 void loop(const loop_config& cfg) {
@@ -128,7 +106,10 @@ void loop(const loop_config& cfg) {
       auto t = double(epoch * steps + s) / double(epochs * steps);
       auto step_loss =
         sync.loss_and_mean_gradient(w.data(), batches.next().data, grad.data());
-      stop_if_diverged(step_loss, grad, epoch + 1, s + 1, steps);
+      detail::stop_if_diverged(step_loss, grad,
+                               "epoch " + std::to_string(epoch + 1) +
+                                 ", step " + std::to_string(s + 1) + " of " +
+                                 std::to_string(steps));
       loss += step_loss;
       opt.step(w.data(), grad.data(), grad.size(),
                float(0.5 * (1 + std::cos(M_PI * t))));
@@ -161,12 +142,12 @@ void loop(const loop_config& cfg) {
         {"dataset", "fashion-mnist"},
         {"input", "28x28 pixels, row by row, as 784 floats"},
         {"input_normalisation", "x = (pixel / 255 - input_mean) / input_std"},
-        {"input_mean", number_text(fashion_mnist_mean)},
-        {"input_std", number_text(fashion_mnist_std)},
+        {"input_mean", detail::number_text(fashion_mnist_mean)},
+        {"input_std", detail::number_text(fashion_mnist_std)},
         {"epochs_done", std::to_string(epoch + 1)},
         {"epochs", std::to_string(epochs)},
-        {"lr", number_text(lr)},
-        {"weight_decay", number_text(rule.weight_decay)},
+        {"lr", detail::number_text(lr)},
+        {"weight_decay", detail::number_text(rule.weight_decay)},
         {"batch", std::to_string(batch)},
         {"workers", std::to_string(world)},
         {"seed", std::to_string(seed)}};

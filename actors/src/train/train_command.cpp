@@ -23,6 +23,7 @@
 #include "lumen/ml/data.hpp"
 #include "lumen/ml/model_file.hpp"
 #include "lumen/train/fashion_mnist.hpp"
+#include "train/text_command.hpp"
 #include "train/train_flags.hpp"
 
 namespace lumen::train {
@@ -293,23 +294,30 @@ int train_main(int argc, char** argv) {
   add_flags(*fm, f);
   fm->allow_extras(); // the cluster's flags, for lumen::init
   fm->footer(init_flags_help());
+  detail::text_flags tf;
+  auto text = detail::add_text_command(app, tf);
+  // Which subcommand the help and the hint name.
+  auto sub = argc > 1 && std::string{argv[1]} == text->get_name() ? text : fm;
+  auto hint = "Run `lumen train " + sub->get_name() + " --help` for the flags.";
   if (auto code = parse_verb(
         "train", [&] { app.parse(argc, argv); },
         [&] {
-          bool sub = argc > 1 && std::string{argv[1]} == fm->get_name();
-          return sub ? fm->help() : app.help();
+          return argc > 1 && std::string{argv[1]} == sub->get_name()
+                   ? sub->help()
+                   : app.help();
         },
-        "Run `lumen train fashion-mnist --help` for the flags."))
+        hint))
     return *code;
   try {
+    if (text->parsed())
+      return detail::run_text(tf, text->remaining());
     // CLI11 checks no empty value of a flag whose value may be left out.
     if (fm->count("--resume") > 0 && f.resume.empty())
       throw usage_error("--resume: an empty path; give a checkpoint's folder "
                         "or file, or --resume alone for the run's latest");
     return fashion_mnist(f, fm->remaining());
   } catch (const usage_error& e) {
-    std::cerr << "lumen train: " << e.what()
-              << "\nRun `lumen train fashion-mnist --help` for the flags.\n";
+    std::cerr << "lumen train: " << e.what() << "\n" << hint << "\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "lumen train: " << e.what() << "\n";
@@ -321,9 +329,10 @@ int train_main(int argc, char** argv) {
 
 cli_verb train_verb() {
   static_cast<void>(detail::fashion_mnist_registered());
+  static_cast<void>(detail::text_registered());
   return {"train",
           "train a model data-parallel: `lumen train fashion-mnist "
-          "--workers 2`",
+          "--workers 2`, `lumen train text`",
           train_main};
 }
 
