@@ -60,6 +60,7 @@ def layers_of(meta):
     return out
 
 
+# [forward]
 def forward(tensors, layers, x):
     """The logits of a batch x (examples x channels x height x width)."""
     erf = np.frompyfunc(math.erf, 1, 1)
@@ -89,6 +90,7 @@ def forward(tensors, layers, x):
         else:
             sys.exit(f"a layer this script does not know: {name}")
     return x
+# [/forward]
 
 
 def idx_file(path, offset):

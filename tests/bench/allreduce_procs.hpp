@@ -58,7 +58,8 @@ inline figure allreduce_figure(const std::string& name, int n, size_t bytes,
 }
 
 /// --member HEAD TOKEN_FILE N RANK NAME ALGORITHM REPS SMOKE SIZES...: one
-/// member; rank 0 prints the figures.
+/// member (ALGORITHM naive, ring, or auto: Lumen's choice); rank 0 prints
+/// the figures.
 inline int run_member(int argc, char** argv) {
   if (argc < 11)
     return 2;
@@ -76,6 +77,8 @@ inline int run_member(int argc, char** argv) {
   coll::init_group(n, rank, group, coll::backend::processes);
   if (algorithm == "naive")
     coll::set_algorithm(group, coll::allreduce_algorithm::naive);
+  if (algorithm == "ring")
+    coll::set_algorithm(group, coll::allreduce_algorithm::ring);
   for (int a = 10; a < argc; ++a) {
     size_t bytes = std::strtoull(argv[a], nullptr, 10);
     lumen::ml::tensor t({static_cast<int64_t>(bytes / sizeof(float))});

@@ -1,10 +1,12 @@
 #pragma once
 
 // Hosts in network namespaces a test makes itself: a switch namespace
-// with a bridge, and hosts a, b, c each wired to it by a veth pair, with
-// addresses of their own (10.201.0.1-3, reachable only inside these
-// namespaces). A host's link is cut at the switch. Making them needs root
-// and iproute2; `can_make_namespaces` says why not, for a test to skip.
+// with a bridge, and hosts a, b, c... (three unless told) each wired to it
+// by a veth pair, with addresses of their own (10.201.0.1, .2, ...,
+// reachable only inside these namespaces). A host's link is cut at the
+// switch, or shaped to a rate in both directions (tc's token bucket), as
+// machines on one switch. Making them needs root and iproute2;
+// `can_make_namespaces` says why not, for a test to skip.
 
 #include <unistd.h>
 
@@ -60,10 +62,11 @@ inline bool can_make_namespaces(std::string& why) {
 struct topology {
   std::string tag = std::to_string(::getpid());
   std::string sw = "lm" + tag + "s";
-  std::vector<std::string> hosts{"lm" + tag + "a", "lm" + tag + "b",
-                                 "lm" + tag + "c"};
+  std::vector<std::string> hosts;
 
-  topology() {
+  explicit topology(size_t count = 3) {
+    for (size_t i = 0; i < count; ++i)
+      hosts.push_back("lm" + tag + static_cast<char>('a' + i));
     sh("ip netns add " + sw);
     sh("ip -n " + sw + " link add br0 type bridge");
     sh("ip -n " + sw + " link set br0 up");
@@ -98,6 +101,14 @@ struct topology {
     return "ip -n " + sw + " link set " + port(i) + " down";
   }
 
+  /// Host `i`'s link limited to `rate` (tc's form: "1gbit") each way:
+  /// what leaves the host at its end, what reaches it at the switch's.
+  void shape(size_t i, const std::string& rate) const {
+    auto tbf = " root tbf rate " + rate + " burst 256kb latency 100ms";
+    sh("ip netns exec " + hosts[i] + " tc qdisc replace dev eth0" + tbf);
+    sh("ip netns exec " + sw + " tc qdisc replace dev " + port(i) + tbf);
+  }
+
   /// `argv` run inside host `i`.
   std::vector<std::string> in(size_t i, std::vector<std::string> argv) const {
     std::vector<std::string> out{ip_command(), "netns", "exec", hosts[i]};
@@ -111,16 +122,19 @@ private:
   }
 };
 
-/// Starts `lumen start --block ARGS` on host `i` with HOME=`home`; returns
-/// the process once it printed its address, which goes to `address`.
-/// Throws with its output if it did not start within 30 s.
-inline std::unique_ptr<process> start_node(const topology& net, size_t i,
-                                           std::vector<std::string> args,
-                                           const std::string& home,
-                                           std::string& address) {
-  std::vector<std::string> argv{LUMEN_CLI, "start", "--block"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  auto p = std::make_unique<process>(net.in(i, argv),
+/// Starts `program start --block ARGS` on host `i` with HOME=`home`
+/// (`program`: the lumen command, or a program that hands these to
+/// lumen::cli_main); returns the process once it printed its address,
+/// which goes to `address`. Throws with its output if it did not start
+/// within 30 s.
+inline std::unique_ptr<process>
+start_program_node(const topology& net, size_t i,
+                   std::vector<std::string> program,
+                   const std::vector<std::string>& args,
+                   const std::string& home, std::string& address) {
+  program.insert(program.end(), {"start", "--block"});
+  program.insert(program.end(), args.begin(), args.end());
+  auto p = std::make_unique<process>(net.in(i, program),
                                      std::vector<std::string>{"HOME=" + home});
   auto out = p->await_output("(pid", std::chrono::seconds(30));
   auto s = out ? parse_started(*out) : std::nullopt;
@@ -130,5 +144,15 @@ inline std::unique_ptr<process> start_node(const topology& net, size_t i,
   address = s->address;
   return p;
 }
+
+#ifdef LUMEN_CLI
+/// start_program_node of the lumen command.
+inline std::unique_ptr<process> start_node(const topology& net, size_t i,
+                                           std::vector<std::string> args,
+                                           const std::string& home,
+                                           std::string& address) {
+  return start_program_node(net, i, {LUMEN_CLI}, args, home, address);
+}
+#endif
 
 } // namespace lumen::test

@@ -82,6 +82,7 @@ void loop(const loop_config& cfg) {
   auto interval = clock_type::now();
   double loss = 0, exposed = 0;
   size_t done_here = 0;
+  // [step]
   for (auto step = first; step < steps; ++step) {
     std::vector<size_t> starts(batch);
     for (auto& s : starts)
@@ -101,6 +102,7 @@ void loop(const loop_config& cfg) {
         ? double(step + 1) / 100.0
         : 0.1 + 0.45 * (1 + std::cos(M_PI * double(step) / double(steps)));
     opt.step(w.data(), grad.data(), grad.size(), float(scale));
+    // [/step]
     auto now = clock_type::now();
     std::chrono::duration<double> took = now - interval;
     if (rank == 0 && now - since > std::chrono::milliseconds(200)) {
