@@ -17,7 +17,12 @@
 
 namespace lumen::nn {
 
+using ml::detail::const_matrix_map;
+using ml::detail::const_vector_map;
+using ml::detail::idx;
 using ml::detail::matrix;
+using ml::detail::matrix_map;
+using ml::detail::vector_map;
 
 class layer {
 public:
@@ -90,12 +95,15 @@ private:
 
 /// The layer `name` with `args` (as the spec gave them) on input `in`.
 /// Throws `usage_error` for arguments it does not take or an input it does
-/// not fit, saying which; null for a name it does not know. Image and
-/// vector layers (layers.cpp), and those of token sequences
-/// (sequence_layers.cpp).
+/// not fit, saying which; null for a name it does not know. Vector layers
+/// (layers.cpp), image layers (image_layers.cpp), and those of token
+/// sequences (sequence_layers.cpp).
 std::unique_ptr<layer> make_layer(const std::string& name,
                                   const std::vector<size_t>& args,
                                   const shape& in);
+std::unique_ptr<layer> make_image_layer(const std::string& name,
+                                        const std::vector<size_t>& args,
+                                        const shape& in);
 std::unique_ptr<layer> make_sequence_layer(const std::string& name,
                                            const std::vector<size_t>& args,
                                            const shape& in);
@@ -113,6 +121,10 @@ public:
 private:
   bool was_;
 };
+
+/// Causal self-attention of `heads` heads over `in` (1xTxD, D a multiple
+/// of heads), attention.cpp.
+std::unique_ptr<layer> make_attention(const shape& in, size_t heads);
 
 /// "(3,4)" of {3, 4}: the arguments as a spec writes them.
 std::string args_of(const std::vector<size_t>& args);

@@ -12,9 +12,6 @@ namespace lumen::nn {
 
 namespace {
 
-using ml::detail::idx;
-using ml::detail::matrix;
-
 const char* const layer_forms =
   "the layers are linear(N), dense(N), conv(C,K[,P]), pool(K), relu, gelu, "
   "dropout(P), flatten, embed(V,D), norm, attn(H) and res(...), joined by "
@@ -130,6 +127,8 @@ sequential::sequential(shape input, const std::string& spec)
     auto& name = parsed[l].name;
     try {
       auto made = make_layer(name, parsed[l].args, at);
+      if (!made)
+        made = make_image_layer(name, parsed[l].args, at);
       if (!made)
         made = make_sequence_layer(name, parsed[l].args, at);
       if (!made)

@@ -1,0 +1,246 @@
+// The layers of images (channels × height × width): convolution by im2col
+// and Eigen's GEMM, and max pooling.
+
+#include "nn/layers.hpp"
+
+#include <algorithm>
+
+#include "lumen/errors.hpp"
+
+namespace lumen::nn {
+
+namespace {
+
+/// A convolution, stride 1: im2col (each output position's K×K×C inputs
+/// as a column) and one GEMM an example. W is out-channels × (C·K·K).
+class conv : public layer {
+public:
+  conv(const shape& in, size_t channels, size_t k, size_t pad)
+    : layer(in,
+            {channels, in.height + 2 * pad - k + 1, in.width + 2 * pad - k + 1})
+    , k_(k)
+    , pad_(pad) {}
+
+  std::string spec() const override {
+    return "conv(" + std::to_string(out().channels) + "," + std::to_string(k_) +
+           (pad_ > 0 ? "," + std::to_string(pad_) : "") + ")";
+  }
+  size_t num_weights() const override {
+    return out().channels * patch();
+  }
+  size_t num_biases() const override {
+    return out().channels;
+  }
+  std::vector<int64_t> weight_shape() const override {
+    return {int64_t(out().channels), int64_t(in().channels), int64_t(k_),
+            int64_t(k_)};
+  }
+
+  void forward(const float* p, const matrix& x, matrix& y) const override {
+    y.resize(x.rows(), idx(out().size()));
+    auto& cols = scratch().cols;
+    for (Eigen::Index i = 0; i < x.rows(); ++i) {
+      im2col(x.row(i).data(), cols);
+      matrix_map yi{y.row(i).data(), idx(out().channels), places()};
+      yi.noalias() = weights(p) * cols;
+      yi.colwise() += biases(p);
+    }
+  }
+
+  void backward(const float* p, const matrix& x, const matrix&,
+                const matrix& dy, matrix* dx, float* grad) const override {
+    matrix_map dw{grad, idx(out().channels), idx(patch())};
+    vector_map db{grad + num_weights(), idx(out().channels)};
+    dw.setZero();
+    db.setZero();
+    if (dx != nullptr)
+      dx->setZero(x.rows(), idx(in().size()));
+    auto& [cols, dcols] = scratch();
+    for (Eigen::Index i = 0; i < x.rows(); ++i) {
+      Eigen::Map<const matrix> dyi{dy.row(i).data(), idx(out().channels),
+                                   places()};
+      im2col(x.row(i).data(), cols);
+      dw.noalias() += dyi * cols.transpose();
+      for (Eigen::Index c = 0; c < dyi.rows(); ++c)
+        db(c) += dyi.row(c).sum();
+      if (dx != nullptr) {
+        dcols.noalias() = weights(p).transpose() * dyi;
+        col2im(dcols, dx->row(i).data());
+      }
+    }
+  }
+
+protected:
+  size_t fan_in() const override {
+    return patch();
+  }
+
+private:
+  size_t patch() const {
+    return in().channels * k_ * k_;
+  }
+  Eigen::Index places() const {
+    return idx(out().height * out().width);
+  }
+  const_matrix_map weights(const float* p) const {
+    return {p, idx(out().channels), idx(patch())};
+  }
+  const_vector_map biases(const float* p) const {
+    return {p + num_weights(), idx(out().channels)};
+  }
+
+  /// The im2col matrices of one example, kept by each thread from call to
+  /// call: allocating them anew cost more than the copies into them.
+  struct columns {
+    matrix cols, dcols;
+  };
+  static columns& scratch() {
+    thread_local columns c;
+    return c;
+  }
+
+  /// Calls f(row of cols, its first output position, input offset of that
+  /// position, count) for each run of a row's positions that reads the
+  /// input at consecutive offsets, and z(row, position, count) for each
+  /// run that reads the padding.
+  template <class F, class Z>
+  void each_run(F f, Z z) const {
+    auto h = long(in().height), w = long(in().width), pad = long(pad_);
+    auto oh = long(out().height), ow = long(out().width), k = long(k_);
+    for (long c = 0; c < long(in().channels); ++c)
+      for (long ky = 0; ky < k; ++ky)
+        for (long kx = 0; kx < k; ++kx) {
+          auto row = (c * k + ky) * k + kx;
+          // Output columns [lo, hi) read inside the input's width.
+          long lo = std::clamp(pad - kx, 0L, ow);
+          long hi = std::clamp(w + pad - kx, lo, ow);
+          for (long oy = 0; oy < oh; ++oy) {
+            long iy = oy + ky - pad, at = oy * ow;
+            if (iy < 0 || iy >= h) {
+              z(row, at, ow);
+              continue;
+            }
+            z(row, at, lo);
+            f(row, at + lo, (c * h + iy) * w + lo + kx - pad, hi - lo);
+            z(row, at + hi, ow - hi);
+          }
+        }
+  }
+
+  void im2col(const float* x, matrix& cols) const {
+    cols.resize(idx(patch()), places());
+    each_run([&](long row, long at, long from,
+                 long n) { std::copy(x + from, x + from + n, &cols(row, at)); },
+             [&](long row, long at, long n) {
+               std::fill(&cols(row, 0) + at, &cols(row, 0) + at + n, 0.0f);
+             });
+  }
+
+  void col2im(const matrix& cols, float* dx) const {
+    each_run(
+      [&](long row, long at, long to, long n) {
+        const float* from = &cols(row, at);
+        for (long j = 0; j < n; ++j)
+          dx[to + j] += from[j];
+      },
+      [](long, long, long) {});
+  }
+
+  size_t k_, pad_;
+};
+
+/// K×K max pooling, stride K; what does not fill a window at the edge is
+/// left out.
+class pool : public layer {
+public:
+  pool(const shape& in, size_t k)
+    : layer(in, {in.channels, in.height / k, in.width / k})
+    , k_(k) {}
+
+  std::string spec() const override {
+    return "pool(" + std::to_string(k_) + ")";
+  }
+
+  void forward(const float*, const matrix& x, matrix& y) const override {
+    y.resize(x.rows(), idx(out().size()));
+    auto h = in().height, w = in().width, oh = out().height, ow = out().width;
+    for (Eigen::Index i = 0; i < x.rows(); ++i)
+      for (size_t c = 0; c < out().channels; ++c)
+        for (size_t oy = 0; oy < oh; ++oy) {
+          // Row by row of the windows, without branches, so that it
+          // vectorizes.
+          float* o = y.row(i).data() + (c * oh + oy) * ow;
+          const float* top = x.row(i).data() + (c * h + oy * k_) * w;
+          for (size_t ox = 0; ox < ow; ++ox)
+            o[ox] = top[ox * k_];
+          for (size_t ky = 0; ky < k_; ++ky)
+            for (size_t kx = 0; kx < k_; ++kx) {
+              const float* r = top + ky * w + kx;
+              for (size_t ox = 0; ox < ow; ++ox)
+                o[ox] = std::max(o[ox], r[ox * k_]);
+            }
+        }
+  }
+
+  /// Each window's gradient goes to the first of its inputs, in scan
+  /// order, that equals its maximum.
+  void backward(const float*, const matrix& x, const matrix& y,
+                const matrix& dy, matrix* dx, float*) const override {
+    if (dx == nullptr)
+      return;
+    dx->setZero(x.rows(), idx(in().size()));
+    auto h = in().height, w = in().width;
+    for (Eigen::Index i = 0; i < x.rows(); ++i) {
+      const float* xi = x.row(i).data();
+      auto largest = [&](size_t first, float top) {
+        for (size_t ky = 0; ky < k_; ++ky)
+          for (size_t kx = 0; kx < k_; ++kx)
+            if (xi[first + ky * w + kx] == top)
+              return first + ky * w + kx;
+        return first; // a NaN
+      };
+      for (size_t c = 0; c < out().channels; ++c)
+        for (size_t oy = 0; oy < out().height; ++oy)
+          for (size_t ox = 0; ox < out().width; ++ox) {
+            auto at = idx((c * out().height + oy) * out().width + ox);
+            auto best = largest((c * h + oy * k_) * w + ox * k_, y(i, at));
+            (*dx)(i, idx(best)) += dy(i, at);
+          }
+    }
+  }
+
+private:
+  size_t k_;
+};
+
+} // namespace
+
+std::unique_ptr<layer> make_image_layer(const std::string& name,
+                                        const std::vector<size_t>& args,
+                                        const shape& in) {
+  auto arity = [&](size_t least, size_t most, const std::string& form) {
+    check_arity(name, args, least, most, form);
+  };
+  if (name == "conv") {
+    auto pad = args.size() == 3 ? args[2] : 0;
+    arity(2, 3,
+          "conv(C,K) or conv(C,K,P): C channels, K×K kernels, P of "
+          "padding");
+    if (in.height + 2 * pad < args[1] || in.width + 2 * pad < args[1])
+      throw usage_error(name + args_of(args) + ": its input " + to_string(in) +
+                        " is smaller than a " + std::to_string(args[1]) + "x" +
+                        std::to_string(args[1]) +
+                        " kernel; pad it, or pool less before it");
+    return std::make_unique<conv>(in, args[0], args[1], pad);
+  }
+  if (name == "pool") {
+    arity(1, 1, "pool(K), K×K windows");
+    if (in.height < args[0] || in.width < args[0])
+      throw usage_error(name + args_of(args) + ": its input " + to_string(in) +
+                        " is smaller than one window; pool less");
+    return std::make_unique<pool>(in, args[0]);
+  }
+  return nullptr;
+}
+
+} // namespace lumen::nn
