@@ -248,6 +248,36 @@ BOOST_AUTO_TEST_CASE(a_parameter_server_on_a_node_takes_the_mlps_gradient) {
   BOOST_TEST((refusal(nan_one) == lumen::ml::ps_refusal::not_finite));
 }
 
+BOOST_AUTO_TEST_CASE(a_large_models_server_gets_its_weights_on_the_data_plane) {
+  // 3M parameters: past what the spawn's CAF request carries, they follow
+  // it on the data plane; the server holds them exactly.
+  auto& c = *the_cluster;
+  std::vector<float> start(3'000'000);
+  for (size_t i = 0; i < start.size(); ++i)
+    start[i] = float(i % 1000) * 0.5f;
+  lumen::ml::ps_config cfg;
+  auto ps = lumen::ml::spawn_parameter_server(cfg, start, c.nodes[2].id);
+  auto held =
+    lumen::get(lumen::call(ps, lumen::ml::get_weights_atom::value), deadline);
+  BOOST_REQUIRE(held.numel() == start.size());
+  BOOST_TEST(held.to_vector<float>() == start);
+  // Once it took a gradient its weights are its own.
+  tensor g({static_cast<int64_t>(start.size())});
+  std::fill(g.data<float>(), g.data<float>() + g.numel(), 1.0f);
+  lumen::get(lumen::call(ps, lumen::ml::push_atom::value, uint64_t{0}, g),
+             deadline);
+  try {
+    lumen::get(
+      lumen::call(ps, lumen::ml::start_from_atom::value, tensor::from(start)),
+      deadline);
+    BOOST_ERROR("a server that took a gradient started over");
+  } catch (const lumen::typed_actor_error& e) {
+    BOOST_TEST(std::string{e.what()}.find("has taken gradients already") !=
+                 std::string::npos,
+               e.what());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_server_sharded_over_two_nodes_answers_as_one_would) {
   // The shards' answers land side by side in one buffer (parts of 200 KB:
   // read off the sockets into place); the buffer is used again once the

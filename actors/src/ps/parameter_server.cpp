@@ -17,6 +17,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include "lumen/object_store.hpp"
 #include "lumen/trace.hpp"
 
 #include "ps/ps_server_state.hpp"
@@ -185,6 +186,19 @@ parameter_server::behavior_type server(server_pointer self, ps_config cfg,
       return caf::sec::unexpected_message;
     });
   return {
+    [=](start_from_atom, const tensor& weights) -> caf::result<uint64_t> {
+      if (self->state.core->version() > 0 || !self->state.waiting.empty())
+        return caf::make_error(caf::sec::runtime_error,
+                               "the server has taken gradients already: its "
+                               "weights to start from are set at its spawn");
+      try {
+        self->state.core =
+          std::make_unique<ps_core>(cfg, weights.to_vector<float>());
+      } catch (const error& e) {
+        return caf::make_error(caf::sec::runtime_error, std::string{e.what()});
+      }
+      return self->state.core->version();
+    },
     [=](get_weights_atom) { return weights_of(*self->state.core); },
     [=](pull_atom) {
       return std::make_tuple(self->state.core->version(),
@@ -238,8 +252,18 @@ parameter_server spawn_parameter_server(const ps_config& cfg,
                                         const std::vector<float>& initial,
                                         const std::string& node_id) {
   ps_core check{cfg, initial}; // a config that cannot work fails here
-  return lumen::spawn_on<parameter_server>(node_id, parameter_server_name, cfg,
-                                           tensor::from(initial));
+  // A spawn travels as a CAF request, which a large model's weights would
+  // hold past its time limit (and the head's heartbeat with it): those go
+  // after it, on the data plane.
+  constexpr size_t in_the_spawn = size_t{1} << 20;
+  if (initial.size() <= in_the_spawn)
+    return lumen::spawn_on<parameter_server>(node_id, parameter_server_name,
+                                             cfg, tensor::from(initial));
+  auto ps = lumen::spawn_on<parameter_server>(
+    node_id, parameter_server_name, cfg,
+    tensor::from(std::vector<float>(initial.begin(), initial.begin() + 1)));
+  lumen::get(lumen::call(ps, start_from_atom::value, tensor::from(initial)));
+  return ps;
 }
 
 // "parameter server on node-1 refused a gradient: wrong_size: ...".

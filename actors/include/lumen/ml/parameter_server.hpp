@@ -54,6 +54,7 @@ using pull_atom = caf::atom_constant<caf::atom("lmpull")>;
 using ps_stats_atom = caf::atom_constant<caf::atom("lmpsstat")>;
 using checkpoint_atom = caf::atom_constant<caf::atom("lmckpt")>;
 using restore_atom = caf::atom_constant<caf::atom("lmrestore")>;
+using start_from_atom = caf::atom_constant<caf::atom("lmstartw")>;
 
 /// A server's counts, as its stats message answers them.
 struct ps_report {
@@ -87,13 +88,18 @@ using parameter_server = caf::typed_actor<
   caf::replies_to<pull_atom>::with<uint64_t, tensor>,
   caf::replies_to<ps_stats_atom>::with<ps_report>,
   caf::replies_to<checkpoint_atom, std::string>::with<uint64_t>,
-  caf::replies_to<restore_atom, std::string>::with<uint64_t>>;
+  caf::replies_to<restore_atom, std::string>::with<uint64_t>,
+  // The weights to start from, before any gradient: how
+  // spawn_parameter_server gives a large model's on the data plane.
+  caf::replies_to<start_from_atom, tensor>::with<uint64_t>>;
 
 /// The name parameter servers are registered under.
 constexpr const char* parameter_server_name = "lumen.parameter_server";
 
 /// Spawns a server with `cfg`, starting from `initial` weights, on node
-/// `node_id` (this process for lumen::this_node_id()). Throws
+/// `node_id` (this process for lumen::this_node_id()); weights past a few
+/// megabytes go on the data plane after the spawn, not in it (a spawn is a
+/// CAF request, which 400 MB would hold past its time limit). Throws
 /// `usage_error` if the config cannot work or the node cannot host one.
 parameter_server spawn_parameter_server(const ps_config& cfg,
                                         const std::vector<float>& initial,
