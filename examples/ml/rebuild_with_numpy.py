@@ -85,6 +85,8 @@ def forward(tensors, layers, x):
             x = np.maximum(x, 0)
         elif name == "gelu":
             x = x * 0.5 * (1 + erf(x / math.sqrt(2)).astype(np.float32))
+        elif name == "dropout":  # drops in training only
+            pass
         elif name == "flatten":
             x = x.reshape(len(x), -1)
         else:

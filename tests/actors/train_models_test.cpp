@@ -6,8 +6,9 @@
 // checkpoints name each layer's tensor by its place and rebuild the model
 // from the file alone (with numpy too, examples/ml/rebuild_with_numpy.py),
 // and a model that does not parse, does not fit or differs from the
-// checkpoint's is refused naming what and where. A character GPT learns a
-// text with a rule and samples it; the preset trains on Debian's fortunes.
+// checkpoint's is refused naming what and where; --sync ps trains the same
+// model through a parameter server. A character GPT learns a text with a
+// rule and samples it; the preset trains on Debian's fortunes.
 
 #include <cstdio>
 #include <filesystem>
@@ -32,9 +33,9 @@ BOOST_AUTO_TEST_CASE(the_cnn_trains_and_its_checkpoint_rebuilds_it) {
   auto dir = lumen::test::fresh_dir("train-models");
   auto [code, out] = train(dir, "cnn", {"--model", "cnn"});
   BOOST_REQUIRE_MESSAGE(code == 0, out);
-  BOOST_TEST(has(out, "training sequential 1x28x28 conv(32,3)-relu-pool(2)-"
-                      "conv(64,3)-relu-pool(2)-linear(128)-relu-linear(10) "
-                      "(225034 parameters)"),
+  BOOST_TEST(has(out, "training sequential 1x28x28 conv(32,3,1)-relu-pool(2)-"
+                      "conv(64,3,1)-relu-pool(2)-dropout(25)-linear(128)-"
+                      "relu-dropout(25)-linear(10) (421642 parameters)"),
              out);
   auto run = fs::path{dir} / "cnn";
   auto second = cells(lines_of(run / "metrics.csv").at(2));
@@ -64,7 +65,7 @@ BOOST_AUTO_TEST_CASE(the_cnn_trains_and_its_checkpoint_rebuilds_it) {
     train(dir, "other", {"--resume", checkpoint, "--epochs", "3"});
   BOOST_TEST(code == 2, out);
   BOOST_TEST(has(out, "the checkpoint's model is sequential 1x28x28 "
-                      "conv(32,3)"),
+                      "conv(32,3,1)"),
              out);
   BOOST_TEST(has(out, "this run's mlp 784-256-128-10; give the --model (and "
                       "--hidden) it was trained with"),
@@ -83,6 +84,34 @@ BOOST_AUTO_TEST_CASE(the_cnn_trains_and_its_checkpoint_rebuilds_it) {
           {"--model", "conv(8,5,2)-gelu-pool(2)-linear(10)", "--epochs", "1"});
   BOOST_TEST(code == 0, out);
   BOOST_TEST(has(out, "(15898 parameters)"), out);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(the_same_run_through_a_parameter_server) {
+  // --sync ps: the mean gradient through a server on rank 0; the same
+  // model learns as it does on the ring, its replicas identical.
+  auto dir = lumen::test::fresh_dir("train-models");
+  auto [code, out] = train(dir, "ring", {"--epochs", "1"});
+  BOOST_REQUIRE_MESSAGE(code == 0, out);
+  std::tie(code, out) = train(dir, "ps", {"--epochs", "1", "--sync", "ps"});
+  BOOST_REQUIRE_MESSAGE(code == 0, out);
+  BOOST_TEST(has(out, "2 workers through a parameter server"), out);
+  auto ring = cells(lines_of(fs::path{dir} / "ring" / "metrics.csv").at(1));
+  auto ps = cells(lines_of(fs::path{dir} / "ps" / "metrics.csv").at(1));
+  BOOST_TEST(std::stod(ps[3]) == std::stod(ring[3]),
+             boost::test_tools::tolerance(0.01)); // test accuracy
+  BOOST_TEST(std::stod(ps[1]) == std::stod(ring[1]),
+             boost::test_tools::tolerance(0.01)); // training loss
+  BOOST_TEST(ps[7] == "0"); // drift: every rank holds the server's weights
+  // A learning rate that diverges stops every rank at once, naming it.
+  std::tie(code, out) =
+    train(dir, "nan", {"--epochs", "1", "--sync", "ps", "--lr", "10"});
+  BOOST_TEST(code == 1, out);
+  BOOST_TEST(has(out, "training diverged at epoch 1"), out);
+  BOOST_TEST(has(out, "lower the learning rate (--lr)"), out);
+  std::tie(code, out) = train(dir, "bad", {"--sync", "star"});
+  BOOST_TEST(code == 2, out);
+  BOOST_TEST(has(out, "--sync"), out);
   fs::remove_all(dir);
 }
 

@@ -43,11 +43,13 @@ def load(split, limit):
 def model(kind):
     torch.manual_seed(1)
     nn = torch.nn
-    if kind == "cnn":  # conv(32,3)-relu-pool(2)-conv(64,3)-relu-pool(2)-linear(128)-relu-linear(10)
+    if kind == "cnn":  # lumen::train::fashion_mnist_cnn
         return nn.Sequential(nn.Unflatten(1, (1, 28, 28)),
-                             nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
-                             nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
-                             nn.Flatten(), nn.Linear(1600, 128), nn.ReLU(),
+                             nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(),
+                             nn.MaxPool2d(2),
+                             nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
+                             nn.MaxPool2d(2), nn.Dropout(0.25), nn.Flatten(),
+                             nn.Linear(3136, 128), nn.ReLU(), nn.Dropout(0.25),
                              nn.Linear(128, 10))
     return nn.Sequential(nn.Linear(784, 256), nn.ReLU(),
                          nn.Linear(256, 128), nn.ReLU(),

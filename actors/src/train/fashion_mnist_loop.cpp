@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <future>
+#include <optional>
 #include <sstream>
 
 #include "lumen/collective/collective.hpp"
@@ -20,6 +21,7 @@
 #include "lumen/train/fashion_mnist.hpp"
 
 #include "train/loop_checks.hpp"
+#include "train/server_sync.hpp"
 
 namespace lumen::train {
 
@@ -90,6 +92,10 @@ void loop(const loop_config& cfg) {
   bucket_config buckets;
   buckets.overlap = value_or(cfg, "overlap", 1) != 0;
   bucketed_allreduce sync{net, ctx.group, buckets};
+  // --sync ps: the mean gradient through a server on rank 0 instead.
+  std::optional<detail::server_sync> server;
+  if (text_or(cfg, "sync", "ring") == "ps" && world > 1)
+    server.emplace(ctx.group, rank, world, w.size());
   // Each epoch's order depends on the seed and the epoch alone (the
   // stream shuffles by seed + epoch), so a resumed run sees the batches
   // the uninterrupted one would have.
@@ -104,16 +110,25 @@ void loop(const loop_config& cfg) {
     double loss = 0, exposed = 0;
     for (size_t s = 0; s < steps; ++s) {
       auto t = double(epoch * steps + s) / double(epochs * steps);
-      auto step_loss =
-        sync.loss_and_mean_gradient(w.data(), batches.next().data, grad.data());
-      detail::stop_if_diverged(step_loss, grad,
-                               "epoch " + std::to_string(epoch + 1) +
-                                 ", step " + std::to_string(s + 1) + " of " +
-                                 std::to_string(steps));
+      auto lr_scale = float(0.5 * (1 + std::cos(M_PI * t)));
+      auto where = "epoch " + std::to_string(epoch + 1) + ", step " +
+                   std::to_string(s + 1) + " of " + std::to_string(steps);
+      float step_loss = 0;
+      if (server) {
+        // This rank's loss, as the ring's reports it; the server checks
+        // the mean.
+        step_loss =
+          net.loss_and_gradient(w.data(), batches.next().data, grad.data());
+        server->step(w, grad, step_loss, opt, lr_scale, where);
+        exposed += server->exposed();
+      } else {
+        step_loss = sync.loss_and_mean_gradient(w.data(), batches.next().data,
+                                                grad.data());
+        detail::stop_if_diverged(step_loss, grad, where);
+        opt.step(w.data(), grad.data(), grad.size(), lr_scale);
+        exposed += sync.last_step().exposed();
+      }
       loss += step_loss;
-      opt.step(w.data(), grad.data(), grad.size(),
-               float(0.5 * (1 + std::cos(M_PI * t))));
-      exposed += sync.last_step().exposed();
       auto now = clock_type::now();
       if (rank == 0 && now - since > std::chrono::milliseconds(200)) {
         since = now;

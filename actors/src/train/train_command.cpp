@@ -235,10 +235,12 @@ int fashion_mnist(const train_flags& f, const std::vector<std::string>& rest) {
   };
   cfg.on_report = [&](const metrics& m) { view.epoch(m, f.epochs); };
   auto net = ml::make_model(model);
-  std::printf("training %s (%zu parameters) on Fashion-MNIST: %zu workers, "
+  std::printf("training %s (%zu parameters) on Fashion-MNIST: %zu workers%s, "
               "%zu epochs, batch %zu per worker\n",
-              net->name().c_str(), net->num_params(), f.workers, f.epochs,
-              f.batch);
+              net->name().c_str(), net->num_params(), f.workers,
+              f.sync == "ps" && f.workers > 1 ? " through a parameter server"
+                                              : "",
+              f.epochs, f.batch);
   data_parallel_trainer trainer{fashion_mnist_loop,
                                 {{"epochs", f.epochs},
                                  {"lr", f.lr},
@@ -246,6 +248,7 @@ int fashion_mnist(const train_flags& f, const std::vector<std::string>& rest) {
                                  {"batch", f.batch},
                                  {"seed", double(f.seed)},
                                  {"model", f.model},
+                                 {"sync", f.sync},
                                  {"hidden", f.hidden},
                                  {"limit", f.limit},
                                  {"test_limit", f.test_limit},

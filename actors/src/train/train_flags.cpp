@@ -98,6 +98,13 @@ void add_flags(CLI::App& app, train_flags& f) {
     ->check(model_name)
     ->type_name("MODEL")
     ->capture_default_str();
+  app
+    .add_option("--sync", f.sync,
+                "how the workers' gradients meet: ring (all-reduce, bucket "
+                "by bucket during backward) or ps (a parameter server on "
+                "rank 0 averages them and sends back the weights)")
+    ->check(CLI::IsMember({"ring", "ps"}))
+    ->capture_default_str();
   app.add_option("--hidden", f.hidden, "the MLP's hidden layer widths")
     ->check(widths)
     ->type_name("W,W,...")

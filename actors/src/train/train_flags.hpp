@@ -23,6 +23,7 @@ struct train_flags {
   size_t batch = fashion_mnist_defaults::batch;
   uint64_t seed = 1;
   std::string model = "mlp";
+  std::string sync = "ring"; // or "ps": through a server on rank 0
   std::string hidden = "256,128";
   size_t limit = 0;
   size_t test_limit = 0;

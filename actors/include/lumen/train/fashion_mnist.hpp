@@ -57,11 +57,13 @@ inline constexpr float fashion_mnist_std = 0.3530f;
 /// The `lumen train` verb, for cli_main.
 cli_verb train_verb();
 
-/// `--model cnn`: two convolutions, as in Fashion-MNIST's own benchmark
-/// table.
+/// `--model cnn`: two padded convolutions, as in Fashion-MNIST's own
+/// benchmark table, with dropout before and after the hidden layer
+/// (without it the run stops near 0.915, overfitting; with it, 0.928
+/// after 20 epochs on 2 workers).
 inline constexpr const char* fashion_mnist_cnn =
-  "conv(32,3)-relu-pool(2)-conv(64,3)-relu-pool(2)-linear(128)-relu-"
-  "linear(10)";
+  "conv(32,3,1)-relu-pool(2)-conv(64,3,1)-relu-pool(2)-dropout(25)-"
+  "linear(128)-relu-dropout(25)-linear(10)";
 
 /// The model `model` names for 28x28 images of 10 classes: "mlp" (an MLP
 /// of `hidden`'s widths), "cnn" (fashion_mnist_cnn) or a layer spec
