@@ -9,8 +9,10 @@
 //   ps_sharded  M = N shards, one on each worker's host (Lumen's
 //               sharded_server): each push and answer split across them
 // beside the closed-form bound of each, from the bytes the busiest link
-// carries: a single server's link takes N·S in, then sends N·S out; a ring
-// member's or a co-located shard's host sends and receives 2·S·(N-1)/N.
+// carries: a single server's link takes N·S in and sends N·S out, the
+// answers one after another, so that a step lasts (N+1)·S / rate (below);
+// a ring member's or a co-located shard's host sends and receives
+// 2·S·(N-1)/N.
 // The workers of the servers are typed actors on cluster nodes, one a
 // host, that push as data_parallel_worker does; a step's time is the
 // slowest worker's. Prints the table, a JSON object a figure (--json),
@@ -51,88 +53,15 @@
 #include "bench_nodes.hpp"
 #include "bench_report.hpp"
 #include "netns.hpp"
+#include "ps_vs_ring_servers.hpp"
 
 namespace ml = lumen::ml;
 using clock_type = std::chrono::steady_clock;
 using lumen::bench::figure;
 using lumen::bench::verify;
+using lumen::bench::ps_vs_ring::run_driver;
 
 namespace {
-
-// A worker of the servers: given the server's shards, the gradient's size
-// and a count of steps, pushes a gradient to every shard each step (the
-// answer brings the new weights) and answers with each step's seconds (a
-// float64 tensor: a type every process knows).
-using psrun_atom = caf::atom_constant<caf::atom("psrun")>;
-using pusher = caf::typed_actor<
-  caf::replies_to<psrun_atom, std::vector<ml::parameter_server>, uint64_t,
-                  uint32_t>::with<ml::tensor>>;
-
-struct push_run {
-  std::vector<ml::parameter_server> shards;
-  ml::tensor grad;
-  std::vector<uint64_t> versions;
-  std::vector<double> took;
-  uint32_t steps = 0;
-  size_t pending = 0;
-  bool failed = false;
-  clock_type::time_point start;
-  caf::typed_response_promise<ml::tensor> done;
-};
-
-/// Pushes one step's parts to every shard at once; the last answer starts
-/// the next step.
-void push_step(pusher::pointer self, std::shared_ptr<push_run> run) {
-  if (run->took.size() == run->steps) {
-    ml::tensor out{{int64_t(run->steps)}, ml::dtype::float64};
-    std::copy(run->took.begin(), run->took.end(), out.data<double>());
-    run->done.deliver(std::move(out));
-    return;
-  }
-  run->start = clock_type::now();
-  run->pending = run->shards.size();
-  auto numel = run->grad.numel();
-  for (size_t i = 0; i < run->shards.size(); ++i) {
-    auto part = ml::shard_range(numel, run->shards.size(), i);
-    lumen::request(self, run->shards[i], caf::infinite, ml::push_atom::value,
-                   run->versions[i], run->grad.rows(part.begin, part.end))
-      .then(
-        [self, run, i](uint64_t version, ml::tensor) {
-          run->versions[i] = version;
-          if (--run->pending > 0 || run->failed)
-            return;
-          run->took.push_back(
-            std::chrono::duration<double>(clock_type::now() - run->start)
-              .count());
-          push_step(self, run);
-        },
-        [run](caf::error& e) {
-          if (!run->failed)
-            run->done.deliver(std::move(e));
-          run->failed = true;
-        });
-  }
-}
-
-pusher::behavior_type pusher_impl(pusher::pointer self) {
-  return {
-    [self](psrun_atom, std::vector<ml::parameter_server> shards, uint64_t numel,
-           uint32_t steps) -> caf::result<ml::tensor> {
-      auto run = std::make_shared<push_run>();
-      run->shards = std::move(shards);
-      run->grad = ml::tensor{{int64_t(numel)}};
-      std::fill(run->grad.data<float>(), run->grad.data<float>() + numel,
-                1e-6f);
-      run->versions.assign(run->shards.size(), 0);
-      run->steps = steps;
-      run->done = self->make_response_promise<ml::tensor>();
-      push_step(self, run);
-      return run->done;
-    },
-  };
-}
-
-LUMEN_TYPED_ACTOR("ps_vs_ring.pusher", pusher_impl);
 
 /// "1M", "10M", "100M", "256K" or a plain count of parameters.
 size_t parameters_of(const std::string& text) {
@@ -168,79 +97,6 @@ double bytes_per_second(const std::string& rate) {
     throw std::invalid_argument("--rate '" + rate +
                                 "': write it as tc does, 1gbit or 100mbit");
   return n * bits / 8;
-}
-
-/// --driver HEAD TOKEN N STEPS REPS SIZES...: in the servers' host, joins
-/// the cluster, finds each host's node by its address, and times the two
-/// servers; prints "FIG name n bytes seconds..." lines.
-int run_driver(int argc, char** argv) {
-  lumen::init_options opts;
-  opts.address = argv[2];
-  opts.token_file = argv[3];
-  auto n = size_t(std::stoul(argv[4]));
-  auto steps = uint32_t(std::stoul(argv[5]));
-  auto reps = std::stoi(argv[6]);
-  lumen::init(opts);
-  // Host i's node: the one whose address is 10.201.0.(i+1).
-  std::vector<std::string> node_of(n + 1);
-  for (int tries = 0; tries < 300; ++tries) {
-    for (auto& node : lumen::nodes())
-      for (size_t h = 0; h <= n; ++h)
-        if (node.alive && node.id != "head" &&
-            node.address.rfind(lumen::test::topology::address(h) + ":", 0) == 0)
-          node_of[h] = node.id;
-    if (std::none_of(node_of.begin(), node_of.end(),
-                     [](auto& id) { return id.empty(); }))
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  for (size_t h = 0; h <= n; ++h)
-    verify(!node_of[h].empty(), "a node on host " + std::to_string(h));
-  std::vector<pusher> pushers;
-  for (size_t w = 1; w <= n; ++w)
-    pushers.push_back(lumen::spawn_on<pusher>(node_of[w], "ps_vs_ring.pusher"));
-  ml::ps_config cfg;
-  cfg.mode = ml::ps_mode::sync;
-  cfg.workers = n;
-  cfg.optimizer = {ml::optimizer_kind::sgd, 1e-9f};
-  cfg.step_timeout_ms = 3600 * 1000; // a large model's step is slow, not lost
-  for (int a = 7; a < argc; ++a) {
-    auto numel = size_t(std::stoull(argv[a]));
-    std::vector<float> initial(numel, 0.0f);
-    for (std::string name : {"ps_single", "ps_sharded"}) {
-      std::vector<ml::parameter_server> shards;
-      std::unique_ptr<ml::sharded_server> sharded;
-      if (name == "ps_single") {
-        shards.push_back(ml::spawn_parameter_server(cfg, initial, node_of[0]));
-      } else {
-        sharded = std::make_unique<ml::sharded_server>(
-          cfg, initial,
-          std::vector<std::string>(node_of.begin() + 1, node_of.end()));
-        shards = sharded->servers();
-      }
-      std::cout << "FIG " << name << " " << n << " " << numel * 4;
-      for (int rep = 0; rep < reps; ++rep) {
-        // A step more than timed: the first warms the buffers.
-        std::vector<lumen::ObjectRef<ml::tensor>> runs;
-        for (auto& p : pushers)
-          runs.push_back(lumen::call(p, psrun_atom::value, shards,
-                                     uint64_t(numel), steps + 1));
-        std::vector<double> slowest(steps, 0.0);
-        for (auto& r : runs) {
-          auto took = lumen::get(r);
-          for (size_t s = 0; s < steps; ++s)
-            slowest[s] = std::max(slowest[s], took.data<double>()[s + 1]);
-        }
-        std::sort(slowest.begin(), slowest.end());
-        std::cout << " " << slowest[slowest.size() / 2];
-      }
-      std::cout << std::endl;
-      for (auto& s : shards)
-        caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
-    }
-  }
-  lumen::shutdown();
-  return 0;
 }
 
 struct settings {
@@ -291,7 +147,7 @@ void read_figures(const std::string& out, std::vector<figure>& figs) {
 /// One N's measures: the hosts, shaped; a head and a node on each; the
 /// ring's members, then the servers' driver.
 void measure(const settings& s, const lumen::bench::options& opts, size_t n,
-             std::vector<figure>& figs) {
+             double rate, std::vector<figure>& figs) {
   auto self = lumen::bench::self_exe();
   char tmpl[] = "/tmp/lumen-ps-vs-ring-XXXXXX";
   std::string home = ::mkdtemp(tmpl);
@@ -348,10 +204,26 @@ void measure(const settings& s, const lumen::bench::options& opts, size_t n,
   for (auto p : s.params)
     argv.push_back(std::to_string(p));
   lumen::test::process driver{net.in(0, argv), {"HOME=" + home}};
+  // A hang is reported with what the driver said, not waited out: twenty
+  // times what the slowest server's steps need, and a minute.
+  double need = 60;
+  for (auto p : s.params)
+    need += 20.0 * 2 * double(n) * double(p) * 4 / rate *
+            double((s.steps + 1) * unsigned(opts.reps));
+  if (!driver.await_output("DONE", std::chrono::seconds(long(need)))) {
+    driver.kill(SIGKILL);
+    verify(false, "the servers' driver did not finish in " +
+                    std::to_string(long(need)) + " s: " + driver.output());
+  }
   if (int rc = driver.wait(); rc != 0)
     verify(false, "the servers' driver failed (exit " + std::to_string(rc) +
                     "): " + driver.output());
   read_figures(driver.output(), figs);
+  // Each N's figures as they come: a long run shows its progress.
+  for (auto& f : figs)
+    if (size_t(f.n) == n)
+      std::fprintf(stderr, "  %-30s median %.4f s\n", f.label.c_str(),
+                   f.median());
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it)
     (*it)->kill(SIGTERM);
   for (auto& p : nodes)
@@ -364,12 +236,18 @@ std::vector<figure> with_bounds(std::vector<figure> measured, double rate) {
   std::vector<figure> out;
   for (auto& f : measured) {
     auto size = double(f.bytes), n = double(f.n);
+    // The single server: its link takes N·S in and sends N·S out a step,
+    // but not both at once within a step (the weights go out once every
+    // gradient is in); across steps a worker answered early pushes its
+    // next gradient while the others' answers still go out. A step then
+    // lasts from one worker's answer to the next's: the N answers one
+    // after another on the server's link, and the last worker's push.
     double bytes =
-      f.name == "ps_single" ? 2 * n * size : 2 * size * (n - 1) / n;
+      f.name == "ps_single" ? (n + 1) * size : 2 * size * (n - 1) / n;
     figure bound{f.name + "_bound", "s", {bytes / rate}, f.n, f.bytes};
     bound.label = f.label + " bound";
     bound.extra = {{"formula", f.name == "ps_single"
-                                 ? "\"2·N·S / rate\""
+                                 ? "\"(N+1)·S / rate\""
                                  : "\"2·S·(N-1)/N / rate\""}};
     lumen::bench::compare(f, bound);
     out.push_back(f);
@@ -410,6 +288,7 @@ int main(int argc, char** argv) {
   settings s;
   lumen::bench::options opts;
   double rate = 0;
+  bool plot_given = false;
   try {
     bool reps_given = false;
     for (int i = 1; i < argc; ++i)
@@ -421,7 +300,8 @@ int main(int argc, char** argv) {
       "  --workers=2,4,8        workers (a host each)\n"
       "  --params=1M,10M,100M   model sizes, float32 parameters\n"
       "  --rate=1gbit           each link's rate, each way (tc's form)\n"
-      "  --plot=FILE            the SVG of the largest N (ps_vs_ring.svg)");
+      "  --plot=FILE            the SVG of the largest N (ps_vs_ring.svg;\n"
+      "                         none with --smoke unless given)");
     if (!reps_given && !opts.smoke)
       opts.reps = 3;
     for (auto& flag : opts.rest) {
@@ -437,9 +317,10 @@ int main(int argc, char** argv) {
         s.params = list_of<size_t>(value, parameters_of);
       else if (flag.rfind("--rate=", 0) == 0)
         s.rate = value;
-      else if (flag.rfind("--plot=", 0) == 0)
+      else if (flag.rfind("--plot=", 0) == 0) {
         s.plot = value;
-      else
+        plot_given = true;
+      } else
         throw std::invalid_argument("unknown flag '" + flag + "'; see --help");
     }
     rate = bytes_per_second(s.rate);
@@ -451,6 +332,8 @@ int main(int argc, char** argv) {
     s.workers = {2};
     s.params = {65536};
     s.steps = 2;
+    if (!plot_given)
+      s.plot.clear();
   }
   std::string why;
   if (!lumen::test::can_make_namespaces(why)) {
@@ -461,7 +344,7 @@ int main(int argc, char** argv) {
   try {
     for (auto n : s.workers) {
       std::fprintf(stderr, "ps_vs_ring: %zu workers\n", n);
-      measure(s, opts, n, measured);
+      measure(s, opts, n, rate, measured);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ps_vs_ring: %s\n", e.what());
@@ -469,7 +352,9 @@ int main(int argc, char** argv) {
   }
   auto figs = with_bounds(measured, rate);
   lumen::bench::print("ps_vs_ring", figs, opts.json);
-  draw(s.plot, figs, s.workers.back());
-  std::fprintf(stderr, "ps_vs_ring: plot %s\n", s.plot.c_str());
+  if (!s.plot.empty()) {
+    draw(s.plot, figs, s.workers.back());
+    std::fprintf(stderr, "ps_vs_ring: plot %s\n", s.plot.c_str());
+  }
   return 0;
 }
