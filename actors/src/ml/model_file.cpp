@@ -27,10 +27,11 @@ std::vector<uint64_t> widths_of(const model_spec& spec) {
   return w;
 }
 
-/// The model's tensors, named by layer, in the flat vector's order.
-std::vector<tensor_range> tensors_of(const model_spec& spec) {
+/// The tensors of `net`, the model `spec` builds, named by layer, in the
+/// flat vector's order.
+std::vector<tensor_range> tensors_of(const model_spec& spec, const model& net) {
   if (spec.kind == "sequential")
-    return static_cast<const nn::sequential&>(*make_model(spec)).tensors();
+    return static_cast<const nn::sequential&>(net).tensors();
   std::vector<tensor_range> out;
   auto widths = widths_of(spec);
   size_t at = 0;
@@ -86,7 +87,7 @@ safetensors_file to_safetensors(const model_file& f) {
                         "'; layers.* are the model's own");
     out.tensors[name] = t;
   }
-  for (auto& part : tensors_of(f.spec)) {
+  for (auto& part : tensors_of(f.spec, *net)) {
     tensor t{part.shape};
     std::memcpy(t.raw(), f.params.data() + part.range.begin, t.nbytes());
     out.tensors[part.name] = std::move(t);
@@ -177,7 +178,7 @@ model_file from_safetensors(safetensors_file in, const std::string& path) {
     if (f.spec.kind == "sequential")
       f.spec.classes = static_cast<nn::sequential&>(*net).classes();
     f.params.resize(net->num_params());
-    parts = tensors_of(f.spec);
+    parts = tensors_of(f.spec, *net);
   } catch (const usage_error& e) {
     throw fail(e.what());
   }

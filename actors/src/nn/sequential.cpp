@@ -140,6 +140,7 @@ sequential::sequential(shape input, const std::string& spec)
       throw fail(e.what(), name != "linear" && name != "conv");
     }
     skip_from_.push_back(-1);
+    opens_residual_.push_back(name == "res");
     if (name == "res") {
       open.push_back(l);
     } else if (name == ")") {
@@ -156,6 +157,7 @@ sequential::sequential(shape input, const std::string& spec)
     }
     offsets_.push_back(params_);
     params_ += layers_.back()->num_params();
+    param_layers_ += layers_.back()->num_params() > 0;
     at = layers_.back()->out();
   }
   positions_ = std::max<size_t>(1, layers_.front()->positions());
@@ -249,9 +251,7 @@ std::vector<float> sequential::outputs(const float* params,
       size_t(features.shape()[1]) != input_.size())
     throw usage_error(name() + " takes float32 rows of " +
                       std::to_string(input_.size()) +
-                      " values; the features "
-                      "are " +
-                      features.describe());
+                      " values; the features are " + features.describe());
   forward(params, features.data<float>(), size_t(features.shape()[0]));
   auto& logits = activations().back();
   return {logits.data(), logits.data() + logits.size()};
@@ -280,14 +280,14 @@ float sequential::run(const float* params, const ml::dataset& batch,
   // tells `ready` (by its place among those) once its gradient is written.
   // A residual's ")" hands its gradient to its "res(" too.
   skip.resize(layers_.size());
-  auto with_params = layers().size();
+  auto with_params = param_layers_;
   for (size_t l = layers_.size(); l-- > 0;) {
     auto& y = *layers_[l];
     if (skip_from_[l] >= 0)
       skip[size_t(skip_from_[l])] = dy;
     y.backward(params + offsets_[l], acts[l], acts[l + 1], dy,
                l > 0 ? &dx : nullptr, grad + offsets_[l]);
-    if (l > 0 && y.spec() == "res(")
+    if (l > 0 && opens_residual_[l])
       dx += skip[l];
     if (y.num_params() > 0) {
       --with_params;

@@ -139,8 +139,11 @@ private:
   std::string spec_;
   std::vector<std::unique_ptr<layer>> layers_;
   std::vector<size_t> offsets_; // each layer's first parameter
-  // Of a residual's ")", the index of its "res(" (-1 for other layers).
+  // Of a residual's ")", the index of its "res(" (-1 for other layers);
+  // whether a layer is a "res(".
   std::vector<long> skip_from_;
+  std::vector<bool> opens_residual_;
+  size_t param_layers_ = 0; // layers with parameters
   size_t params_ = 0;
   size_t positions_ = 1;
 };
