@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -63,17 +64,29 @@ using lumen::bench::ps_vs_ring::run_driver;
 
 namespace {
 
+/// `text` as a positive number followed by one of `units` (its scale),
+/// or 0 if it is not one.
+double scaled(const std::string& text,
+              const std::map<std::string, double>& units) {
+  size_t used = 0;
+  double n = 0;
+  try {
+    n = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return 0;
+  }
+  auto unit = units.find(text.substr(used));
+  return unit == units.end() || !(n > 0) ? 0 : n * unit->second;
+}
+
 /// "1M", "10M", "100M", "256K" or a plain count of parameters.
 size_t parameters_of(const std::string& text) {
-  size_t used = 0;
-  auto n = std::stod(text, &used);
-  auto unit = text.substr(used);
-  double scale = unit == "M" ? 1e6 : unit == "K" ? 1e3 : unit.empty() ? 1 : 0;
-  if (scale == 0 || n <= 0)
+  auto n = scaled(text, {{"M", 1e6}, {"K", 1e3}, {"", 1}});
+  if (n < 1)
     throw std::invalid_argument("'" + text +
-                                "' is no parameter count; write "
-                                "1M, 256K or 1000000");
-  return size_t(n * scale);
+                                "' is no parameter count; write 1M, 256K or "
+                                "1000000");
+  return size_t(n);
 }
 
 template <class T, class F>
@@ -89,14 +102,11 @@ std::vector<T> list_of(const std::string& text, F parse) {
 
 /// Bytes a second of a tc rate: "1gbit", "100mbit".
 double bytes_per_second(const std::string& rate) {
-  size_t used = 0;
-  auto n = std::stod(rate, &used);
-  auto unit = rate.substr(used);
-  double bits = unit == "gbit" ? 1e9 : unit == "mbit" ? 1e6 : 0;
-  if (bits == 0 || n <= 0)
+  auto bits = scaled(rate, {{"gbit", 1e9}, {"mbit", 1e6}});
+  if (bits == 0)
     throw std::invalid_argument("--rate '" + rate +
                                 "': write it as tc does, 1gbit or 100mbit");
-  return n * bits / 8;
+  return bits / 8;
 }
 
 struct settings {
@@ -308,10 +318,11 @@ int main(int argc, char** argv) {
       auto value = flag.substr(flag.find('=') + 1);
       if (flag.rfind("--workers=", 0) == 0)
         s.workers = list_of<size_t>(value, [](const std::string& t) {
-          auto w = size_t(std::stoul(t));
-          if (w < 2 || w > 8)
-            throw std::invalid_argument("--workers takes 2 to 8 each");
-          return w;
+          auto w = scaled(t, {{"", 1}});
+          if (w < 2 || w > 8 || w != std::floor(w))
+            throw std::invalid_argument("--workers takes 2 to 8 each, not '" +
+                                        t + "'");
+          return size_t(w);
         });
       else if (flag.rfind("--params=", 0) == 0)
         s.params = list_of<size_t>(value, parameters_of);
