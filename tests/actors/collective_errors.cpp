@@ -18,6 +18,18 @@ using namespace lumen::test;
 using lumen::ml::dtype;
 using lumen::ml::tensor;
 
+namespace {
+
+/// How an error names rank `rank`'s call on line `line` of this file, its
+/// `seq`th operation in the group.
+std::string called_here(int rank, int line, int seq) {
+  return "rank " + std::to_string(rank) +
+         " called at collective_errors.cpp:" + std::to_string(line) +
+         " as operation " + std::to_string(seq);
+}
+
+} // namespace
+
 BOOST_AUTO_TEST_SUITE(collective_errors)
 
 // Three members agree all to all, four and eight by recursive doubling
@@ -27,6 +39,7 @@ BOOST_AUTO_TEST_CASE(mismatched_lengths_fail_on_every_rank_naming_them) {
   for (int n : {3, 4, 8})
     for (size_t length : {size_t{1000}, size_t{100000}}) {
       auto g = fresh_group();
+      constexpr int line = __LINE__ + 3;
       auto errors = on_ranks(n, g, [&](int r) {
         auto t = rank_input(r, r == 1 ? length - 1 : length);
         allreduce(t, g);
@@ -36,6 +49,15 @@ BOOST_AUTO_TEST_CASE(mismatched_lengths_fail_on_every_rank_naming_them) {
         BOOST_TEST(e.find("group '" + g + "'") != std::string::npos, e);
         BOOST_TEST(e.find("rank 1 passed " + std::to_string(length - 1) +
                           " float32") != std::string::npos,
+                   e);
+        // Where each of the two called it, and which of their operations
+        // (the other one: the member that heard of rank 1 first).
+        BOOST_TEST(e.find(called_here(1, line, 1)) != std::string::npos, e);
+        auto site = " called at collective_errors.cpp:" + std::to_string(line) +
+                    " as operation 1";
+        auto first = e.find(site);
+        BOOST_TEST((first != std::string::npos &&
+                    e.find(site, first + 1) != std::string::npos),
                    e);
       }
       errors = on_ranks(n, g, [&](int r) {
@@ -76,6 +98,7 @@ BOOST_AUTO_TEST_CASE(different_collectives_on_different_ranks_fail_cleanly) {
   for (int n : {3, 4, 8})
     for (bool with_data : {false, true}) {
       auto g = fresh_group();
+      constexpr int barrier_line = __LINE__ + 6;
       auto errors = on_ranks(n, g, [&](int r) {
         std::vector<tensor> all;
         auto t = rank_input(r, 10);
@@ -88,9 +111,16 @@ BOOST_AUTO_TEST_CASE(different_collectives_on_different_ranks_fail_cleanly) {
             allgather(all, rank_input(r, 4), g);
           EXPECT(false);
         } catch (const collective_error& e) {
-          EXPECT(std::string{e.what()}.find(
-                   "every rank must call the same collective") !=
+          std::string what = e.what();
+          EXPECT(what.find("every rank must call the same collective") !=
                  std::string::npos);
+          // The barrier's caller, and one of the others' (their line is
+          // the all-reduce's or the all-gather's).
+          EXPECT(what.find(called_here(n - 1, barrier_line, 1)) !=
+                 std::string::npos);
+          EXPECT(what.find(" called at collective_errors.cpp:" +
+                           std::to_string(barrier_line + (with_data ? 2 : 4)) +
+                           " as operation 1") != std::string::npos);
         }
         allreduce(t, g);
         EXPECT(matches(t, reduce_op::sum, n));
@@ -106,6 +136,7 @@ BOOST_AUTO_TEST_CASE(lengths_across_an_algorithm_threshold_fail_and_go_on) {
   for (int n : {3, 4}) {
     auto g = fresh_group();
     std::vector<std::string> seen(static_cast<size_t>(n));
+    constexpr int line = __LINE__ + 4;
     auto errors = on_ranks(n, g, [&](int r) {
       auto t = rank_input(r, r == 1 ? 16385 : 16384);
       try {
@@ -122,6 +153,7 @@ BOOST_AUTO_TEST_CASE(lengths_across_an_algorithm_threshold_fail_and_go_on) {
       BOOST_TEST(e.empty(), "n=" << n << ": " << e);
     for (auto& s : seen) {
       BOOST_TEST(s.find("rank 1 passed 16385 float32") != std::string::npos, s);
+      BOOST_TEST(s.find(called_here(1, line, 1)) != std::string::npos, s);
       if (n == 4 && test_backend == backend::processes)
         BOOST_TEST(s == seen[0]);
     }

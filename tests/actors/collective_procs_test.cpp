@@ -170,6 +170,17 @@ BOOST_AUTO_TEST_CASE(mismatched_lengths_fail_every_rank_and_the_group_goes_on) {
     auto& out = m->output();
     BOOST_TEST(out.find("error: group 'mismatch'") != std::string::npos, out);
     BOOST_TEST(out.find("rank 1 passed 999 float32") != std::string::npos, out);
+    // Both sides' call sites: rank 1's, and the other's it was held to.
+    auto at = out.find("calling at ");
+    BOOST_REQUIRE(at != std::string::npos);
+    auto site = out.substr(at + 11, out.find('\n', at) - at - 11);
+    BOOST_TEST(out.find("rank 1 called at " + site + " as operation ") !=
+                 std::string::npos,
+               out);
+    auto first = out.find(" called at " + site);
+    BOOST_TEST((first != std::string::npos &&
+                out.find(" called at " + site, first + 1) != std::string::npos),
+               out);
     BOOST_TEST(out.find("recovered") != std::string::npos, out);
   }
 }

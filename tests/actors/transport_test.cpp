@@ -218,16 +218,22 @@ BOOST_AUTO_TEST_CASE(a_disagreement_fails_every_member_alike_on_both) {
   const int n = 3;
   for (auto& [kind, make] : transports(n)) {
     auto errors = on_members(n, make, [](transport& t, int r) {
-      // Rank 2 passes one element more than the others.
+      // Rank 2 passes one element more than the others; each member's
+      // operation is counted and placed as op_span does.
       auto v = input(r, r == 2 ? 11 : 10);
+      t.begin_call(lumen::collective::call_site::here("train.cpp", 42));
       run_allreduce(t, allreduce_algorithm::ring,
                     reinterpret_cast<char*>(v.data()), dtype::float32, v.size(),
                     reduce_op::sum);
     });
-    for (auto& e : errors)
+    for (auto& e : errors) {
       BOOST_TEST(e.find("every rank must pass the same dtype and length") !=
                    std::string::npos,
                  kind << ": " << e);
+      BOOST_TEST(e.find("rank 2 called at train.cpp:42 as operation 1") !=
+                   std::string::npos,
+                 kind << ": " << e);
+    }
   }
 }
 

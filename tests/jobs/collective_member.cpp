@@ -218,6 +218,9 @@ int main(int argc, char** argv) {
     } else if (mode == "mismatch") {
       try {
         auto t = rank_input(rank, rank == 1 ? 999 : 1000);
+        // Where the call is, for the test to find in the error.
+        constexpr int line = __LINE__ + 2;
+        std::cout << "calling at collective_member.cpp:" << line << std::endl;
         allreduce(t, group);
         std::cout << "no error" << std::endl;
       } catch (const collective_error& e) {

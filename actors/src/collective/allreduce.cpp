@@ -50,11 +50,11 @@ void direct_allreduce(const membership& m, slot s, reduce_op op) {
 }
 
 void allreduce_in_place(const membership& m, char* data, ml::dtype type,
-                        size_t numel, reduce_op op) {
-  op_span span{"allreduce", m, numel * ml::size_of(type)};
+                        size_t numel, reduce_op op, const call_site& site) {
+  op_span span{"allreduce", m, numel * ml::size_of(type), site};
   if (!m.group)
     return run_allreduce(*m.over, m.over->algorithm(), data, type, numel, op);
-  auto s = slot_of(data, type, numel, "allreduce");
+  auto s = slot_of(*m.over, data, type, numel, operation_kind::allreduce);
   s.op = op;
   s.algorithm = choose(m.group->algorithm(), numel * ml::size_of(type));
   if (s.algorithm == allreduce_algorithm::direct)
@@ -132,33 +132,38 @@ allreduce_algorithm algorithm_for(const std::string& group, size_t bytes) {
   return choose(m.group->algorithm(), bytes);
 }
 
-void allreduce(ml::tensor& buf, const std::string& group, reduce_op op) {
-  allreduce_in_place(settled(group), buf.raw(), buf.type(), buf.numel(), op);
+void allreduce(ml::tensor& buf, const std::string& group, reduce_op op,
+               call_site site) {
+  allreduce_in_place(settled(group), buf.raw(), buf.type(), buf.numel(), op,
+                     site);
 }
 
-void allreduce(std::vector<float>& buf, const std::string& group,
-               reduce_op op) {
+void allreduce(std::vector<float>& buf, const std::string& group, reduce_op op,
+               call_site site) {
   allreduce_in_place(settled(group), bytes_of(buf), ml::dtype::float32,
-                     buf.size(), op);
+                     buf.size(), op, site);
 }
 
 ObjectRef<void> allreduce_async(ml::tensor& buf, const std::string& group,
-                                reduce_op op) {
+                                reduce_op op, call_site site) {
   // A copy of the handle shares the storage, and keeps it alive.
-  return later(group, [b = buf, op](const membership& m) mutable {
-    allreduce_in_place(m, b.raw(), b.type(), b.numel(), op);
+  return later(group, [site, b = buf, op](const membership& m) mutable {
+    allreduce_in_place(m, b.raw(), b.type(), b.numel(), op, site);
   });
 }
 
 ObjectRef<void> allreduce_async(std::vector<float>& buf,
-                                const std::string& group, reduce_op op) {
-  return later(group, [b = &buf, op](const membership& m) {
-    allreduce_in_place(m, bytes_of(*b), ml::dtype::float32, b->size(), op);
+                                const std::string& group, reduce_op op,
+                                call_site site) {
+  return later(group, [site, b = &buf, op](const membership& m) {
+    allreduce_in_place(m, bytes_of(*b), ml::dtype::float32, b->size(), op,
+                       site);
   });
 }
 
 started_allreduce allreduce_start(float* data, size_t numel,
-                                  const std::string& group, reduce_op op) {
+                                  const std::string& group, reduce_op op,
+                                  call_site site) {
   started_allreduce out;
   auto& m = member_of(group);
   if (m.lane)
@@ -168,12 +173,12 @@ started_allreduce allreduce_start(float* data, size_t numel,
     if (auto* segment = m.net->segment()) {
       out.net_ = m.net;
       out.seq_ = segment->start(reinterpret_cast<char*>(data),
-                                ml::dtype::float32, numel, op);
+                                ml::dtype::float32, numel, op, site);
       return out;
     }
-  out.ref_ = later(group, [data, numel, op](const membership& who) {
+  out.ref_ = later(group, [site, data, numel, op](const membership& who) {
     allreduce_in_place(who, reinterpret_cast<char*>(data), ml::dtype::float32,
-                       numel, op);
+                       numel, op, site);
   });
   return out;
 }

@@ -44,8 +44,10 @@ struct slot {
   bool has_root = false;
   int root = 0;
   allreduce_algorithm algorithm = allreduce_algorithm::automatic;
-  std::string what;    // the operation, as the member called it
+  operation_kind kind = operation_kind::allreduce;
   std::string problem; // what the member found wrong with its own input
+  uint64_t seq = 0;    // the member's count of operations in the group
+  char site[48] = {};  // where the member called it (call_site_text)
 };
 
 /// The root the members agree on is not a rank of the group: a call that
@@ -54,7 +56,8 @@ inline std::string root_out_of_range(const std::vector<slot>& slots) {
   auto world = static_cast<int>(slots.size());
   if (!slots[0].has_root || (slots[0].root >= 0 && slots[0].root < world))
     return {};
-  return slots[0].what + " names rank " + std::to_string(slots[0].root) +
+  return std::string{to_string(slots[0].kind)} + " names rank " +
+         std::to_string(slots[0].root) +
          ", which is out of range: the group has ranks 0 to " +
          std::to_string(world - 1);
 }
@@ -205,16 +208,26 @@ private:
     else
       cv_.wait(lock, woken);
     if (!woke) {
-      std::string missing;
+      // Each missing member's slot is still its last operation's.
+      std::string missing, last;
       for (size_t r = 0; r < arrived_.size(); ++r)
-        if (!arrived_[r])
+        if (!arrived_[r]) {
           missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      auto& what = slots_[static_cast<size_t>(rank)].what;
+          auto& s = slots_[r];
+          last +=
+            "; " + (s.seq == 0
+                      ? "rank " + std::to_string(r) + " called no operation yet"
+                      : "last seen: " + std::string{to_string(s.kind)} + ", " +
+                          called_at(int(r), s.site, s.seq));
+        }
+      auto& mine = slots_[static_cast<size_t>(rank)];
       break_with("rank " + std::to_string(rank) + " waited " +
                    std::to_string(timeout_.count()) + " ms to " +
-                   (starting ? "start " : "finish a step of ") + what +
-                   " for rank(s) " + missing +
-                   ", which did not come; destroy the group and make it again",
+                   (starting ? "start " : "finish a step of ") +
+                   to_string(mine.kind) + " (" +
+                   called_at(rank, mine.site, mine.seq) + ") for rank(s) " +
+                   missing + ", which did not come" + last +
+                   "; destroy the group and make it again",
                  errc::timeout);
     }
     if (broken_)
@@ -275,8 +288,11 @@ struct membership {
 /// bytes of its buffer.
 class op_span {
 public:
-  op_span(const char* what, const membership& m, size_t bytes) noexcept
+  /// Counts the member's operation, called at `site`.
+  op_span(const char* what, const membership& m, size_t bytes,
+          const call_site& site) noexcept
     : span_(what, "collective") {
+    m.over->begin_call(site);
     span_.arg("rank", m.rank).arg("bytes", static_cast<int64_t>(bytes));
   }
 

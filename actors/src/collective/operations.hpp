@@ -16,47 +16,47 @@
 
 namespace lumen::collective::detail {
 
-inline std::string describe(const slot& s) {
-  return (s.count > 0 ? std::to_string(s.count) + " tensors of " : "") +
-         std::to_string(s.numel) + " " + ml::to_string(s.type);
+/// What slot `s` would say on a wire: the checks of the members of one
+/// process and of members apart are one (`disagreement`).
+inline op_descriptor descriptor_of(const slot& s) {
+  op_descriptor d;
+  d.seq = s.seq;
+  d.what = static_cast<uint32_t>(s.kind);
+  d.type = static_cast<uint8_t>(s.type);
+  d.op = static_cast<uint8_t>(s.op);
+  d.algorithm = static_cast<uint8_t>(s.algorithm);
+  d.root = s.root;
+  d.numel = s.numel;
+  d.count = s.count;
+  std::memcpy(d.site, s.site, sizeof(d.site));
+  return d;
 }
 
-/// The slots disagree on dtype, length or op: who and how.
+/// The slots disagree on the operation, dtype, length, op or root: who,
+/// how, and where each of the two called it.
 inline std::string check_same(const std::vector<slot>& slots, bool same_op) {
-  for (size_t r = 1; r < slots.size(); ++r) {
-    if (slots[r].what != slots[0].what)
-      return "rank " + std::to_string(r) + " called " + slots[r].what +
-             " while rank 0 called " + slots[0].what +
-             "; every rank must call the same collective in the same order";
-    if (slots[r].type != slots[0].type || slots[r].numel != slots[0].numel ||
-        slots[r].count != slots[0].count)
-      return "rank " + std::to_string(r) + " passed " + describe(slots[r]) +
-             " elements, rank 0 passed " + describe(slots[0]) +
-             "; every rank must pass the same dtype and length";
-    if (slots[r].algorithm != slots[0].algorithm)
-      return "rank " + std::to_string(r) + " all-reduces " +
-             to_string(slots[r].algorithm) + ", rank 0 " +
-             to_string(slots[0].algorithm) +
-             "; every member must use the same algorithm";
-    if (same_op && slots[r].op != slots[0].op)
-      return "rank " + std::to_string(r) + " asked for " +
-             to_string(slots[r].op) + ", rank 0 for " + to_string(slots[0].op);
-    if (slots[r].root != slots[0].root)
-      return "rank " + std::to_string(r) + " named rank " +
-             std::to_string(slots[r].root) + " as the root, rank 0 named " +
-             std::to_string(slots[0].root);
-  }
+  auto first = descriptor_of(slots[0]);
+  for (size_t r = 1; r < slots.size(); ++r)
+    if (auto why = disagreement(descriptor_of(slots[r]), static_cast<int>(r),
+                                first, 0, same_op);
+        !why.empty())
+      return why;
   return {};
 }
 
-/// A member's buffer, for the in-place collectives.
-inline slot slot_of(char* data, ml::dtype type, size_t numel,
-                    std::string what) {
+/// A member's buffer, for the in-place collectives, in the operation its
+/// transport `t` counts.
+inline slot slot_of(const transport& t, char* data, ml::dtype type,
+                    size_t numel, operation_kind kind) {
+  op_descriptor d;
+  t.stamp(d);
   slot s;
   s.data = data;
   s.type = type;
   s.numel = numel;
-  s.what = std::move(what);
+  s.kind = kind;
+  s.seq = d.seq;
+  std::memcpy(s.site, d.site, sizeof(s.site));
   return s;
 }
 

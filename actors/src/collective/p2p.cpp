@@ -23,38 +23,41 @@ void check_peer(const membership& m, int peer, const char* what) {
 }
 
 void send_from(const membership& m, const char* data, ml::dtype type,
-               size_t numel, int dst) {
+               size_t numel, int dst, const call_site& site) {
   check_peer(m, dst, "send to");
-  detail::op_span span{"send", m, numel * ml::size_of(type)};
+  detail::op_span span{"send", m, numel * ml::size_of(type), site};
   detail::run_send(*m.over, data, type, numel, dst);
 }
 
 void recv_into(const membership& m, char* data, ml::dtype type, size_t numel,
-               int src) {
+               int src, const call_site& site) {
   check_peer(m, src, "receive from");
-  detail::op_span span{"recv", m, numel * ml::size_of(type)};
+  detail::op_span span{"recv", m, numel * ml::size_of(type), site};
   detail::run_recv(*m.over, data, type, numel, src);
 }
 
 } // namespace
 
-void send(const ml::tensor& buf, int dst_rank, const std::string& group) {
-  send_from(settled(group), buf.raw(), buf.type(), buf.numel(), dst_rank);
+void send(const ml::tensor& buf, int dst_rank, const std::string& group,
+          call_site site) {
+  send_from(settled(group), buf.raw(), buf.type(), buf.numel(), dst_rank, site);
 }
 
-void send(const std::vector<float>& buf, int dst_rank,
-          const std::string& group) {
+void send(const std::vector<float>& buf, int dst_rank, const std::string& group,
+          call_site site) {
   send_from(settled(group), reinterpret_cast<const char*>(buf.data()),
-            ml::dtype::float32, buf.size(), dst_rank);
+            ml::dtype::float32, buf.size(), dst_rank, site);
 }
 
-void recv(ml::tensor& buf, int src_rank, const std::string& group) {
-  recv_into(settled(group), buf.raw(), buf.type(), buf.numel(), src_rank);
+void recv(ml::tensor& buf, int src_rank, const std::string& group,
+          call_site site) {
+  recv_into(settled(group), buf.raw(), buf.type(), buf.numel(), src_rank, site);
 }
 
-void recv(std::vector<float>& buf, int src_rank, const std::string& group) {
+void recv(std::vector<float>& buf, int src_rank, const std::string& group,
+          call_site site) {
   recv_into(settled(group), reinterpret_cast<char*>(buf.data()),
-            ml::dtype::float32, buf.size(), src_rank);
+            ml::dtype::float32, buf.size(), src_rank, site);
 }
 
 } // namespace lumen::collective

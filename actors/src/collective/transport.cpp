@@ -1,5 +1,8 @@
 #include "collective/transport.hpp"
 
+#include <cstdio>
+#include <cstring>
+
 namespace lumen::collective::detail {
 
 namespace {
@@ -14,6 +17,21 @@ std::string describe(const op_descriptor& d) {
 }
 
 } // namespace
+
+void call_site_text(const call_site& site, char (&out)[48]) noexcept {
+  const char* name = site.file != nullptr ? site.file : "";
+  if (auto* slash = std::strrchr(name, '/'))
+    name = slash + 1;
+  std::snprintf(out, sizeof(out), "%s:%u", name, unsigned(site.line));
+}
+
+std::string called_at(int rank, const char* site, uint64_t seq) {
+  // A descriptor's site comes off the wire: at most its 48 bytes.
+  std::string where{site, ::strnlen(site, 48)};
+  return "rank " + std::to_string(rank) + " called at " +
+         (where.empty() ? "an unknown place" : where) + " as operation " +
+         std::to_string(seq);
+}
 
 const char* to_string(operation_kind k) noexcept {
   switch (k) {
@@ -81,8 +99,11 @@ void transport::start_then_rounds(
   }
 }
 
-std::string disagreement(const op_descriptor& theirs, int p,
-                         const op_descriptor& mine, int me_rank, bool same_op) {
+namespace {
+
+std::string why_they_differ(const op_descriptor& theirs, int p,
+                            const op_descriptor& mine, int me_rank,
+                            bool same_op) {
   auto who = "rank " + std::to_string(p);
   auto me = "rank " + std::to_string(me_rank);
   if (theirs.what != mine.what)
@@ -111,6 +132,17 @@ std::string disagreement(const op_descriptor& theirs, int p,
            to_string(static_cast<operation_kind>(mine.what)) +
            " (its error says why)";
   return {};
+}
+
+} // namespace
+
+std::string disagreement(const op_descriptor& theirs, int p,
+                         const op_descriptor& mine, int me_rank, bool same_op) {
+  auto why = why_they_differ(theirs, p, mine, me_rank, same_op);
+  if (why.empty())
+    return why;
+  return why + "; " + called_at(p, theirs.site, theirs.seq) + ", " +
+         called_at(me_rank, mine.site, mine.seq);
 }
 
 } // namespace lumen::collective::detail

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <string>
@@ -34,7 +35,16 @@ struct op_descriptor {
   uint64_t numel = 0; // elements of the buffer (of each tensor for lists)
   uint64_t count = 0; // tensors in a list (allgather, reducescatter)
   uint64_t inline_bytes = 0; // data right behind the descriptor
+  char site[48] = {};        // the caller's file:line (call_site_text)
 };
+
+/// `site` as an error names it: the file's name (no folders) and the line,
+/// cut to fit a descriptor.
+void call_site_text(const call_site& site, char (&out)[48]) noexcept;
+
+/// Where rank `rank` called operation `seq` of its group, for an error:
+/// "rank 1 at train.cpp:42 (operation 17)".
+std::string called_at(int rank, const char* site, uint64_t seq);
 
 enum class operation_kind : uint32_t {
   allreduce = 1,
@@ -182,6 +192,25 @@ public:
     algorithm_ = a;
   }
 
+  /// The member's next operation, called at `site` (op_span's): counts
+  /// it, and its descriptor and errors name the site.
+  void begin_call(const call_site& site) noexcept {
+    ++calls_;
+    call_site_text(site, site_);
+  }
+
+  /// Where this member called its current operation, for an error:
+  /// "rank 0 called at train.cpp:42 as operation 17".
+  std::string current_call() const {
+    return called_at(rank(), site_, calls_);
+  }
+
+  /// Fills in the current call's sequence number and site.
+  void stamp(op_descriptor& d) const noexcept {
+    d.seq = calls_;
+    std::memcpy(d.site, site_, sizeof(site_));
+  }
+
   /// Scratch buffer `i` (0 to 3) of the member's operations (one runs at
   /// a time), at least `bytes` long.
   std::vector<char>& scratch(size_t i, size_t bytes) {
@@ -191,6 +220,8 @@ public:
   }
 
 private:
+  uint64_t calls_ = 0;
+  char site_[48] = {};
   std::vector<char> scratch_[4];
   allreduce_algorithm algorithm_ = allreduce_algorithm::automatic;
 };

@@ -56,6 +56,20 @@ public:
     : error(what, code) {}
 };
 
+/// Where a collective was called from: the compiler fills it in at the
+/// caller (every call's last, defaulted, argument), and every error of the
+/// call names it with its sequence number in the group, for each side
+/// ("rank 1: train.cpp:48, operation 17").
+struct call_site {
+  const char* file = "";
+  uint32_t line = 0;
+
+  static call_site here(const char* file = __builtin_FILE(),
+                        uint32_t line = __builtin_LINE()) noexcept {
+    return {file, line};
+  }
+};
+
 /// How long a member waits for the others to start an operation (or, in
 /// a group across processes, for any step of it) before it fails with
 /// `collective_error` (default 30 s). Called before `init_group`, it sets
@@ -174,14 +188,18 @@ int get_world_size(const std::string& group);
 /// Reduces every member's `buf` with `op`; every member ends with the
 /// result. Buffers must agree in dtype and length on all ranks.
 void allreduce(ml::tensor& buf, const std::string& group,
-               reduce_op op = reduce_op::sum);
+               reduce_op op = reduce_op::sum,
+               call_site site = call_site::here());
 void allreduce(std::vector<float>& buf, const std::string& group,
-               reduce_op op = reduce_op::sum);
+               reduce_op op = reduce_op::sum,
+               call_site site = call_site::here());
 ObjectRef<void> allreduce_async(ml::tensor& buf, const std::string& group,
-                                reduce_op op = reduce_op::sum);
+                                reduce_op op = reduce_op::sum,
+                                call_site site = call_site::here());
 ObjectRef<void> allreduce_async(std::vector<float>& buf,
                                 const std::string& group,
-                                reduce_op op = reduce_op::sum);
+                                reduce_op op = reduce_op::sum,
+                                call_site site = call_site::here());
 
 /// An all-reduce started by allreduce_start, which the thread that
 /// started it moves on itself (MPI's Iallreduce and Test): `test` between
@@ -204,7 +222,7 @@ public:
 
 private:
   friend started_allreduce allreduce_start(float*, size_t, const std::string&,
-                                           reduce_op);
+                                           reduce_op, call_site);
 
   std::shared_ptr<detail::net_group> net_; // the members' shared memory
   uint64_t seq_ = 0;
@@ -223,49 +241,61 @@ private:
 ///   ... a.test() between layers ...; a.wait();
 started_allreduce allreduce_start(float* data, size_t numel,
                                   const std::string& group,
-                                  reduce_op op = reduce_op::sum);
+                                  reduce_op op = reduce_op::sum,
+                                  call_site site = call_site::here());
 
 /// As allreduce, but only rank `dst_rank` gets the result; the others'
 /// buffers stay as they were.
 void reduce(ml::tensor& buf, int dst_rank, const std::string& group,
-            reduce_op op = reduce_op::sum);
+            reduce_op op = reduce_op::sum, call_site site = call_site::here());
 ObjectRef<void> reduce_async(ml::tensor& buf, int dst_rank,
                              const std::string& group,
-                             reduce_op op = reduce_op::sum);
+                             reduce_op op = reduce_op::sum,
+                             call_site site = call_site::here());
 
 /// Every member's `buf` becomes rank `src_rank`'s.
-void broadcast(ml::tensor& buf, int src_rank, const std::string& group);
-void broadcast(std::vector<float>& buf, int src_rank, const std::string& group);
+void broadcast(ml::tensor& buf, int src_rank, const std::string& group,
+               call_site site = call_site::here());
+void broadcast(std::vector<float>& buf, int src_rank, const std::string& group,
+               call_site site = call_site::here());
 ObjectRef<void> broadcast_async(ml::tensor& buf, int src_rank,
-                                const std::string& group);
+                                const std::string& group,
+                                call_site site = call_site::here());
 
 /// `out` becomes every rank's `in`, in rank order (same dtype and shape on
 /// all ranks).
 void allgather(std::vector<ml::tensor>& out, const ml::tensor& in,
-               const std::string& group);
+               const std::string& group, call_site site = call_site::here());
 ObjectRef<void> allgather_async(std::vector<ml::tensor>& out, ml::tensor in,
-                                const std::string& group);
+                                const std::string& group,
+                                call_site site = call_site::here());
 
 /// `in` holds one tensor per rank; rank r's `out` becomes the reduction of
 /// every member's `in[r]`.
 void reducescatter(ml::tensor& out, const std::vector<ml::tensor>& in,
-                   const std::string& group, reduce_op op = reduce_op::sum);
+                   const std::string& group, reduce_op op = reduce_op::sum,
+                   call_site site = call_site::here());
 ObjectRef<void> reducescatter_async(ml::tensor& out, std::vector<ml::tensor> in,
                                     const std::string& group,
-                                    reduce_op op = reduce_op::sum);
+                                    reduce_op op = reduce_op::sum,
+                                    call_site site = call_site::here());
 
 /// Sends `buf` to rank `dst_rank`, returning once it received it; the
 /// receiver's buffer must have the same dtype and length.
-void send(const ml::tensor& buf, int dst_rank, const std::string& group);
-void send(const std::vector<float>& buf, int dst_rank,
-          const std::string& group);
+void send(const ml::tensor& buf, int dst_rank, const std::string& group,
+          call_site site = call_site::here());
+void send(const std::vector<float>& buf, int dst_rank, const std::string& group,
+          call_site site = call_site::here());
 
 /// Receives into `buf` what rank `src_rank` sends.
-void recv(ml::tensor& buf, int src_rank, const std::string& group);
-void recv(std::vector<float>& buf, int src_rank, const std::string& group);
+void recv(ml::tensor& buf, int src_rank, const std::string& group,
+          call_site site = call_site::here());
+void recv(std::vector<float>& buf, int src_rank, const std::string& group,
+          call_site site = call_site::here());
 
 /// Returns once every member called it.
-void barrier(const std::string& group);
-ObjectRef<void> barrier_async(const std::string& group);
+void barrier(const std::string& group, call_site site = call_site::here());
+ObjectRef<void> barrier_async(const std::string& group,
+                              call_site site = call_site::here());
 
 } // namespace lumen::collective

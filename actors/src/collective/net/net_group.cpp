@@ -142,7 +142,7 @@ void net_group::start(op_descriptor mine, bool same_op,
                       size_t payload_bytes) {
   if (agrees_by_doubling())
     return agree_by_doubling(mine, same_op, problem);
-  mine.seq = ++seq_;
+  stamp(mine);
   mine.invalid = problem.empty() ? 0 : 1;
   mine.inline_bytes = payload != nullptr ? payload_bytes : 0;
   // The descriptor and the payload leave in one write.
@@ -159,7 +159,7 @@ void net_group::start(op_descriptor mine, bool same_op,
 void net_group::agree_by_doubling(op_descriptor mine, bool same_op,
                                   const std::string& problem,
                                   const doubling_data* data) {
-  mine.seq = ++seq_;
+  stamp(mine);
   mine.invalid = problem.empty() ? 0 : 1;
   auto doing = to_string(static_cast<operation_kind>(mine.what));
   agreement known;

@@ -105,7 +105,6 @@ private:
   std::unique_ptr<net_links> links_;
   std::unique_ptr<host_segment> segment_; // goes before the links it uses
   bool segment_tried_ = false;
-  uint64_t seq_ = 0;
 };
 
 } // namespace lumen::collective::detail

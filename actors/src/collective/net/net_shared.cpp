@@ -47,6 +47,7 @@ struct host_segment::descriptor {
   uint64_t numel;
   uint32_t type;
   uint32_t op;
+  char site[48]; // where the member called allreduce_start
 };
 
 struct alignas(64) host_segment::member_state {
@@ -69,10 +70,12 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free &&
 namespace {
 
 constexpr size_t page = 4096;
+/// A member's state: its ring of descriptors, each with a call site.
+constexpr size_t state_bytes = 2 * page;
 
-/// The doorbell's page, then a page of state for each member.
+/// The doorbell's page, then each member's state.
 size_t header_bytes(int world) {
-  return page * (1 + static_cast<size_t>(world));
+  return page + state_bytes * static_cast<size_t>(world);
 }
 
 size_t segment_bytes_for(int world) {
@@ -98,7 +101,8 @@ bool none_behind(int world, Behind behind) {
 } // namespace
 
 std::unique_ptr<host_segment> host_segment::open(net_links& links) {
-  static_assert(sizeof(member_state) <= page, "a member's state in a page");
+  static_assert(sizeof(member_state) <= state_bytes,
+                "a member's state in its pages");
   int world = links.world(), rank = links.rank();
   auto bytes = segment_bytes_for(world);
   char name[64] = {};
@@ -175,8 +179,8 @@ host_segment::~host_segment() {
 
 host_segment::member_state& host_segment::state(int rank) const noexcept {
   auto base = static_cast<char*>(map_) + page;
-  return *reinterpret_cast<member_state*>(base +
-                                          static_cast<size_t>(rank) * page);
+  return *reinterpret_cast<member_state*>(base + static_cast<size_t>(rank) *
+                                                   state_bytes);
 }
 
 char* host_segment::region(int rank) const noexcept {
@@ -227,7 +231,7 @@ void host_segment::wait_for(Behind behind, const char* what) {
 }
 
 uint64_t host_segment::start(char* data, ml::dtype type, size_t numel,
-                             reduce_op op) {
+                             reduce_op op, const call_site& site) {
   if (auto cause = links_.broken(); !cause.empty())
     links_.fail(cause);
   auto bytes = numel * ml::size_of(type);
@@ -257,8 +261,11 @@ uint64_t host_segment::start(char* data, ml::dtype type, size_t numel,
   if (bytes > 0)
     std::memcpy(region(rank_) + begin, data, bytes);
   auto& me = state(rank_);
-  me.ops[seq % ring_ops] = {seq, begin, numel, static_cast<uint32_t>(type),
-                            static_cast<uint32_t>(op)};
+  auto& d = me.ops[seq % ring_ops];
+  d = {
+    seq, begin, numel, static_cast<uint32_t>(type), static_cast<uint32_t>(op),
+    {}};
+  call_site_text(site, d.site);
   me.published.store(seq, std::memory_order_release);
   ring();
   used_.insert(
@@ -321,7 +328,9 @@ bool host_segment::progress(uint64_t seq, bool block) {
             std::to_string(rank_) + " of " + std::to_string(p.numel) + " " +
             ml::to_string(p.type) + " elements (" + to_string(p.op) +
             "); every member must start the same all-reduces in the same "
-            "order",
+            "order; " +
+            called_at(q, d.site, d.seq) + ", " +
+            called_at(rank_, state(rank_).ops[p.seq % ring_ops].site, p.seq),
           errc::mismatch);
       copies_[static_cast<size_t>(q)] = region(q) + d.offset;
     }

@@ -51,9 +51,11 @@ public:
   host_segment(const host_segment&) = delete;
   host_segment& operator=(const host_segment&) = delete;
 
-  /// Publishes `data` (`numel` elements of `type`) as the next operation
-  /// and returns its number; `data` must stay untouched until it is done.
-  uint64_t start(char* data, ml::dtype type, size_t numel, reduce_op op);
+  /// Publishes `data` (`numel` elements of `type`), called at `site`, as
+  /// the next operation and returns its number; `data` must stay untouched
+  /// until it is done.
+  uint64_t start(char* data, ml::dtype type, size_t numel, reduce_op op,
+                 const call_site& site);
 
   /// Finishes the started operations up to `seq`, in order; without
   /// `block`, only those whose peers' data are all in. True once `seq`

@@ -130,7 +130,7 @@ op_descriptor sim_transport::recv_op(int peer, const char* doing) {
 void sim_transport::start(op_descriptor mine, bool same_op,
                           const std::string& problem, const void* payload,
                           size_t payload_bytes) {
-  mine.seq = ++seq_;
+  stamp(mine);
   mine.invalid = problem.empty() ? 0 : 1;
   mine.inline_bytes = payload != nullptr ? payload_bytes : 0;
   agree_all_to_all(*this, mine, same_op, problem,

@@ -98,7 +98,6 @@ private:
   int rank_;
   std::chrono::milliseconds timeout_;
   std::string label_; // the group's messages in the run's log
-  uint64_t seq_ = 0;
 };
 
 /// Joins rank `rank` of group `name` in this simulated run, waiting up to

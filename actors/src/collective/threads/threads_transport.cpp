@@ -49,7 +49,8 @@ void threads_transport::wait(std::unique_lock<std::mutex>& lock, Ready ready,
     auto why = "group '" + h.name_ + "': rank " + std::to_string(rank_) +
                " waited " + std::to_string(h.timeout_.count()) +
                " ms for rank " + std::to_string(peer) + " during " + doing +
-               ", which did not come; destroy the group and make it again";
+               " (" + current_call() +
+               "), which did not come; destroy the group and make it again";
     lock.unlock();
     fail(why, errc::timeout);
   }
@@ -159,8 +160,11 @@ op_descriptor threads_transport::recv_op(int peer, const char* doing) {
 void threads_transport::start(op_descriptor mine, bool same_op,
                               const std::string& problem, const void* payload,
                               size_t payload_bytes) {
+  stamp(mine);
   slot s;
-  s.what = to_string(static_cast<operation_kind>(mine.what));
+  s.seq = mine.seq;
+  std::memcpy(s.site, mine.site, sizeof(s.site));
+  s.kind = static_cast<operation_kind>(mine.what);
   s.type = static_cast<ml::dtype>(mine.type);
   s.numel = mine.numel;
   s.count = mine.count;
