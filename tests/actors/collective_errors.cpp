@@ -324,8 +324,10 @@ BOOST_AUTO_TEST_CASE(a_member_that_never_comes_fails_the_others_in_time) {
 BOOST_AUTO_TEST_CASE(a_member_that_stays_but_never_calls_times_the_others_out) {
   auto g = fresh_group();
   std::atomic<int> failed{0};
+  constexpr int barrier_line = __LINE__ + 3;
   auto errors = on_ranks(3, g, [&](int r) {
     set_timeout(g, std::chrono::milliseconds(300));
+    barrier(g);
     if (r == 2) {
       while (failed < 2) // a member still, until the others gave up
         std::this_thread::yield();
@@ -345,6 +347,18 @@ BOOST_AUTO_TEST_CASE(a_member_that_stays_but_never_calls_times_the_others_out) {
     BOOST_TEST((e.find("rank 2 ") != std::string::npos ||
                 e.find("rank(s) 2,") != std::string::npos),
                e);
+    // In one process: where the waiting member called, and where the one
+    // that did not come was last seen.
+    if (test_backend == backend::threads) {
+      auto waiting = called_here(0, barrier_line + 8, 2);
+      auto waiting_too = called_here(1, barrier_line + 8, 2);
+      BOOST_TEST((e.find(waiting) != std::string::npos ||
+                  e.find(waiting_too) != std::string::npos),
+                 e);
+      BOOST_TEST(e.find("last seen: barrier, " +
+                        called_here(2, barrier_line, 1)) != std::string::npos,
+                 e);
+    }
   }
 }
 
