@@ -47,7 +47,7 @@ struct slot {
   operation_kind kind = operation_kind::allreduce;
   std::string problem; // what the member found wrong with its own input
   uint64_t seq = 0;    // the member's count of operations in the group
-  char site[48] = {};  // where the member called it (call_site_text)
+  call_site site;      // where the member called it
 };
 
 /// The root the members agree on is not a rank of the group: a call that

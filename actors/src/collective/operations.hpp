@@ -16,9 +16,10 @@
 
 namespace lumen::collective::detail {
 
-/// What slot `s` would say on a wire: the checks of the members of one
-/// process and of members apart are one (`disagreement`).
-inline op_descriptor descriptor_of(const slot& s) {
+/// What slot `s` would say on a wire (its site's text only `with_site`):
+/// the checks of the members of one process and of members apart are one
+/// (`disagreement`).
+inline op_descriptor descriptor_of(const slot& s, bool with_site) {
   op_descriptor d;
   d.seq = s.seq;
   d.what = static_cast<uint32_t>(s.kind);
@@ -28,19 +29,23 @@ inline op_descriptor descriptor_of(const slot& s) {
   d.root = s.root;
   d.numel = s.numel;
   d.count = s.count;
-  std::memcpy(d.site, s.site, sizeof(d.site));
+  if (with_site)
+    call_site_text(s.site, d.site);
   return d;
 }
 
 /// The slots disagree on the operation, dtype, length, op or root: who,
-/// how, and where each of the two called it.
+/// how, and where each of the two called it (the sites put into words
+/// only then: the check runs on every operation).
 inline std::string check_same(const std::vector<slot>& slots, bool same_op) {
-  auto first = descriptor_of(slots[0]);
-  for (size_t r = 1; r < slots.size(); ++r)
-    if (auto why = disagreement(descriptor_of(slots[r]), static_cast<int>(r),
-                                first, 0, same_op);
-        !why.empty())
-      return why;
+  auto first = descriptor_of(slots[0], false);
+  for (size_t r = 1; r < slots.size(); ++r) {
+    auto rank = static_cast<int>(r);
+    if (!disagreement(descriptor_of(slots[r], false), rank, first, 0, same_op)
+           .empty())
+      return disagreement(descriptor_of(slots[r], true), rank,
+                          descriptor_of(slots[0], true), 0, same_op);
+  }
   return {};
 }
 
@@ -48,15 +53,13 @@ inline std::string check_same(const std::vector<slot>& slots, bool same_op) {
 /// transport `t` counts.
 inline slot slot_of(const transport& t, char* data, ml::dtype type,
                     size_t numel, operation_kind kind) {
-  op_descriptor d;
-  t.stamp(d);
   slot s;
   s.data = data;
   s.type = type;
   s.numel = numel;
   s.kind = kind;
-  s.seq = d.seq;
-  std::memcpy(s.site, d.site, sizeof(s.site));
+  s.seq = t.calls();
+  s.site = t.site();
   return s;
 }
 

@@ -1,6 +1,6 @@
 #include "collective/transport.hpp"
 
-#include <cstdio>
+#include <algorithm>
 #include <cstring>
 
 namespace lumen::collective::detail {
@@ -19,10 +19,24 @@ std::string describe(const op_descriptor& d) {
 } // namespace
 
 void call_site_text(const call_site& site, char (&out)[48]) noexcept {
+  // On every operation's descriptor: no formatting library, the file's
+  // name cut to leave room for ':' and ten digits.
   const char* name = site.file != nullptr ? site.file : "";
   if (auto* slash = std::strrchr(name, '/'))
     name = slash + 1;
-  std::snprintf(out, sizeof(out), "%s:%u", name, unsigned(site.line));
+  auto n = std::min(std::strlen(name), sizeof(out) - 12);
+  std::memcpy(out, name, n);
+  out[n++] = ':';
+  char digits[10];
+  size_t k = 0;
+  auto line = site.line;
+  do {
+    digits[k++] = char('0' + line % 10);
+    line /= 10;
+  } while (line > 0);
+  while (k > 0)
+    out[n++] = digits[--k];
+  std::memset(out + n, 0, sizeof(out) - n);
 }
 
 std::string called_at(int rank, const char* site, uint64_t seq) {
@@ -31,6 +45,12 @@ std::string called_at(int rank, const char* site, uint64_t seq) {
   return "rank " + std::to_string(rank) + " called at " +
          (where.empty() ? "an unknown place" : where) + " as operation " +
          std::to_string(seq);
+}
+
+std::string called_at(int rank, const call_site& site, uint64_t seq) {
+  char text[48];
+  call_site_text(site, text);
+  return called_at(rank, text, seq);
 }
 
 const char* to_string(operation_kind k) noexcept {

@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <deque>
 #include <functional>
 #include <string>
@@ -45,6 +44,7 @@ void call_site_text(const call_site& site, char (&out)[48]) noexcept;
 /// Where rank `rank` called operation `seq` of its group, for an error:
 /// "rank 1 at train.cpp:42 (operation 17)".
 std::string called_at(int rank, const char* site, uint64_t seq);
+std::string called_at(int rank, const call_site& site, uint64_t seq);
 
 enum class operation_kind : uint32_t {
   allreduce = 1,
@@ -196,7 +196,7 @@ public:
   /// it, and its descriptor and errors name the site.
   void begin_call(const call_site& site) noexcept {
     ++calls_;
-    call_site_text(site, site_);
+    site_ = site; // its text only where a descriptor or an error needs it
   }
 
   /// Where this member called its current operation, for an error:
@@ -205,10 +205,18 @@ public:
     return called_at(rank(), site_, calls_);
   }
 
+  /// The current call's site and sequence number.
+  const call_site& site() const noexcept {
+    return site_;
+  }
+  uint64_t calls() const noexcept {
+    return calls_;
+  }
+
   /// Fills in the current call's sequence number and site.
   void stamp(op_descriptor& d) const noexcept {
     d.seq = calls_;
-    std::memcpy(d.site, site_, sizeof(site_));
+    call_site_text(site_, d.site);
   }
 
   /// Scratch buffer `i` (0 to 3) of the member's operations (one runs at
@@ -221,7 +229,7 @@ public:
 
 private:
   uint64_t calls_ = 0;
-  char site_[48] = {};
+  call_site site_;
   std::vector<char> scratch_[4];
   allreduce_algorithm algorithm_ = allreduce_algorithm::automatic;
 };

@@ -160,10 +160,9 @@ op_descriptor threads_transport::recv_op(int peer, const char* doing) {
 void threads_transport::start(op_descriptor mine, bool same_op,
                               const std::string& problem, const void* payload,
                               size_t payload_bytes) {
-  stamp(mine);
   slot s;
-  s.seq = mine.seq;
-  std::memcpy(s.site, mine.site, sizeof(s.site));
+  s.seq = calls();
+  s.site = site();
   s.kind = static_cast<operation_kind>(mine.what);
   s.type = static_cast<ml::dtype>(mine.type);
   s.numel = mine.numel;
