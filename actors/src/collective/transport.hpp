@@ -42,7 +42,7 @@ struct op_descriptor {
 void call_site_text(const call_site& site, char (&out)[48]) noexcept;
 
 /// Where rank `rank` called operation `seq` of its group, for an error:
-/// "rank 1 at train.cpp:42 (operation 17)".
+/// "rank 1 called at train.cpp:42 as operation 17".
 std::string called_at(int rank, const char* site, uint64_t seq);
 std::string called_at(int rank, const call_site& site, uint64_t seq);
 
