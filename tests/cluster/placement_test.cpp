@@ -7,6 +7,8 @@
 // same suite.
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include <lumen/caf_interop.hpp>
 
@@ -117,6 +119,10 @@ BOOST_AUTO_TEST_CASE(the_key_value_store_is_one_for_the_whole_cluster) {
   BOOST_TEST(!claim_on("node-2", "test/owner"));
   BOOST_TEST(claim_on("node-2", "test/claimed"));
   BOOST_TEST(lumen::kv::get("test/claimed").value_or("") == "node-2");
+  // The head lists what every process left.
+  auto listed = lumen::kv::keys("test/");
+  BOOST_TEST(listed == (std::vector<std::string>{"test/claimed", "test/owner"}),
+             boost::test_tools::per_element());
   BOOST_TEST(lumen::kv::erase("test/claimed"));
   BOOST_TEST(read_on("node-1", "test/claimed") == "<none>");
   BOOST_TEST(lumen::kv::erase("test/owner"));

@@ -5,6 +5,7 @@
 // bounds the head keeps too (tests/cluster/placement_test.cpp).
 
 #include <string>
+#include <vector>
 
 #include "fixture.hpp"
 
@@ -26,6 +27,21 @@ BOOST_AUTO_TEST_CASE(values_are_put_got_claimed_and_erased) {
   BOOST_TEST(lumen::kv::put("job/empty", ""));
   BOOST_TEST(*lumen::kv::get("job/empty") == "");
   lumen::kv::erase("job/empty");
+}
+
+BOOST_AUTO_TEST_CASE(keys_are_listed_by_prefix_in_order) {
+  for (auto* k : {"list/b", "list/a", "list/a/1", "lisp", "list"})
+    lumen::kv::put(k, "x");
+  using keys = std::vector<std::string>;
+  BOOST_TEST(lumen::kv::keys("list/") == (keys{"list/a", "list/a/1", "list/b"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(lumen::kv::keys("lis").size() == 5u);
+  BOOST_TEST(lumen::kv::keys("none/").empty());
+  std::string wide(300, 'k');
+  BOOST_CHECK_THROW(lumen::kv::keys(wide), lumen::usage_error);
+  for (auto* k : {"list/b", "list/a", "list/a/1", "lisp", "list"})
+    lumen::kv::erase(k);
+  BOOST_TEST(lumen::kv::keys("lis").empty());
 }
 
 BOOST_AUTO_TEST_CASE(keys_and_values_out_of_bounds_are_refused_by_name) {

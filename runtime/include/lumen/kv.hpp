@@ -13,6 +13,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace lumen::kv {
 
@@ -29,5 +30,10 @@ std::optional<std::string> get(const std::string& key);
 
 /// Removes `key`; whether it was there.
 bool erase(const std::string& key);
+
+/// The keys that begin with `prefix` (all: empty), in order (Ray's
+/// internal_kv_list): how a tool finds what processes left, such as the
+/// collective groups' members `lumen doctor` lists.
+std::vector<std::string> keys(const std::string& prefix);
 
 } // namespace lumen::kv

@@ -247,6 +247,11 @@ std::optional<std::string> cluster_client::kv_get(const std::string& key) {
   return head_.ask_for_string(kv_get_atom::value, key);
 }
 
+std::vector<std::string> cluster_client::kv_keys(const std::string& prefix) {
+  return unpack_keys(
+    head_.ask_for_string(kv_keys_atom::value, prefix).value_or(""));
+}
+
 bool cluster_client::kv_erase(const std::string& key) {
   bool erased = false;
   head_.ask([&](bool ok) { erased = ok; }, kv_erase_atom::value, key);

@@ -96,6 +96,7 @@ public:
                               bool overwrite);
   std::optional<std::string> kv_get(const std::string& key);
   bool kv_erase(const std::string& key);
+  std::vector<std::string> kv_keys(const std::string& prefix);
 
   /// The actor named `name` in the head's directory, or null.
   std::shared_ptr<actor_core> lookup(const std::string& name);

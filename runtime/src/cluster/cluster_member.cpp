@@ -138,6 +138,10 @@ bool cluster_member::kv_erase(const std::string& key) {
   return client_->kv_erase(key);
 }
 
+std::vector<std::string> cluster_member::kv_keys(const std::string& prefix) {
+  return client_->kv_keys(prefix);
+}
+
 bool cluster_member::bind_endpoint(const std::string& name,
                                    const std::string& address) {
   return client_->endpoints().bind(name, address);

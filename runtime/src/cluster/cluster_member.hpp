@@ -76,6 +76,7 @@ public:
                               bool overwrite) override;
   std::optional<std::string> kv_get(const std::string& key) override;
   bool kv_erase(const std::string& key) override;
+  std::vector<std::string> kv_keys(const std::string& prefix) override;
   std::shared_ptr<data_client> connect_to(const std::string& address) override;
   actor_wire export_actor(const std::shared_ptr<actor_ref>& a) override;
   std::shared_ptr<actor_ref> import_actor(const actor_wire& w) override;

@@ -81,6 +81,7 @@ public:
   kv_put(const std::string& key, const std::string& value, bool overwrite) = 0;
   virtual std::optional<std::string> kv_get(const std::string& key) = 0;
   virtual bool kv_erase(const std::string& key) = 0;
+  virtual std::vector<std::string> kv_keys(const std::string& prefix) = 0;
 
   // Handles across processes.
 

@@ -142,6 +142,7 @@ public:
               bool overwrite) override;
   std::optional<std::string> kv_get(const std::string& key) override;
   bool kv_erase(const std::string& key) override;
+  std::vector<std::string> kv_keys(const std::string& prefix) override;
 
   /// What a channel shows at a hub's gate.
   const credentials& link_credentials() const noexcept {

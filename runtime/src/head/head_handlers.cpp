@@ -62,6 +62,10 @@ caf::message_handler head_handlers(manager_actor* self) {
     [=](kv_erase_atom, const std::string& key) {
       return self->state.kv.erase(key);
     },
+    [=](kv_keys_atom,
+        const std::string& prefix) -> caf::result<bool, std::string> {
+      return {true, pack_keys(self->state.kv.keys(prefix))};
+    },
     [=](actors_atom, int32_t count) {
       auto sender = self->current_sender();
       if (!sender)

@@ -1,5 +1,7 @@
 #include "lumen/kv.hpp"
 
+#include <cstring>
+
 #include "lumen/errors.hpp"
 
 #include "core/process_runtime.hpp"
@@ -56,6 +58,40 @@ bool kv_store::erase(const std::string& key) {
   return true;
 }
 
+std::vector<std::string> kv_store::keys(const std::string& prefix) const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  std::vector<std::string> out;
+  for (auto i = entries_.lower_bound(prefix);
+       i != entries_.end() && i->first.compare(0, prefix.size(), prefix) == 0;
+       ++i)
+    out.push_back(i->first);
+  return out;
+}
+
+std::string pack_keys(const std::vector<std::string>& keys) {
+  std::string out;
+  for (auto& k : keys) {
+    auto n = static_cast<uint32_t>(k.size());
+    out.append(reinterpret_cast<const char*>(&n), sizeof n);
+    out += k;
+  }
+  return out;
+}
+
+std::vector<std::string> unpack_keys(const std::string& packed) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at + sizeof(uint32_t) <= packed.size();) {
+    uint32_t n;
+    std::memcpy(&n, packed.data() + at, sizeof n);
+    at += sizeof n;
+    if (n > packed.size() - at)
+      break; // not the head's packing: keep what was whole
+    out.push_back(packed.substr(at, n));
+    at += n;
+  }
+  return out;
+}
+
 // In a cluster the store is the head's; outside, this process's own.
 bool process_runtime::kv_put(const std::string& key, const std::string& value,
                              bool overwrite) {
@@ -72,6 +108,10 @@ std::optional<std::string> process_runtime::kv_get(const std::string& key) {
 
 bool process_runtime::kv_erase(const std::string& key) {
   return cluster_ ? cluster_->kv_erase(key) : kv_.erase(key);
+}
+
+std::vector<std::string> process_runtime::kv_keys(const std::string& prefix) {
+  return cluster_ ? cluster_->kv_keys(prefix) : kv_.keys(prefix);
 }
 
 } // namespace detail
@@ -102,6 +142,15 @@ std::optional<std::string> get(const std::string& key) {
 bool erase(const std::string& key) {
   require_fit("erase", key, 0);
   return detail::current_runtime().kv_erase(key);
+}
+
+std::vector<std::string> keys(const std::string& prefix) {
+  if (prefix.size() > detail::kv_max_key)
+    throw usage_error("lumen::kv::keys: a prefix of " +
+                      std::to_string(prefix.size()) +
+                      " bytes matches no key; keys have at most " +
+                      std::to_string(detail::kv_max_key));
+  return detail::current_runtime().kv_keys(prefix);
 }
 
 } // namespace kv

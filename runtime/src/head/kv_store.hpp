@@ -8,12 +8,18 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace lumen::detail {
 
 inline constexpr size_t kv_max_key = 256;
 inline constexpr size_t kv_max_value = size_t{1} << 20;
 inline constexpr size_t kv_max_total = size_t{64} << 20;
+
+/// `keys` as one string (a head's answer): each key's length in four
+/// bytes, then the key.
+std::string pack_keys(const std::vector<std::string>& keys);
+std::vector<std::string> unpack_keys(const std::string& packed);
 
 /// Why `key` with a value of `value_size` bytes cannot be stored, or
 /// empty; the text names the bound and the fix.
@@ -31,6 +37,8 @@ public:
   std::optional<std::string> get(const std::string& key) const;
 
   bool erase(const std::string& key);
+
+  std::vector<std::string> keys(const std::string& prefix) const;
 
 private:
   mutable std::mutex mtx_;

@@ -16,6 +16,7 @@ constexpr uint64_t frame = 24;
 const std::string put_name = "kv put";
 const std::string get_name = "kv get";
 const std::string erase_name = "kv erase";
+const std::string keys_name = "kv keys";
 
 } // namespace
 
@@ -74,6 +75,15 @@ bool sim_runtime::kv_erase(const std::string& key) {
   return at_head<bool>(
     erase_name, frame + key.size(), [this, key] { return kv_.erase(key); },
     [](const bool&) { return uint64_t{0}; });
+}
+
+std::vector<std::string> sim_runtime::kv_keys(const std::string& prefix) {
+  return at_head<std::vector<std::string>>(
+    keys_name, frame + prefix.size(),
+    [this, prefix] { return kv_.keys(prefix); },
+    [](const std::vector<std::string>& keys) {
+      return uint64_t{pack_keys(keys).size()};
+    });
 }
 
 } // namespace lumen::detail

@@ -64,6 +64,7 @@ public:
               bool overwrite) override;
   std::optional<std::string> kv_get(const std::string& key) override;
   bool kv_erase(const std::string& key) override;
+  std::vector<std::string> kv_keys(const std::string& prefix) override;
 
   /// Typed CAF actors in this run, made on first use.
   sim_typed& typed();

@@ -59,6 +59,7 @@ using drop_endpoint_atom = caf::atom_constant<caf::atom("lmepdrop")>;
 using kv_put_atom = caf::atom_constant<caf::atom("lmkvput")>;
 using kv_get_atom = caf::atom_constant<caf::atom("lmkvget")>;
 using kv_erase_atom = caf::atom_constant<caf::atom("lmkvdel")>;
+using kv_keys_atom = caf::atom_constant<caf::atom("lmkvkeys")>;
 using reserve_atom = caf::atom_constant<caf::atom("lmpgres")>;
 using release_atom = caf::atom_constant<caf::atom("lmpgrel")>;
 

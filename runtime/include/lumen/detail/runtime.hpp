@@ -219,6 +219,7 @@ public:
                       bool overwrite) = 0;
   virtual std::optional<std::string> kv_get(const std::string& key) = 0;
   virtual bool kv_erase(const std::string& key) = 0;
+  virtual std::vector<std::string> kv_keys(const std::string& prefix) = 0;
 
   /// The same for an actor handle inside a value; by default refused
   /// (`usage_error`): only a cluster's process sends them.
