@@ -5,12 +5,13 @@
 #include <lumen/cli.hpp>
 #include <lumen/train/fashion_mnist.hpp>
 
+#include "doctor.hpp"
 #include "exercises.hpp"
 #include "playground.hpp"
 
 int main(int argc, char** argv) {
-  return lumen::cli_main(argc, argv,
-                         {lumen::train::train_verb(),
-                          lumen::cli::exercises_verb(),
-                          lumen::cli::playground_verb()});
+  return lumen::cli_main(
+    argc, argv,
+    {lumen::train::train_verb(), lumen::cli::exercises_verb(),
+     lumen::cli::doctor_verb(), lumen::cli::playground_verb()});
 }

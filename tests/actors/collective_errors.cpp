@@ -4,10 +4,16 @@
 // and collective_net_test alike): disagreeing ranks, bad ranks, unknown
 // groups, members that leave or never come.
 
+#include <stdlib.h>
+
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include <lumen/util/spin.hpp>
 
@@ -323,6 +329,9 @@ BOOST_AUTO_TEST_CASE(a_member_that_never_comes_fails_the_others_in_time) {
 
 BOOST_AUTO_TEST_CASE(a_member_that_stays_but_never_calls_times_the_others_out) {
   auto g = fresh_group();
+  char folder[] = "/tmp/lumen-flight-XXXXXX";
+  BOOST_REQUIRE(::mkdtemp(folder) != nullptr);
+  set_flight_records_dir(folder);
   std::atomic<int> failed{0};
   constexpr int barrier_line = __LINE__ + 3;
   auto errors = on_ranks(3, g, [&](int r) {
@@ -359,7 +368,40 @@ BOOST_AUTO_TEST_CASE(a_member_that_stays_but_never_calls_times_the_others_out) {
                         called_here(2, barrier_line, 1)) != std::string::npos,
                  e);
     }
+    // The flight records of all three (rank 2 answers from its own
+    // thread, or its records are here), and who is behind, in words.
+    auto file = std::string{folder} + "/flight-" + g + ".json";
+    BOOST_TEST(e.find("flight records of 3 of 3 members in " + file) !=
+                 std::string::npos,
+               e);
+    BOOST_TEST(e.find("rank 2 is behind by 1 operation: outside any "
+                      "collective for ") != std::string::npos,
+               e);
+    BOOST_TEST(e.find("last called barrier at collective_errors.cpp:" +
+                      std::to_string(barrier_line) + " as operation 1") !=
+                 std::string::npos,
+               e);
   }
+  // The file says the same to a tool.
+  std::ifstream in{std::string{folder} + "/flight-" + g + ".json"};
+  auto doc = nlohmann::json::parse(in, nullptr, false);
+  BOOST_REQUIRE(doc.is_object());
+  BOOST_TEST(doc["group"] == g);
+  BOOST_TEST(doc["members"].size() == 3u);
+  BOOST_REQUIRE(doc["behind"].size() == 1u);
+  BOOST_TEST(doc["behind"][0]["rank"] == 2);
+  BOOST_TEST(doc["behind"][0]["operations_behind"] == 1);
+  for (auto& m : doc["members"]) {
+    bool late = m["rank"] == 2;
+    BOOST_TEST(m["state"] == (late ? "outside" : "in_collective"));
+    BOOST_TEST(m["operations"] == (late ? 1 : 2));
+    BOOST_TEST(m["records"][0]["op"] == "barrier");
+    BOOST_TEST(m["records"][0]["state"] == "done");
+    BOOST_TEST(m["records"][0]["site"] ==
+               "collective_errors.cpp:" + std::to_string(barrier_line));
+  }
+  set_flight_records_dir("");
+  std::filesystem::remove_all(folder);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

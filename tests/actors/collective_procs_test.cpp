@@ -11,9 +11,13 @@
 #include <stdlib.h>
 
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "process.hpp"
 
@@ -139,6 +143,12 @@ BOOST_DATA_TEST_CASE(a_member_killed_mid_allreduce_fails_the_others_in_2s,
     BOOST_TEST(took < 2.0, "rank " << r << " took " << took << " s");
     BOOST_TEST(out->find("group 'kill'") != std::string::npos, *out);
     BOOST_TEST(out->find("rank 2 is gone") != std::string::npos, *out);
+    // The survivors' records, gathered without waiting for the dead.
+    BOOST_TEST(out->find("flight records of 3 of 4 members in " + h.home +
+                         "/.lumen/flight/flight-kill.json") !=
+                 std::string::npos,
+               *out);
+    BOOST_TEST(out->find("rank 2 did not answer") != std::string::npos, *out);
     BOOST_TEST(m.wait() == 3);
   }
   // The name is free again: a new group of the survivors and a new rank 2.
@@ -158,7 +168,103 @@ BOOST_AUTO_TEST_CASE(a_frozen_member_is_named_in_the_others_timeouts) {
     BOOST_REQUIRE_MESSAGE(out, "rank " << r << " did not fail: " << m.output());
     BOOST_TEST(out->find("group 'frozen'") != std::string::npos, *out);
     BOOST_TEST(out->find(" ms for rank 2 to ") != std::string::npos, *out);
+    BOOST_TEST(out->find("rank 2 did not answer") != std::string::npos, *out);
   }
+  ms[2]->kill(SIGKILL);
+}
+
+BOOST_AUTO_TEST_CASE(a_member_stuck_in_its_compute_is_shown_and_named) {
+  head_fixture h;
+  auto ms = h.members("stall", 3, "stall");
+  for (auto& m : ms)
+    BOOST_REQUIRE_MESSAGE(m->await_output("stalling", seconds(30)),
+                          m->output());
+  auto& out2 = ms[2]->output();
+  auto at = out2.find("calling at ");
+  BOOST_REQUIRE(at != std::string::npos);
+  auto site = out2.substr(at + 11, out2.find('\n', at) - at - 11);
+  std::this_thread::sleep_for(seconds(1)); // rank 2 computes, the others wait
+
+  // The doctor, as a user runs it against the cluster.
+  auto doctor = [&](std::vector<std::string> more) {
+    std::vector<std::string> argv{LUMEN_CLI, "doctor",       "--address",
+                                  h.address, "--token-file", h.token_file};
+    argv.insert(argv.end(), more.begin(), more.end());
+    return lumen::test::run(argv, h.env());
+  };
+  auto [rc, shown] = doctor({});
+  BOOST_TEST(rc == 0, shown);
+  BOOST_TEST(shown.find("group 'stall': 3 members, 3 answered") !=
+               std::string::npos,
+             shown);
+  BOOST_TEST(shown.find(": outside any collective for ") != std::string::npos,
+             shown);
+  BOOST_TEST(shown.find("last called allreduce at " + site +
+                        " as operation 5") != std::string::npos,
+             shown);
+  BOOST_TEST(shown.find("in allreduce at " + site + " (operation 6) for ") !=
+               std::string::npos,
+             shown);
+  BOOST_TEST(shown.find("waiting for rank 2") != std::string::npos, shown);
+  BOOST_TEST(shown.find("behind: rank 2 by 1 operation") != std::string::npos,
+             shown);
+  auto [jrc, json_text] = doctor({"--json", "--group", "stall"});
+  BOOST_TEST(jrc == 0, json_text);
+  auto report = nlohmann::json::parse(json_text, nullptr, false);
+  BOOST_REQUIRE_MESSAGE(report.is_object(), json_text);
+  BOOST_REQUIRE(report["groups"].size() == 1u);
+  auto& g = report["groups"][0];
+  BOOST_TEST(g["members"].size() == 3u);
+  BOOST_REQUIRE(g["behind"].size() == 1u);
+  BOOST_TEST(g["behind"][0]["rank"] == 2);
+  BOOST_TEST(g["members"][2]["state"] == "outside");
+  BOOST_TEST(g["members"][0]["state"] == "in_collective");
+
+  // SIGUSR1: a member writes its records where it was told, and says so.
+  ms[0]->signal(SIGUSR1);
+  auto said = ms[0]->await_output("written to ", seconds(10));
+  BOOST_REQUIRE_MESSAGE(said, ms[0]->output());
+  auto mine = h.home + "/.lumen/flight/flight-pid" +
+              std::to_string(ms[0]->pid()) + ".json";
+  std::ifstream signalled{mine};
+  auto records = nlohmann::json::parse(signalled, nullptr, false);
+  BOOST_REQUIRE_MESSAGE(records.is_object(), mine);
+  BOOST_TEST(records["members"][0]["state"] == "in_collective");
+  BOOST_TEST(records["members"][0]["records"].size() == 6u);
+
+  // The others time out naming rank 2, where it last called, and the file.
+  for (int r : {0, 1}) {
+    auto& m = *ms[static_cast<size_t>(r)];
+    auto out = m.await_output("error:", seconds(30));
+    BOOST_REQUIRE_MESSAGE(out, "rank " << r << " did not fail: " << m.output());
+    BOOST_TEST(out->find("rank 2 is behind by 1 operation: outside any "
+                         "collective for ") != std::string::npos,
+               *out);
+    BOOST_TEST(out->find("last called allreduce at " + site +
+                         " as operation 5") != std::string::npos,
+               *out);
+    BOOST_TEST(out->find("flight records of 3 of 3 members in " + h.home +
+                         "/.lumen/flight/flight-stall.json") !=
+                 std::string::npos,
+               *out);
+  }
+  std::ifstream in{h.home + "/.lumen/flight/flight-stall.json"};
+  auto doc = nlohmann::json::parse(in, nullptr, false);
+  BOOST_REQUIRE(doc.is_object());
+  BOOST_TEST(doc["behind"][0]["rank"] == 2);
+  BOOST_TEST(doc["behind"][0]["operations_behind"] == 1);
+  // The guide's script reads it.
+  auto [py, read] =
+    lumen::test::run({"/usr/bin/python3", READ_FLIGHT_RECORDS,
+                      h.home + "/.lumen/flight/flight-stall.json"});
+  BOOST_TEST(py == 0, read);
+  BOOST_TEST(read.find("rank 2 of stall (") != std::string::npos, read);
+  BOOST_TEST(read.find("): outside for ") != std::string::npos, read);
+  BOOST_TEST(read.find("5: allreduce at " + site + ", 4000 bytes, done") !=
+               std::string::npos,
+             read);
+  BOOST_TEST(read.find("rank 2 is 1 operation(s) behind") != std::string::npos,
+             read);
   ms[2]->kill(SIGKILL);
 }
 

@@ -221,7 +221,8 @@ BOOST_AUTO_TEST_CASE(a_disagreement_fails_every_member_alike_on_both) {
       // Rank 2 passes one element more than the others; each member's
       // operation is counted and placed as op_span does.
       auto v = input(r, r == 2 ? 11 : 10);
-      t.begin_call(lumen::collective::call_site::here("train.cpp", 42));
+      t.begin_call(lumen::collective::call_site::here("train.cpp", 42),
+                   "allreduce", 4000);
       run_allreduce(t, allreduce_algorithm::ring,
                     reinterpret_cast<char*>(v.data()), dtype::float32, v.size(),
                     reduce_op::sum);

@@ -15,10 +15,14 @@
 //             all-reduce's bits, over 200 operations ("ok", "FAIL ...")
 //   loop_started, mismatch_started  as loop and mismatch, with
 //             allreduce_start (a mismatch there breaks the group)
+//   stall     all-reduces 1000 floats six times ("calling at FILE:LINE"
+//             first); before the sixth ("stalling"), rank 2 computes (sleeps)
+//             for 60 s while the others wait in theirs; 8 s timeout
 
 #include <chrono>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include <lumen/lumen.hpp>
 #include <lumen/ml.hpp>
@@ -119,6 +123,21 @@ int loop(bool started) {
   }
 }
 
+int stall() {
+  auto t = rank_input(rank, 1000);
+  constexpr int line = __LINE__ + 8;
+  std::cout << "calling at collective_member.cpp:" << line << std::endl;
+  for (int i = 1; i <= 6; ++i) {
+    if (i == 6) {
+      std::cout << "stalling" << std::endl;
+      if (rank == 2)
+        std::this_thread::sleep_for(std::chrono::seconds(60));
+    }
+    allreduce(t, group);
+  }
+  return 0;
+}
+
 /// Buckets of a gradient, as a training step starts them: each tested
 /// while the step works on, all waited for at the end; 70 steps, so that
 /// the shared memory's places are used again and again.
@@ -184,8 +203,9 @@ int main(int argc, char** argv) {
   lumen::init(opts);
   int rc = 0;
   try {
-    set_timeout(group,
-                std::chrono::milliseconds(mode == "join" ? 2000 : 10000));
+    set_timeout(group, std::chrono::milliseconds(mode == "join"    ? 2000
+                                                 : mode == "stall" ? 8000
+                                                                   : 10000));
     if (mode == "again") {
       for (int round = 0; round < 3; ++round) {
         init_group(world, rank, group);
@@ -205,6 +225,8 @@ int main(int argc, char** argv) {
       rc = sweep();
     } else if (mode == "loop" || mode == "loop_started") {
       rc = loop(mode == "loop_started");
+    } else if (mode == "stall") {
+      rc = stall();
     } else if (mode == "started") {
       rc = started();
     } else if (mode == "mismatch_started") {
@@ -235,6 +257,10 @@ int main(int argc, char** argv) {
   } catch (const collective_error& e) {
     std::cout << "error: " << e.what() << std::endl;
     rc = 3;
+    // Leaving serves this member's records a moment longer, to the others
+    // gathering them after the same failure.
+    if (is_group_initialized(group))
+      destroy_group(group);
   }
   lumen::shutdown();
   return rc;

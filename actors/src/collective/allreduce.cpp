@@ -49,6 +49,21 @@ void direct_allreduce(const membership& m, slot s, reduce_op op) {
     {reduce_all, write_mine}, false);
 }
 
+/// Runs `step` of started all-reduce `call` (whether it is done), ending
+/// its flight record once it is done or failed.
+template <class Step>
+bool recorded(transport& t, uint64_t call, Step step) {
+  try {
+    bool done = step();
+    if (done)
+      t.end_call(call, false);
+    return done;
+  } catch (...) {
+    t.end_call(call, true);
+    throw;
+  }
+}
+
 void allreduce_in_place(const membership& m, char* data, ml::dtype type,
                         size_t numel, reduce_op op, const call_site& site) {
   op_span span{"allreduce", m, numel * ml::size_of(type), site};
@@ -171,9 +186,14 @@ started_allreduce allreduce_start(float* data, size_t numel,
   auto bytes = numel * sizeof(float);
   if (m.net && m.net->world() > 1 && bytes <= host_segment::region_bytes)
     if (auto* segment = m.net->segment()) {
+      m.net->begin_call(site, "allreduce_start", bytes);
+      out.call_ = m.net->calls();
       out.net_ = m.net;
-      out.seq_ = segment->start(reinterpret_cast<char*>(data),
-                                ml::dtype::float32, numel, op, site);
+      recorded(*m.net, out.call_, [&] {
+        out.seq_ = segment->start(reinterpret_cast<char*>(data),
+                                  ml::dtype::float32, numel, op, site);
+        return false;
+      });
       return out;
     }
   out.ref_ = later(group, [site, data, numel, op](const membership& who) {
@@ -185,13 +205,16 @@ started_allreduce allreduce_start(float* data, size_t numel,
 
 bool started_allreduce::test() {
   if (net_)
-    return net_->open_segment()->progress(seq_, false);
+    return recorded(*net_, call_, [&] {
+      return net_->open_segment()->progress(seq_, false);
+    });
   return ref_.ready();
 }
 
 void started_allreduce::wait() {
   if (net_) {
-    net_->open_segment()->progress(seq_, true);
+    recorded(*net_, call_,
+             [&] { return net_->open_segment()->progress(seq_, true); });
     return;
   }
   lumen::get(ref_);

@@ -179,6 +179,7 @@ using detail::declaration_key;
 using detail::join_simulated;
 using detail::leave;
 using detail::local_group;
+using detail::make_recorder;
 using detail::member_of;
 using detail::membership;
 using detail::my_groups;
@@ -294,6 +295,10 @@ void init_group(int world_size, int rank, const std::string& group,
     m.rank = rank;
     m.over = m.net;
   }
+  // A simulated run keeps no records: it replays instead.
+  if (!lumen::sim::active())
+    m.over->record_as(make_recorder(group, rank, world_size,
+                                    m.group ? "threads" : "processes"));
   my_groups()[group] = std::move(m);
 }
 

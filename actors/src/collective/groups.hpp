@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -24,6 +25,7 @@
 #include "lumen/collective/collective.hpp"
 
 #include "collective/net/net_group.hpp"
+#include "collective/recorder.hpp"
 #include "collective/transport.hpp"
 #include "lumen/util/spin.hpp"
 #include "lumen/util/work_queue.hpp"
@@ -221,14 +223,17 @@ private:
                           called_at(int(r), s.site, s.seq));
         }
       auto& mine = slots_[static_cast<size_t>(rank)];
-      break_with("rank " + std::to_string(rank) + " waited " +
-                   std::to_string(timeout_.count()) + " ms to " +
-                   (starting ? "start " : "finish a step of ") +
-                   to_string(mine.kind) + " (" +
-                   called_at(rank, mine.site, mine.seq) + ") for rank(s) " +
-                   missing + ", which did not come" + last +
-                   "; destroy the group and make it again",
-                 errc::timeout);
+      auto why = "rank " + std::to_string(rank) + " waited " +
+                 std::to_string(timeout_.count()) + " ms to " +
+                 (starting ? "start " : "finish a step of ") +
+                 to_string(mine.kind) + " (" +
+                 called_at(rank, mine.site, mine.seq) + ") for rank(s) " +
+                 missing + ", which did not come" + last +
+                 "; destroy the group and make it again";
+      if (!broken_)
+        why +=
+          report_local_stall(name_, world_, "group '" + name_ + "': " + why);
+      break_with(why, errc::timeout);
     }
     if (broken_)
       throw *broken_;
@@ -291,13 +296,27 @@ public:
   /// Counts the member's operation, called at `site`.
   op_span(const char* what, const membership& m, size_t bytes,
           const call_site& site) noexcept
-    : span_(what, "collective") {
-    m.over->begin_call(site);
+    : span_(what, "collective")
+    , over_(*m.over)
+    , unwinding_(std::uncaught_exceptions()) {
+    over_.begin_call(site, what, bytes);
+    seq_ = over_.calls();
     span_.arg("rank", m.rank).arg("bytes", static_cast<int64_t>(bytes));
   }
 
+  /// Records its end: failed if it ends by an exception.
+  ~op_span() {
+    over_.end_call(seq_, std::uncaught_exceptions() > unwinding_);
+  }
+
+  op_span(const op_span&) = delete;
+  op_span& operator=(const op_span&) = delete;
+
 private:
   trace::span span_;
+  transport& over_;
+  int unwinding_;
+  uint64_t seq_ = 0;
 };
 
 /// The calling thread's membership of `group`; throws `collective_error`

@@ -1,5 +1,7 @@
 #include "collective/transport.hpp"
 
+#include "collective/recorder.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -51,6 +53,14 @@ std::string called_at(int rank, const call_site& site, uint64_t seq) {
   char text[48];
   call_site_text(site, text);
   return called_at(rank, text, seq);
+}
+
+void transport::record_begin(const char* what, uint64_t bytes) noexcept {
+  recorder_->begin(what, calls_, site_, bytes);
+}
+
+void transport::record_end(uint64_t seq, bool failed) noexcept {
+  recorder_->end(seq, failed);
 }
 
 const char* to_string(operation_kind k) noexcept {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,6 +85,7 @@ std::string disagreement(const op_descriptor& theirs, int p,
                          const op_descriptor& mine, int me, bool same_op);
 
 class transport;
+class flight_recorder;
 
 /// `start` all to all, for transport `t`: `send(peer, mine)` sends this
 /// member's descriptor (and the payload it announces) to `peer`, then every
@@ -192,11 +194,29 @@ public:
     algorithm_ = a;
   }
 
-  /// The member's next operation, called at `site` (op_span's): counts
-  /// it, and its descriptor and errors name the site.
-  void begin_call(const call_site& site) noexcept {
+  /// The member's next operation, `what` of `bytes` called at `site`
+  /// (op_span's): counts it, and its descriptor and errors name the site;
+  /// the flight recorder, if on, records it.
+  void begin_call(const call_site& site, const char* what,
+                  uint64_t bytes) noexcept {
     ++calls_;
     site_ = site; // its text only where a descriptor or an error needs it
+    if (recorder_)
+      record_begin(what, bytes);
+  }
+
+  /// Operation `seq` ended here, or failed.
+  void end_call(uint64_t seq, bool failed) noexcept {
+    if (recorder_)
+      record_end(seq, failed);
+  }
+
+  /// The member's flight recorder (recorder.hpp), or nullptr when off.
+  const std::shared_ptr<flight_recorder>& recorder() const noexcept {
+    return recorder_;
+  }
+  virtual void record_as(std::shared_ptr<flight_recorder> r) {
+    recorder_ = std::move(r);
   }
 
   /// Where this member called its current operation, for an error:
@@ -228,8 +248,12 @@ public:
   }
 
 private:
+  void record_begin(const char* what, uint64_t bytes) noexcept;
+  void record_end(uint64_t seq, bool failed) noexcept;
+
   uint64_t calls_ = 0;
   call_site site_;
+  std::shared_ptr<flight_recorder> recorder_;
   std::vector<char> scratch_[4];
   allreduce_algorithm algorithm_ = allreduce_algorithm::automatic;
 };

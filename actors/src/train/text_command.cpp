@@ -6,6 +6,8 @@
 
 #include <lumen/init.hpp>
 
+#include "lumen/collective/collective.hpp"
+
 #include "lumen/train/fashion_mnist.hpp"
 
 namespace lumen::train::detail {
@@ -94,6 +96,12 @@ int run_text(const text_flags& f, const std::vector<std::string>& rest) {
   auto opts = parse_init_flags(rest);
   if (opts.address.empty())
     opts.local_nodes = int(f.workers);
+  // Before init, so that the local nodes (this program again) do it too:
+  // a stalled group's records go next to the run.
+  run_config here;
+  here.name = f.name;
+  here.storage_path = f.storage;
+  collective::set_flight_records_dir(run_dir(here));
   lumen::init(opts);
   struct stop_at_exit {
     ~stop_at_exit() {

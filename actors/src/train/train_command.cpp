@@ -20,6 +20,8 @@
 
 #include <lumen/init.hpp>
 
+#include "lumen/collective/collective.hpp"
+
 #include "lumen/ml/data.hpp"
 #include "lumen/ml/model_file.hpp"
 #include "lumen/train/fashion_mnist.hpp"
@@ -183,6 +185,12 @@ int fashion_mnist(const train_flags& f, const std::vector<std::string>& rest) {
   auto opts = parse_init_flags(rest);
   if (opts.address.empty())
     opts.local_nodes = int(f.workers);
+  // Before init, so that the local nodes (this program again) do it too:
+  // a stalled group's records go next to the run.
+  run_config here;
+  here.name = f.name;
+  here.storage_path = f.storage;
+  collective::set_flight_records_dir(run_dir(here));
   lumen::init(opts); // a local node process serves from here on
   struct stop_at_exit {
     ~stop_at_exit() {

@@ -77,6 +77,38 @@ struct call_site {
 /// others to join. Throws `collective_error` unless it is positive.
 void set_timeout(const std::string& group, std::chrono::milliseconds timeout);
 
+/// The flight recorder: each member keeps its last `operations`
+/// operations (default 64, or $LUMEN_FLIGHT_RECORDER; 0 turns it off),
+/// for groups joined after the call. A member that times out or loses a
+/// peer gathers the records of every member that still answers, writes
+/// them as JSON (flight-GROUP.json) and names in its error the file and
+/// the members that are behind; SIGUSR1 writes the records of every member
+/// in the process (flight-pidPID.json), and `lumen doctor` shows them for
+/// a running cluster.
+void set_flight_recorder(size_t operations);
+
+/// The folder records are written to (default $LUMEN_FLIGHT_RECORDS, else
+/// ~/.lumen/flight); the trainer uses its --storage.
+void set_flight_records_dir(const std::string& dir);
+
+/// Writes the records of every member in this process now, with `why`;
+/// returns the file's path. Throws std::runtime_error if it cannot.
+std::string write_flight_records(const std::string& why = "asked");
+
+/// What `lumen doctor` shows, as JSON: for every group across processes
+/// in the cluster (or `group` alone), each member's records as it answers
+/// within `timeout` (the operation it is in, or how long it has been
+/// outside any collective; its last operations), the members behind the
+/// one furthest on, and those that did not answer.
+std::string examine_groups(const std::string& group,
+                           std::chrono::milliseconds timeout);
+
+/// A member's records (one of examine_groups' members, as JSON) in
+/// words: "in allreduce at train.cpp:42 (operation 17) for 3.1 s, waiting
+/// for rank 2", or "outside any collective for 10.2 s, last called
+/// barrier at train.cpp:40 as operation 16".
+std::string describe_member_text(const std::string& member_json);
+
 /// How an all-reduce runs.
 ///   In one process: `slices`, each member reduces its slice over
 ///   everyone's buffer, then copies the others' slices (three meetings,
@@ -226,6 +258,7 @@ private:
 
   std::shared_ptr<detail::net_group> net_; // the members' shared memory
   uint64_t seq_ = 0;
+  uint64_t call_ = 0;   // the member's count of it, for its flight record
   ObjectRef<void> ref_; // or the member's lane
 };
 

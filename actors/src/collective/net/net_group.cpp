@@ -1,7 +1,12 @@
 #include "collective/net/net_group.hpp"
 
 #include <cstring>
+#include <iostream>
 #include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "collective/recorder.hpp"
 
 namespace lumen::collective::detail {
 
@@ -232,6 +237,33 @@ host_segment* net_group::segment() {
     segment_ = host_segment::open(*links_);
   }
   return segment_.get();
+}
+
+net_group::~net_group() {
+  if (!service_)
+    return;
+  if (auto since = links_->broken_at())
+    std::this_thread::sleep_until(*since + records_wait);
+}
+
+void net_group::record_as(std::shared_ptr<flight_recorder> r) {
+  transport::record_as(r);
+  if (!r)
+    return;
+  try {
+    service_ = std::make_unique<records_service>(r, name(), rank(), world());
+  } catch (const lumen::error& e) {
+    // The group works without it; only the records stay here.
+    std::cerr << "lumen: group '" << name() << "': rank " << rank()
+              << " cannot serve its flight records: " << e.what() << "\n";
+  }
+  links_->on_stall(
+    [this, r](const std::string& why, int gone) {
+      auto members = fetch_peers(name(), world(), rank(), gone, records_wait);
+      members.push_back(member_records(*r));
+      return report_stall(name(), world(), why, members);
+    },
+    r);
 }
 
 } // namespace lumen::collective::detail

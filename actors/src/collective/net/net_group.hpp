@@ -20,6 +20,7 @@
 
 #include "collective/net/net_link.hpp"
 #include "collective/net/net_shared.hpp"
+#include "collective/net/records_service.hpp"
 #include "collective/transport.hpp"
 
 namespace lumen::collective::detail {
@@ -31,6 +32,10 @@ public:
   /// come, a rank claimed twice, or members that disagree on the size.
   net_group(std::string name, int world, int rank,
             std::chrono::milliseconds timeout);
+
+  /// A member whose group broke serves its records `records_wait` longer,
+  /// for the others gathering them after the same stall.
+  ~net_group() override;
 
   const std::string& name() const noexcept override {
     return links_->group();
@@ -90,6 +95,11 @@ public:
     links_->set_timeout(timeout);
   }
 
+  /// Records with `r`, serves its records to the group and the doctor
+  /// (records_service.hpp), and on a timeout or a lost peer found here
+  /// gathers every member's records into the error.
+  void record_as(std::shared_ptr<flight_recorder> r) override;
+
   /// The members' shared memory (net_shared.hpp), opened by the first
   /// call, which every member makes at the same point (its first
   /// allreduce_start); nullptr where they do not all share this machine.
@@ -105,6 +115,7 @@ private:
   std::unique_ptr<net_links> links_;
   std::unique_ptr<host_segment> segment_; // goes before the links it uses
   bool segment_tried_ = false;
+  std::unique_ptr<records_service> service_; // stops before the links go
 };
 
 } // namespace lumen::collective::detail

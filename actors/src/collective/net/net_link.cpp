@@ -265,6 +265,7 @@ bool net_links::break_locked(const std::string& why, errc code) {
   if (!broken_.empty())
     return false;
   broken_ = {why, code};
+  broken_at_ = std::chrono::steady_clock::now();
   auto payload = static_cast<char>(code) + why;
   // Data not sent yet never will be: whoever waits for it wakes to the
   // failure. The aborts go next, one to every peer.
@@ -299,11 +300,25 @@ void net_links::close_all() noexcept {
     c.shutdown();
 }
 
-void net_links::fail(const std::string& why, errc code) {
+void net_links::on_stall(stall_report stall,
+                         std::shared_ptr<flight_recorder> recorder) {
+  stall_ = std::move(stall);
+  recorder_ = std::move(recorder);
+}
+
+void net_links::fail(const std::string& why, errc code, bool relayed) {
+  auto text = why;
+  // The member that found a stall first says where everyone is; the
+  // others relay its words.
+  if (!relayed && stall_ &&
+      (code == errc::timeout || code == errc::peer_lost) && broken().empty())
+    text += stall_(why, gone_);
+  if (text.size() >= max_reason)
+    text.resize(max_reason - 1); // the peers take no longer abort
   link_failure cause;
   {
     std::unique_lock<std::mutex> lock{mtx_};
-    if (break_locked(why, code))
+    if (break_locked(text, code))
       done_cv_.wait_for(lock, abort_grace, [this] { return aborts_out_; });
     cause = broken_;
   }
@@ -314,6 +329,13 @@ void net_links::fail(const std::string& why, errc code) {
 link_failure net_links::broken() {
   std::lock_guard<std::mutex> guard{mtx_};
   return broken_;
+}
+
+std::optional<std::chrono::steady_clock::time_point> net_links::broken_at() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (broken_.empty())
+    return std::nullopt;
+  return broken_at_;
 }
 
 link_traffic net_links::traffic() {

@@ -27,7 +27,9 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -80,6 +82,7 @@ int spin_poll(pollfd* fds, nfds_t count);
 struct link_failure {
   std::string why;
   errc code = errc::unspecified;
+  bool relayed = false; // a peer's abort: the cause is the peer's to report
 
   bool empty() const noexcept {
     return why.empty();
@@ -162,13 +165,25 @@ public:
 
   /// Breaks the group with `why` (the first cause wins) and throws it as
   /// a `collective_error` carrying `code`.
-  [[noreturn]] void fail(const std::string& why, errc code);
+  [[noreturn]] void fail(const std::string& why, errc code,
+                         bool relayed = false);
   [[noreturn]] void fail(const link_failure& f) {
-    fail(f.why, f.code);
+    fail(f.why, f.code, f.relayed);
   }
 
   /// The group's failure, or empty.
   link_failure broken();
+
+  /// When the group broke, if it did.
+  std::optional<std::chrono::steady_clock::time_point> broken_at();
+
+  /// `stall` gives what a timeout or a lost peer found by this member
+  /// adds to its cause (the group's flight records, collective/recorder.hpp);
+  /// `gone` is the peer found dead, if any (not worth asking); `recorder`
+  /// hears whom the member waits for.
+  using stall_report =
+    std::function<std::string(const std::string& why, int gone)>;
+  void on_stall(stall_report stall, std::shared_ptr<flight_recorder> recorder);
 
   link_traffic traffic();
 
@@ -247,6 +262,7 @@ private:
   std::vector<bool> dead_;  // peers a write failed to
   bool stopping_ = false;
   link_failure broken_;
+  std::chrono::steady_clock::time_point broken_at_;
   int lost_peer_ = -1;          // the first peer the writer could not send to
   bool lost_timed_out_ = false; // ... because it took nothing in time
   link_traffic traffic_;
@@ -256,6 +272,9 @@ private:
   // still owes, sent (as zeros) before the aborts so they stay frames.
   int cut_peer_ = -1;
   size_t cut_left_ = 0;
+  stall_report stall_;
+  int gone_ = -1; // the peer whose process this member found gone
+  std::shared_ptr<flight_recorder> recorder_;
   std::thread writer_;
 };
 

@@ -1,5 +1,7 @@
 #include "collective/net/net_link.hpp"
 
+#include "collective/recorder.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -17,8 +19,10 @@ constexpr size_t read_buffer = 64 * 1024;
 // An abort's payload: the code's byte, then the cause (break_locked).
 link_failure abort_of(const std::string& words) {
   if (words.empty())
-    return {"a member aborted the group without a cause", errc::peer_lost};
-  return {words.substr(1), static_cast<errc>(static_cast<uint8_t>(words[0]))};
+    return {"a member aborted the group without a cause", errc::peer_lost,
+            true};
+  return {words.substr(1), static_cast<errc>(static_cast<uint8_t>(words[0])),
+          true};
 }
 
 } // namespace
@@ -37,7 +41,17 @@ void net_links::fill(int peer, void* into, size_t n) {
   if (n == 0)
     return;
   pollfd fd{c.native_handle(), POLLIN, 0};
-  spin_poll(&fd, 1); // then the channel's own wait, with its timeout
+  // Then the channel's own wait, with its timeout: the recorder hears whom
+  // the member waits for meanwhile.
+  struct waiting_mark {
+    flight_recorder* r;
+    ~waiting_mark() {
+      if (r)
+        r->waiting_for(-1);
+    }
+  } mark{spin_poll(&fd, 1) == 0 ? recorder_.get() : nullptr};
+  if (mark.r)
+    mark.r->waiting_for(peer);
   if (n >= read_buffer / 2) {
     c.recv(out, n); // large: no detour through the buffer
     return;
@@ -115,6 +129,7 @@ link_failure net_links::last_words(int peer) {
   } catch (const lumen::channel_error&) {
     // Closed without a word: the process is gone.
   }
+  gone_ = peer;
   return {"group '" + group_ + "': rank " + std::to_string(peer) +
             " is gone (its process died, its machine is unreachable, or it "
             "left the group); rank " +
@@ -128,6 +143,8 @@ void net_links::lost(int peer, const char* doing, bool timed_out) {
     fail(cause); // this member closed its own channels
   check_lost();
   auto who = "rank " + std::to_string(peer);
+  if (!timed_out)
+    gone_ = peer;
   if (timed_out)
     fail("group '" + group_ + "': rank " + std::to_string(rank_) + " waited " +
            std::to_string(timeout_.count()) + " ms for " + who + " during " +

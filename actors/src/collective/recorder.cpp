@@ -1,0 +1,433 @@
+#include "collective/recorder.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "collective/transport.hpp"
+
+namespace lumen::collective::detail {
+
+namespace {
+
+int64_t unix_us() noexcept {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+           std::chrono::system_clock::now().time_since_epoch())
+    .count();
+}
+
+size_t capacity_from_env() {
+  auto* text = std::getenv("LUMEN_FLIGHT_RECORDER");
+  if (text == nullptr || *text == '\0')
+    return 64;
+  char* end = nullptr;
+  auto n = std::strtoull(text, &end, 10);
+  if (*end != '\0' || n > 1'000'000) {
+    std::cerr << "lumen: LUMEN_FLIGHT_RECORDER='" << text
+              << "' is not a number of operations from 0 to 1000000; "
+                 "keeping the default, 64\n";
+    return 64;
+  }
+  return static_cast<size_t>(n);
+}
+
+/// The process's members and settings. Never destroyed: the SIGUSR1
+/// thread and members ending at exit may still use it.
+struct records_registry {
+  std::mutex mtx;
+  std::vector<std::weak_ptr<flight_recorder>> members;
+  std::atomic<size_t> capacity{capacity_from_env()};
+  std::string dir; // set_flight_records_dir
+};
+
+records_registry& the_registry() {
+  static auto* r = new records_registry;
+  return *r;
+}
+
+std::string site_text(const call_site& site) {
+  char text[48];
+  call_site_text(site, text);
+  return text;
+}
+
+nlohmann::json record_json(const op_record& r) {
+  nlohmann::json j{{"seq", r.seq},
+                   {"op", r.what},
+                   {"site", site_text(r.site)},
+                   {"bytes", r.bytes},
+                   {"start_unix_us", r.start_us}};
+  if (r.end_us == 0) {
+    j["end_unix_us"] = nullptr;
+    j["state"] = "running";
+  } else {
+    j["end_unix_us"] = r.end_us;
+    j["state"] = r.failed ? "failed" : "done";
+  }
+  return j;
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0)
+    return "unknown";
+  return name;
+}
+
+// SIGUSR1 writes every member's records: the handler only wakes a thread
+// (a write to a pipe is all a handler may safely do).
+int signal_pipe[2] = {-1, -1};
+
+void on_sigusr1(int) {
+  auto saved = errno;
+  char one = 1;
+  [[maybe_unused]] auto n = ::write(signal_pipe[1], &one, 1);
+  errno = saved;
+}
+
+void write_on_signal() {
+  for (;;) {
+    char one;
+    auto n = ::read(signal_pipe[0], &one, 1);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return;
+    try {
+      auto doc = process_records("");
+      doc["why"] = "SIGUSR1";
+      auto path = write_records_file(
+        "flight-pid" + std::to_string(::getpid()) + ".json", doc);
+      std::cerr << "lumen: flight records of " << doc["members"].size()
+                << " collective member(s) written to " << path << "\n";
+    } catch (const std::exception& e) {
+      std::cerr << "lumen: SIGUSR1: could not write the flight records: "
+                << e.what() << "\n";
+    }
+  }
+}
+
+/// Takes SIGUSR1 unless the program has a handler of its own for it.
+void listen_for_sigusr1() {
+  struct sigaction now {};
+  if (::sigaction(SIGUSR1, nullptr, &now) != 0 || now.sa_handler != SIG_DFL)
+    return;
+  if (::pipe(signal_pipe) != 0)
+    return;
+  std::thread{write_on_signal}.detach();
+  struct sigaction with {};
+  with.sa_handler = on_sigusr1;
+  sigemptyset(&with.sa_mask);
+  with.sa_flags = SA_RESTART;
+  ::sigaction(SIGUSR1, &with, nullptr);
+}
+
+std::string plural(uint64_t n, const char* one) {
+  return std::to_string(n) + " " + one + (n == 1 ? "" : "s");
+}
+
+} // namespace
+
+std::string describe_member(const nlohmann::json& m) {
+  // Records come from other processes: at() throws on what is missing.
+  try {
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.1f s", m.at("for_s").get<double>());
+    auto said = [](const nlohmann::json& r) {
+      return r.at("op").get<std::string>() + " at " +
+             r.at("site").get<std::string>();
+    };
+    auto seq = [](const nlohmann::json& r) {
+      return std::to_string(r.at("seq").get<uint64_t>());
+    };
+    if (m.at("state") == "in_collective") {
+      auto& c = m.at("current").at(m.at("current").size() - 1);
+      auto out = "in " + said(c) + " (operation " + seq(c) + ") for " + secs;
+      if (m.at("waiting_for").is_number())
+        out += ", waiting for rank " +
+               std::to_string(m.at("waiting_for").get<int>());
+      return out;
+    }
+    auto out = std::string{"outside any collective for "} + secs;
+    auto& last = m.at("last_completed");
+    if (last.is_null())
+      return out + ", no operation yet";
+    return out + ", last called " + said(last) + " as operation " + seq(last);
+  } catch (const nlohmann::json::exception&) {
+    return "(its records are not readable)";
+  }
+}
+
+flight_recorder::flight_recorder(std::string group, int rank, int world,
+                                 const char* backend, size_t capacity)
+  : group_(std::move(group))
+  , rank_(rank)
+  , world_(world)
+  , backend_(backend)
+  , ring_(capacity)
+  , joined_us_(unix_us()) {}
+
+void flight_recorder::begin(const char* what, uint64_t seq,
+                            const call_site& site, uint64_t bytes) noexcept {
+  if (ring_.empty())
+    return;
+  auto now = unix_us();
+  std::lock_guard<std::mutex> guard{mtx_};
+  ring_[seq % ring_.size()] = {seq, what, site, bytes, now, 0, false};
+  last_seq_ = std::max(last_seq_, seq);
+}
+
+void flight_recorder::end(uint64_t seq, bool failed) noexcept {
+  if (ring_.empty())
+    return;
+  auto now = unix_us();
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto& r = ring_[seq % ring_.size()];
+  // Overwritten (more operations started since than are kept), or ended
+  // already (a started all-reduce tested again).
+  if (r.seq != seq || r.end_us != 0)
+    return;
+  r.end_us = now;
+  r.failed = failed;
+}
+
+nlohmann::json flight_recorder::to_json() const {
+  std::vector<op_record> kept;
+  uint64_t last;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    for (auto& r : ring_)
+      if (r.seq > 0)
+        kept.push_back(r);
+    last = last_seq_;
+  }
+  std::sort(kept.begin(), kept.end(),
+            [](auto& a, auto& b) { return a.seq < b.seq; });
+  auto now = unix_us();
+  nlohmann::json running = nlohmann::json::array();
+  nlohmann::json records = nlohmann::json::array();
+  const op_record* done = nullptr;
+  int64_t since = joined_us_;
+  int64_t oldest_running = 0;
+  for (auto& r : kept) {
+    records.push_back(record_json(r));
+    if (r.end_us == 0) {
+      running.push_back(record_json(r));
+      if (oldest_running == 0)
+        oldest_running = r.start_us;
+    } else {
+      done = &r;
+      since = std::max(since, r.end_us);
+    }
+  }
+  bool inside = !running.empty();
+  auto waiting = waiting_for_.load(std::memory_order_relaxed);
+  nlohmann::json j{
+    {"group", group_},
+    {"rank", rank_},
+    {"world", world_},
+    {"backend", backend_},
+    {"operations", last},
+    {"state", inside ? "in_collective" : "outside"},
+    {"for_s", double(now - (inside ? oldest_running : since)) / 1e6},
+    {"current", running},
+    {"waiting_for", inside && waiting >= 0 ? nlohmann::json(waiting)
+                                           : nlohmann::json(nullptr)},
+    {"last_completed", done ? record_json(*done) : nlohmann::json(nullptr)},
+    {"records", records}};
+  return j;
+}
+
+std::shared_ptr<flight_recorder> make_recorder(const std::string& group,
+                                               int rank, int world,
+                                               const char* backend) {
+  static std::once_flag signal_once;
+  std::call_once(signal_once, listen_for_sigusr1);
+  auto& reg = the_registry();
+  auto capacity = reg.capacity.load();
+  if (capacity == 0)
+    return nullptr;
+  auto r =
+    std::make_shared<flight_recorder>(group, rank, world, backend, capacity);
+  std::lock_guard<std::mutex> guard{reg.mtx};
+  reg.members.erase(std::remove_if(reg.members.begin(), reg.members.end(),
+                                   [](auto& w) { return w.expired(); }),
+                    reg.members.end());
+  reg.members.push_back(r);
+  return r;
+}
+
+nlohmann::json member_records(const flight_recorder& r) {
+  auto m = r.to_json();
+  m["host"] = host_name();
+  m["pid"] = static_cast<int64_t>(::getpid());
+  return m;
+}
+
+nlohmann::json process_records(const std::string& group) {
+  std::vector<std::shared_ptr<flight_recorder>> live;
+  {
+    auto& reg = the_registry();
+    std::lock_guard<std::mutex> guard{reg.mtx};
+    for (auto& w : reg.members)
+      if (auto r = w.lock(); r && (group.empty() || r->group() == group))
+        live.push_back(std::move(r));
+  }
+  nlohmann::json members = nlohmann::json::array();
+  for (auto& r : live)
+    members.push_back(member_records(*r));
+  return {{"host", host_name()},
+          {"pid", static_cast<int64_t>(::getpid())},
+          {"written_unix_us", unix_us()},
+          {"members", members}};
+}
+
+std::string records_dir() {
+  {
+    auto& reg = the_registry();
+    std::lock_guard<std::mutex> guard{reg.mtx};
+    if (!reg.dir.empty())
+      return reg.dir;
+  }
+  if (auto* env = std::getenv("LUMEN_FLIGHT_RECORDS"); env && *env)
+    return env;
+  auto* home = std::getenv("HOME");
+  return std::string{home && *home ? home : "/tmp"} + "/.lumen/flight";
+}
+
+std::string write_records_file(const std::string& name,
+                               const nlohmann::json& doc) {
+  namespace fs = std::filesystem;
+  fs::path dir = records_dir();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw std::runtime_error("cannot make the folder " + dir.string() + ": " +
+                             ec.message() +
+                             "; set another with LUMEN_FLIGHT_RECORDS");
+  auto path = dir / name;
+  auto tmp = path;
+  tmp += ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out{tmp};
+    out << doc.dump(1) << "\n";
+    if (!out)
+      throw std::runtime_error("cannot write " + tmp.string() +
+                               "; set another folder with "
+                               "LUMEN_FLIGHT_RECORDS");
+  }
+  fs::rename(tmp, path, ec);
+  if (ec)
+    throw std::runtime_error("cannot rename " + tmp.string() + ": " +
+                             ec.message());
+  return path.string();
+}
+
+nlohmann::json view_group(const std::string& group, int world,
+                          const std::vector<nlohmann::json>& members) {
+  std::vector<const nlohmann::json*> by_rank(static_cast<size_t>(world));
+  uint64_t lead = 0;
+  for (auto& m : members) {
+    auto r = m.value("rank", -1);
+    if (r >= 0 && r < world) {
+      by_rank[static_cast<size_t>(r)] = &m;
+      lead = std::max(lead, m.value("operations", uint64_t{0}));
+    }
+  }
+  nlohmann::json doc{{"group", group},
+                     {"world", world},
+                     {"members", nlohmann::json::array()},
+                     {"behind", nlohmann::json::array()},
+                     {"unanswered", nlohmann::json::array()}};
+  std::string said;
+  for (int r = 0; r < world; ++r) {
+    auto* m = by_rank[static_cast<size_t>(r)];
+    if (m == nullptr) {
+      doc["unanswered"].push_back(r);
+      said += "; rank " + std::to_string(r) +
+              " did not answer (its process is gone, stopped or cut off)";
+      continue;
+    }
+    doc["members"].push_back(*m);
+    auto ops = m->value("operations", uint64_t{0});
+    if (ops < lead) {
+      doc["behind"].push_back({{"rank", r}, {"operations_behind", lead - ops}});
+      said += "; rank " + std::to_string(r) + " is behind by " +
+              plural(lead - ops, "operation") + ": " + describe_member(*m);
+    }
+  }
+  if (said.empty() && !doc["members"].empty())
+    said = "; no member is behind";
+  doc["summary"] = said.empty() ? said : said.substr(2);
+  return doc;
+}
+
+std::string report_stall(const std::string& group, int world,
+                         const std::string& why,
+                         const std::vector<nlohmann::json>& members) {
+  auto doc = view_group(group, world, members);
+  doc["why"] = why;
+  doc["written_unix_us"] = unix_us();
+  auto said = "; " + doc["summary"].get<std::string>();
+  // Characters a group name may hold but a file name should not.
+  std::string safe = group;
+  for (auto& c : safe)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_')
+      c = '_';
+  try {
+    auto path = write_records_file("flight-" + safe + ".json", doc);
+    return "; flight records of " + std::to_string(doc["members"].size()) +
+           " of " + std::to_string(world) + " members in " + path + said;
+  } catch (const std::exception& e) {
+    return "; the flight records could not be written (" +
+           std::string{e.what()} + ")" + said;
+  }
+}
+
+std::string report_local_stall(const std::string& group, int world,
+                               const std::string& why) {
+  auto doc = process_records(group);
+  if (doc["members"].empty())
+    return {};
+  std::vector<nlohmann::json> members(doc["members"].begin(),
+                                      doc["members"].end());
+  return report_stall(group, world, why, members);
+}
+
+} // namespace lumen::collective::detail
+
+namespace lumen::collective {
+
+void set_flight_recorder(size_t operations) {
+  detail::the_registry().capacity.store(operations);
+}
+
+void set_flight_records_dir(const std::string& dir) {
+  auto& reg = detail::the_registry();
+  std::lock_guard<std::mutex> guard{reg.mtx};
+  reg.dir = dir;
+}
+
+std::string describe_member_text(const std::string& member_json) {
+  return detail::describe_member(
+    nlohmann::json::parse(member_json, nullptr, false));
+}
+
+std::string write_flight_records(const std::string& why) {
+  auto doc = detail::process_records("");
+  doc["why"] = why;
+  return detail::write_records_file(
+    "flight-pid" + std::to_string(::getpid()) + ".json", doc);
+}
+
+} // namespace lumen::collective
