@@ -1,6 +1,7 @@
 #include "collective/recorder.hpp"
 
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -24,6 +26,12 @@ int64_t unix_us() noexcept {
   return std::chrono::duration_cast<std::chrono::microseconds>(
            std::chrono::system_clock::now().time_since_epoch())
     .count();
+}
+
+int64_t coarse_unix_us() noexcept {
+  timespec t{};
+  ::clock_gettime(CLOCK_REALTIME_COARSE, &t);
+  return int64_t{t.tv_sec} * 1000000 + t.tv_nsec / 1000;
 }
 
 size_t capacity_from_env() {
@@ -177,40 +185,88 @@ flight_recorder::flight_recorder(std::string group, int rank, int world,
   , ring_(capacity)
   , joined_us_(unix_us()) {}
 
+namespace {
+
+/// Writes `place` under its seqlock: `write` stores the fields.
+template <class Write>
+void rewrite(record_place& place, Write write) noexcept {
+  auto v = place.version.load(std::memory_order_relaxed);
+  place.version.store(v + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  write();
+  place.version.store(v + 2, std::memory_order_release);
+}
+
+/// A consistent copy of `place`, or nothing if it kept changing.
+std::optional<op_record> read_place(const record_place& place) {
+  for (int tries = 0; tries < 100; ++tries) {
+    auto before = place.version.load(std::memory_order_acquire);
+    if (before % 2 == 1)
+      continue;
+    op_record r;
+    r.seq = place.seq.load(std::memory_order_relaxed);
+    r.what = place.what.load(std::memory_order_relaxed);
+    r.site = {place.file.load(std::memory_order_relaxed),
+              place.line.load(std::memory_order_relaxed)};
+    r.bytes = place.bytes.load(std::memory_order_relaxed);
+    r.start_us = place.start_us.load(std::memory_order_relaxed);
+    r.end_us = place.end_us.load(std::memory_order_relaxed);
+    r.failed = place.failed.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (place.version.load(std::memory_order_relaxed) == before)
+      return r;
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
 void flight_recorder::begin(const char* what, uint64_t seq,
                             const call_site& site, uint64_t bytes) noexcept {
   if (ring_.empty())
     return;
-  auto now = unix_us();
-  std::lock_guard<std::mutex> guard{mtx_};
-  ring_[seq % ring_.size()] = {seq, what, site, bytes, now, 0, false};
-  last_seq_ = std::max(last_seq_, seq);
+  auto now = coarse_unix_us();
+  auto& p = ring_[seq % ring_.size()];
+  rewrite(p, [&] {
+    constexpr auto relaxed = std::memory_order_relaxed;
+    p.seq.store(seq, relaxed);
+    p.what.store(what, relaxed);
+    p.file.store(site.file, relaxed);
+    p.line.store(site.line, relaxed);
+    p.bytes.store(bytes, relaxed);
+    p.start_us.store(now, relaxed);
+    p.end_us.store(0, relaxed);
+    p.failed.store(false, relaxed);
+  });
+  if (seq > last_seq_.load(std::memory_order_relaxed))
+    last_seq_.store(seq, std::memory_order_relaxed);
 }
 
 void flight_recorder::end(uint64_t seq, bool failed) noexcept {
   if (ring_.empty())
     return;
-  auto now = unix_us();
-  std::lock_guard<std::mutex> guard{mtx_};
-  auto& r = ring_[seq % ring_.size()];
+  auto& p = ring_[seq % ring_.size()];
   // Overwritten (more operations started since than are kept), or ended
   // already (a started all-reduce tested again).
-  if (r.seq != seq || r.end_us != 0)
+  if (p.seq.load(std::memory_order_relaxed) != seq ||
+      p.end_us.load(std::memory_order_relaxed) != 0)
     return;
-  r.end_us = now;
-  r.failed = failed;
+  // At least a microsecond, so that an operation within one clock tick
+  // still reads as ended.
+  auto now =
+    std::max(coarse_unix_us(), p.start_us.load(std::memory_order_relaxed) + 1);
+  rewrite(p, [&] {
+    p.end_us.store(now, std::memory_order_relaxed);
+    p.failed.store(failed, std::memory_order_relaxed);
+  });
 }
 
 nlohmann::json flight_recorder::to_json() const {
   std::vector<op_record> kept;
-  uint64_t last;
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    for (auto& r : ring_)
-      if (r.seq > 0)
-        kept.push_back(r);
-    last = last_seq_;
-  }
+  for (auto& p : ring_)
+    if (auto r = read_place(p); r && r->seq > 0)
+      kept.push_back(*r);
+  auto last = last_seq_.load(std::memory_order_relaxed);
   std::sort(kept.begin(), kept.end(),
             [](auto& a, auto& b) { return a.seq < b.seq; });
   auto now = unix_us();
