@@ -6,6 +6,8 @@
 //                               channels over loopback TCP
 //                               (allreduce_procs.hpp), next to the TCP floor of
 //                               the same run
+//   recorder_on/off_inproc      the in-process all-reduce with the flight
+//                               recorder on and off (its cost)
 // Prints time per operation and bus bandwidth, busbw = S / t · 2(N-1)/N
 // (what each member moves, as NCCL and the issue define it), verified
 // against the closed form, and the algorithm each size took.
@@ -169,6 +171,33 @@ int run(int argc, char** argv) {
       lumen::bench::compare(ours, base);
       figs.push_back(ours);
       figs.push_back(base);
+    }
+  // The flight recorder's cost: the same all-reduce with it on (the
+  // default) and off, repetitions alternating so that a drift of the
+  // machine falls on both, four times as many as the other figures take
+  // (the cost sought is a few percent). Two members: more than the cores
+  // of a small machine would time its scheduler instead.
+  for (int n : {2})
+    for (size_t bytes : {size_t{4096}, size_t{256} << 10}) {
+      int iters = lumen::bench::iterations_for(bytes, opts.smoke);
+      auto group = "bench" + std::to_string(group_id++);
+      run_result on, off;
+      for (int rep = 0; rep < 4 * opts.reps; ++rep)
+        for (bool recording : {false, true}) {
+          coll::set_flight_recorder(recording ? 64 : 0);
+          auto r = measure(n, bytes, iters, 1, group, fused);
+          auto& into = recording ? on : off;
+          into.busbw.push_back(r.busbw[0]);
+          into.t_op_us.push_back(r.t_op_us[0]);
+        }
+      coll::set_flight_recorder(64);
+      auto with = make_figure("recorder_on_inproc", n, bytes, on,
+                              "flight recorder on: the last 64 operations");
+      auto without = make_figure("recorder_off_inproc", n, bytes, off,
+                                 "flight recorder off");
+      lumen::bench::compare(with, without);
+      figs.push_back(with);
+      figs.push_back(without);
     }
   auto tcp = lumen::bench::tcp_bandwidth(echo, opts.reps, opts.smoke);
   auto across =
