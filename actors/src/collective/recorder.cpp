@@ -166,8 +166,11 @@ std::string describe_member(const nlohmann::json& m) {
                std::to_string(m.at("waiting_for").get<int>());
       return out;
     }
-    auto out = std::string{"outside any collective for "} + secs;
     auto& last = m.at("last_completed");
+    if (m.at("state") == "failed")
+      return "failed in " + said(last) + " (operation " + seq(last) + ") " +
+             secs + " ago";
+    auto out = std::string{"outside any collective for "} + secs;
     if (last.is_null())
       return out + ", no operation yet";
     return out + ", last called " + said(last) + " as operation " + seq(last);
@@ -294,7 +297,11 @@ nlohmann::json flight_recorder::to_json() const {
     {"world", world_},
     {"backend", backend_},
     {"operations", last},
-    {"state", inside ? "in_collective" : "outside"},
+    // "failed": its last operation ended in an error (it left the
+    // collective with the others' failure, or its own).
+    {"state", inside                 ? "in_collective"
+              : done && done->failed ? "failed"
+                                     : "outside"},
     {"for_s", double(now - (inside ? oldest_running : since)) / 1e6},
     {"current", running},
     {"waiting_for", inside && waiting >= 0 ? nlohmann::json(waiting)
