@@ -61,11 +61,13 @@ BOOST_AUTO_TEST_CASE(a_run_writes_csv_plot_and_a_checkpoint_that_resumes) {
   auto csv = lines_of(run / "metrics.csv");
   BOOST_REQUIRE_EQUAL(csv.size(), 3u);
   BOOST_TEST(csv[0] == "epoch,loss,test_loss,test_accuracy,epoch_seconds,"
-                       "samples_per_second,exposed_allreduce_seconds,drift");
+                       "samples_per_second,exposed_allreduce_seconds,drift,"
+                       "workers");
   auto second = cells(csv[2]);
-  BOOST_REQUIRE_EQUAL(second.size(), 8u);
+  BOOST_REQUIRE_EQUAL(second.size(), 9u);
   BOOST_TEST(second[0] == "2");
   BOOST_TEST(second[7] == "0"); // the replicas stayed identical
+  BOOST_TEST(second[8] == "2"); // the epoch's workers
   auto svg = lines_of(run / "metrics.svg");
   BOOST_REQUIRE(!svg.empty());
   BOOST_TEST(svg[0].rfind("<svg", 0) == 0u);
@@ -121,6 +123,14 @@ BOOST_AUTO_TEST_CASE(bad_input_is_refused_naming_the_fix) {
   std::tie(code, out) = train(dir, "x", {"--min-workers", "3"});
   BOOST_TEST(code == 2, out);
   BOOST_TEST(has(out, "--min-workers 3 is above --workers 2"), out);
+
+  std::tie(code, out) = train(dir, "x", {"--max-workers", "1"});
+  BOOST_TEST(code == 2, out);
+  BOOST_TEST(has(out, "--max-workers 1 is below --workers 2"), out);
+
+  std::tie(code, out) = train(dir, "x", {"--max-workers", "3"});
+  BOOST_TEST(code == 2, out);
+  BOOST_TEST(has(out, "makes the run elastic: give --min-workers too"), out);
 
   std::tie(code, out) = train(dir + "/bad.safetensors/under", "x");
   BOOST_TEST(code == 1, out);

@@ -314,9 +314,9 @@ BOOST_AUTO_TEST_CASE(a_loop_of_its_own_leaves_rows_json_lines_and_a_plot) {
   auto dir = run_dir(run);
   std::vector<std::string> header;
   auto rows = lumen::test::csv_by_header(dir + "/metrics.csv", &header);
-  BOOST_TEST(header == (std::vector<std::string>{"loss", awkward, "late",
-                                                 "rank", "training_iteration",
-                                                 "time_total_s", "attempt"}),
+  BOOST_TEST(header == (std::vector<std::string>{
+                         "loss", awkward, "late", "rank", "training_iteration",
+                         "time_total_s", "attempt", "workers"}),
              boost::test_tools::per_element());
   BOOST_REQUIRE(rows.size() == 3u);
   BOOST_TEST(rows[0].at(awkward) == "1");
@@ -326,6 +326,7 @@ BOOST_AUTO_TEST_CASE(a_loop_of_its_own_leaves_rows_json_lines_and_a_plot) {
   BOOST_TEST(rows[2].at("training_iteration") == "3");
   BOOST_TEST(rows[2].at("rank") == "0");
   BOOST_TEST(rows[2].at("attempt") == "0");
+  BOOST_TEST(rows[2].at("workers") == "1");
   auto json = lumen::test::json_lines(dir + "/result.json");
   BOOST_REQUIRE(json.size() == 3u);
   BOOST_TEST(json[1].at(awkward).get<double>() == 2.0);

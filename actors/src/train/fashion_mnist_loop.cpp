@@ -51,6 +51,15 @@ void loop(const loop_config& cfg) {
                                       fashion_mnist_std, dir),
                size_t(value_or(cfg, "limit", 0)));
   auto batch = size_t(value_or(cfg, "batch", fashion_mnist_defaults::batch));
+  // A run on other than its planned workers (elastic: after a loss, or
+  // before nodes joined) keeps the planned global batch, each worker
+  // taking its share to the nearest row, so that the steps per epoch and
+  // the learning rate stay as planned; the rate follows what rounding
+  // leaves of the global batch (the linear scaling rule).
+  auto planned = size_t(value_or(cfg, "planned_workers", double(world)));
+  auto global = batch * planned;
+  batch = std::max<size_t>(1, (global + world / 2) / world);
+  auto lr_ratio = double(batch * world) / double(global);
   // Every rank takes as many rows as the smallest share (at most world-1
   // rows fewer than the largest), so that all make as many batches and
   // their all-reduces pair up.
@@ -71,7 +80,7 @@ void loop(const loop_config& cfg) {
   auto& net = *net_ptr;
   auto seed = uint64_t(value_or(cfg, "seed", 1));
   auto w = net.init(ml::derive_seed(seed, 0));
-  auto lr = float(value_or(cfg, "lr", fashion_mnist_defaults::lr));
+  auto lr = float(value_or(cfg, "lr", fashion_mnist_defaults::lr) * lr_ratio);
   ml::optimizer_config rule{ml::optimizer_kind::momentum, lr};
   rule.weight_decay =
     float(value_or(cfg, "weight_decay", fashion_mnist_defaults::weight_decay));

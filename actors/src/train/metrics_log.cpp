@@ -28,8 +28,9 @@ const char* const rank_field = "rank";
 const char* const iteration_field = "training_iteration";
 const char* const time_field = "time_total_s";
 const char* const attempt_field = "attempt";
-const std::vector<std::string> own_fields{rank_field, iteration_field,
-                                          time_field, attempt_field};
+const char* const workers_field = "workers"; // the attempt's (elastic)
+const std::vector<std::string> own_fields{
+  rank_field, iteration_field, time_field, attempt_field, workers_field};
 
 bool own_field(const std::string& name) {
   return std::find(own_fields.begin(), own_fields.end(), name) !=
@@ -151,13 +152,15 @@ metrics_log::metrics_log(fs::path dir, metrics_layout layout, bool resume)
     plot(true);
 }
 
-void metrics_log::add(const metrics& m, int rank, int attempt, bool sync) {
+void metrics_log::add(const metrics& m, int rank, int attempt, size_t workers,
+                      bool sync) {
   auto row = m;
   row.emplace(rank_field, rank);
   row.emplace(iteration_field, ++iterations_[rank]);
   std::chrono::duration<double> took = clock_type::now() - start_;
   row.emplace(time_field, time_before_ + took.count());
   row.emplace(attempt_field, attempt);
+  row.emplace(workers_field, double(workers));
   std::vector<std::string> names;
   for (auto& [name, v] : m)
     names.push_back(name);

@@ -24,11 +24,11 @@ public:
   /// `ml::data_error` naming a file that cannot be written.
   metrics_log(std::filesystem::path dir, metrics_layout layout, bool resume);
 
-  /// Records a report of `rank` in `attempt`, numbered after that rank's
-  /// earlier ones, written at once; flushed to the disk if `sync` (a row
-  /// not flushed goes with the next that is). Throws `ml::data_error`
-  /// naming the file.
-  void add(const metrics& m, int rank, int attempt, bool sync);
+  /// Records a report of `rank` in `attempt` of `workers`, numbered after
+  /// that rank's earlier ones, written at once; flushed to the disk if
+  /// `sync` (a row not flushed goes with the next that is). Throws
+  /// `ml::data_error` naming the file.
+  void add(const metrics& m, int rank, int attempt, size_t workers, bool sync);
 
   /// Writes metrics.svg if a second passed since the last time, or if
   /// `now`. Throws `ml::data_error` naming the file.

@@ -50,7 +50,8 @@ const std::vector<std::string> columns{"epoch",
                                        "epoch_seconds",
                                        "samples_per_second",
                                        "exposed_allreduce_seconds",
-                                       "drift"};
+                                       "drift",
+                                       "workers"};
 
 /// A checkpoint's model file, read and verified.
 struct resume_point {
@@ -165,6 +166,16 @@ int fashion_mnist(const train_flags& f, const std::vector<std::string>& rest) {
     throw usage_error("--min-workers " + std::to_string(f.min_workers) +
                       " is above --workers " + std::to_string(f.workers) +
                       "; give at most as many");
+  auto most = std::max(f.max_workers, f.workers);
+  if (f.max_workers > 0 && f.max_workers < f.workers)
+    throw usage_error("--max-workers " + std::to_string(f.max_workers) +
+                      " is below --workers " + std::to_string(f.workers) +
+                      "; give at least as many");
+  if (f.max_workers > f.workers && f.min_workers == 0)
+    throw usage_error("--max-workers " + std::to_string(f.max_workers) +
+                      " makes the run elastic: give --min-workers too (the "
+                      "fewest it goes on with, e.g. " +
+                      std::to_string(f.workers) + ")");
   // Every worker needs a batch of its own, of training and of test rows
   // (the loop finds out too, but only once the cluster is up).
   auto images = f.limit > 0
@@ -241,14 +252,29 @@ int fashion_mnist(const train_flags& f, const std::vector<std::string>& rest) {
                 workers == 1 ? "worker" : "workers");
     std::fflush(stdout);
   };
+  cfg.on_grow = [&](size_t workers) {
+    std::printf("%snodes joined; going on from the last checkpoint with %zu "
+                "workers\n",
+                bar ? "\r\033[K" : "", workers);
+    std::fflush(stdout);
+  };
   cfg.on_report = [&](const metrics& m) { view.epoch(m, f.epochs); };
   auto net = ml::make_model(model);
-  std::printf("training %s (%zu parameters) on Fashion-MNIST: %zu workers%s, "
-              "%zu epochs, batch %zu per worker\n",
-              net->name().c_str(), net->num_params(), f.workers,
-              f.sync == "ps" && f.workers > 1 ? " through a parameter server"
-                                              : "",
-              f.epochs, f.batch);
+  auto elastic =
+    f.min_workers > 0 && (f.min_workers < f.workers || most > f.workers)
+      ? " (elastic: " + std::to_string(f.min_workers) + " to " +
+          std::to_string(most) + ")"
+      : std::string{};
+  std::printf(
+    "training %s (%zu parameters) on Fashion-MNIST: %zu workers%s%s, "
+    "%zu epochs, batch %s\n",
+    net->name().c_str(), net->num_params(), f.workers, elastic.c_str(),
+    f.sync == "ps" && f.workers > 1 ? " through a parameter server" : "",
+    f.epochs,
+    most > f.workers ? (std::to_string(f.batch * most) +
+                        " in all, shared by the workers there are")
+                         .c_str()
+                     : (std::to_string(f.batch) + " per worker").c_str());
   data_parallel_trainer trainer{fashion_mnist_loop,
                                 {{"epochs", f.epochs},
                                  {"lr", f.lr},
@@ -260,8 +286,9 @@ int fashion_mnist(const train_flags& f, const std::vector<std::string>& rest) {
                                  {"hidden", f.hidden},
                                  {"limit", f.limit},
                                  {"test_limit", f.test_limit},
-                                 {"data", f.data}},
-                                {f.workers, f.min_workers},
+                                 {"data", f.data},
+                                 {"planned_workers", most}},
+                                {most, f.min_workers},
                                 cfg};
   train_result result;
   try {

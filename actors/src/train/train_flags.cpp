@@ -71,6 +71,13 @@ void add_flags(CLI::App& app, train_flags& f) {
                 "go on with fewer workers, down to this many, after one is "
                 "lost (default: as many as --workers)")
     ->check(CLI::Range(1, 64));
+  app
+    .add_option("--max-workers", f.max_workers,
+                "grow to this many workers as nodes join the cluster, each "
+                "at the next epoch's checkpoint; the global batch (--batch "
+                "x --max-workers) stays (needs --min-workers; default: as "
+                "many as --workers)")
+    ->check(CLI::Range(1, 64));
   app.add_option("--epochs", f.epochs, "passes over the training set in all")
     ->check(CLI::Range(1, 1000))
     ->capture_default_str();

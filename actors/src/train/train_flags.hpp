@@ -17,6 +17,7 @@ namespace lumen::train::detail {
 struct train_flags {
   size_t workers = 2;
   size_t min_workers = 0; // 0: as many as --workers
+  size_t max_workers = 0; // 0: as many as --workers
   size_t epochs = fashion_mnist_defaults::epochs;
   double lr = fashion_mnist_defaults::lr;
   double weight_decay = fashion_mnist_defaults::weight_decay;

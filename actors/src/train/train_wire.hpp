@@ -34,7 +34,8 @@ using loop_done_atom = caf::atom_constant<caf::atom("lmtdone")>;
 using progress_atom = caf::atom_constant<caf::atom("lmtprog")>;
 
 /// Rank 0's reports as the driver keeps them, and its progress as the
-/// driver shows it.
+/// driver shows it. A report's answer: false asks the ranks to stop there
+/// (rank 0's report with a checkpoint, in an elastic run that can grow).
 using train_reporter =
   caf::typed_actor<caf::replies_to<report_atom, int32_t, int32_t, metrics, bool,
                                    checkpoint>::with<bool>,
@@ -48,24 +49,32 @@ struct train_task {
   bool resume = false;
   checkpoint from;
   train_reporter reporter;
+  bool elastic = false;    // the run may regroup at a report (report())
+  std::string records_dir; // where a stalled group's flight records go
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_task& x) {
   return f(caf::meta::type_name("lumen::train::train_task"), x.loop, x.cfg,
-           x.ctx, x.resume, x.from, x.reporter);
+           x.ctx, x.resume, x.from, x.reporter, x.elastic, x.records_dir);
 }
 
 /// How a worker's loop ended.
 struct loop_end {
   std::string why;          // "" if the loop returned
   bool restartable = false; // it lost a peer; a restart may mend that
+  bool regroup = false;     // it stopped at a report for the run to grow
 };
+
+/// What report() throws on every rank when the driver asks an elastic
+/// run to regroup with more workers: not an exception a loop's own
+/// `catch (const std::exception&)` takes.
+struct regroup_signal {};
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, loop_end& x) {
-  return f(caf::meta::type_name("lumen::train::loop_end"), x.why,
-           x.restartable);
+  return f(caf::meta::type_name("lumen::train::loop_end"), x.why, x.restartable,
+           x.regroup);
 }
 
 using train_worker =

@@ -45,6 +45,7 @@ struct running_loop {
   train_context ctx;
   std::optional<checkpoint> from;
   train_reporter reporter;
+  bool elastic = false;
 };
 
 thread_local const running_loop* current = nullptr;
@@ -91,15 +92,19 @@ loop_end run_task(const train_task& task) {
             false};
   running_loop here{
     task.ctx, task.resume ? std::optional<checkpoint>{task.from} : std::nullopt,
-    task.reporter};
+    task.reporter, task.elastic};
   current = &here;
   loop_end end;
+  if (!task.records_dir.empty())
+    collective::set_flight_records_dir(task.records_dir);
   try {
     // A member lost for good fails the others' next step in 10 s.
     collective::set_timeout(task.ctx.group, std::chrono::seconds(10));
     collective::init_group(task.ctx.world_size, task.ctx.world_rank,
                            task.ctx.group, collective::backend::processes);
     i->second(task.cfg);
+  } catch (const regroup_signal&) {
+    end.regroup = true;
   } catch (const error& e) {
     end.why = failed_here(task, e.what());
     end.restartable = lost_a_peer(e.code());
@@ -165,9 +170,17 @@ const std::optional<checkpoint>& get_checkpoint() {
 void report(const metrics& m, const std::optional<checkpoint>& ckpt) {
   auto& here = in_loop("report");
   bool has = ckpt.has_value() && here.ctx.world_rank == 0;
-  lumen::get(lumen::call(
+  bool go_on = lumen::get(lumen::call(
     here.reporter, report_atom::value, int32_t{here.ctx.attempt},
     int32_t{here.ctx.world_rank}, m, has, has ? *ckpt : checkpoint{}));
+  if (!here.elastic)
+    return;
+  // Rank 0's answer holds for all: the driver asks only there, where its
+  // checkpoint was just stored, and every rank stops at the same report.
+  std::vector<float> verdict{go_on ? 0.0f : 1.0f};
+  collective::broadcast(verdict, 0, here.ctx.group);
+  if (verdict[0] != 0)
+    throw regroup_signal{};
 }
 
 void report_progress(const metrics& m) {

@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <thread>
 #include <utility>
 
 #include <caf/actor_cast.hpp>
@@ -54,6 +57,11 @@ struct run_state {
   size_t saved = 0;
   // Why the run's files could not be stored: no restart mends that.
   std::string fatal;
+  size_t workers = 0; // the attempt's, in each report's "workers"
+  // An elastic run short of its most saw more live nodes: rank 0's next
+  // report with a checkpoint ends the attempt there (once).
+  bool grow = false;
+  bool regrouping = false;
 
   void keep(const metrics& m, const checkpoint& c) {
     auto path = dir / ("checkpoint_" + std::to_string(saved++));
@@ -101,13 +109,17 @@ train_reporter::behavior_type reporter(train_reporter::pointer self,
         // driver leaves them all. Those with a checkpoint are flushed to
         // the disk with it (and any written before them), so that a loop
         // reporting each step waits for no disk.
-        st->log->add(m, rank, attempt, has);
+        st->log->add(m, rank, attempt, st->workers, has);
         if (!zero)
           return true;
         st->log->plot(false);
         st->history.push_back(m);
         if (st->run.on_report)
           st->run.on_report(m);
+        if (has && st->grow && !st->regrouping) {
+          st->regrouping = true;
+          return false; // every rank stops here; the run regroups
+        }
       } catch (const std::exception& e) {
         st->fatal = std::string{"the trainer could not store the run's "
                                 "files: "} +
@@ -124,6 +136,53 @@ train_reporter::behavior_type reporter(train_reporter::pointer self,
     },
   };
 }
+
+/// While an elastic attempt runs short of its most workers: looks for
+/// live nodes beyond its own every half second, and once there are, asks
+/// the reporter to end the attempt at the next checkpoint.
+class node_watch {
+public:
+  node_watch(std::shared_ptr<run_state> st, size_t workers)
+    : thread_([this, st, workers] {
+      std::unique_lock<std::mutex> lock{mtx_};
+      while (!stop_) {
+        lock.unlock();
+        size_t live = 0;
+        try {
+          for (auto& n : lumen::nodes())
+            live += n.alive ? 1 : 0;
+        } catch (const std::exception&) {
+          // The head is lost for now: the attempt's own failure says so.
+        }
+        if (live > workers) {
+          std::lock_guard<std::mutex> guard{st->mtx};
+          st->grow = true;
+          return;
+        }
+        lock.lock();
+        cv_.wait_for(lock, std::chrono::milliseconds(500),
+                     [this] { return stop_; });
+      }
+    }) {}
+
+  ~node_watch() {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  node_watch(const node_watch&) = delete;
+  node_watch& operator=(const node_watch&) = delete;
+
+private:
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_; // last: it uses the others
+};
 
 /// Why fit() gives up: `failed`, after `restarts`, and where the last
 /// checkpoint is.
@@ -262,6 +321,7 @@ train_result data_parallel_trainer::fit() {
   } last_plot{*st};
   auto rep = lumen::spawn(reporter, st);
   train_result out;
+  bool grew = false; // the last attempt ended to regroup with more workers
   for (int attempt = 0;; ++attempt) {
     {
       std::lock_guard<std::mutex> guard{st->mtx};
@@ -285,8 +345,20 @@ train_result data_parallel_trainer::fit() {
                                       : " (the last attempt failed: " +
                                           out.errors.back() + ")"));
     auto workers = std::min(places.size(), scaling_.num_workers);
-    if (attempt > 0 && run_.on_restart)
+    if (grew && run_.on_grow)
+      run_.on_grow(workers);
+    else if (attempt > 0 && run_.on_restart)
       run_.on_restart(out.errors.back(), workers);
+    {
+      std::lock_guard<std::mutex> guard{st->mtx};
+      st->workers = workers;
+      st->grow = false;
+      st->regrouping = false;
+    }
+    bool elastic = scaling_.min_workers > 0;
+    std::optional<node_watch> watch;
+    if (elastic && workers < scaling_.num_workers)
+      watch.emplace(st, workers);
     auto group = "lumen.train." + run_.name + "." + std::to_string(::getpid()) +
                  "." + std::to_string(attempt);
     std::vector<ObjectRef<loop_end>> runs;
@@ -307,6 +379,8 @@ train_result data_parallel_trainer::fit() {
           task.from = *st->latest;
       }
       task.reporter = rep;
+      task.elastic = elastic;
+      task.records_dir = st->dir.string();
       auto w = lumen::spawn_on<train_worker>(places[r].id, train_worker_name);
       runs.push_back(lumen::call(w, run_loop_atom::value, std::move(task)));
     }
@@ -314,13 +388,15 @@ train_result data_parallel_trainer::fit() {
     // (its peers then fail only for its loss), else the first lost
     // worker's.
     std::optional<loop_end> failed;
+    grew = false;
     for (auto& r : runs) {
       loop_end end;
       try {
         end = lumen::get(r);
       } catch (const std::exception& e) {
-        end = {e.what(), true}; // the worker's process or node is gone
+        end = {e.what(), true, false}; // the worker's process or node is gone
       }
+      grew = grew || end.regroup;
       if (!end.why.empty() &&
           (!failed || (failed->restartable && !end.restartable)))
         failed = end;
@@ -330,6 +406,10 @@ train_result data_parallel_trainer::fit() {
       if (!st->fatal.empty())
         failed = loop_end{st->fatal, false};
     }
+    watch.reset();
+    if (!failed && grew)
+      continue; // nodes joined: the next attempt has a worker on each
+    grew = false;
     if (!failed)
       break;
     if (failed->restartable && head_lost())
@@ -340,9 +420,9 @@ train_result data_parallel_trainer::fit() {
                           "from the last checkpoint",
                         false};
     out.errors.push_back(failed->why);
-    if (!failed->restartable || attempt >= run_.failure.max_failures)
-      throw stopped(*failed, attempt, *st);
-    out.failures = attempt + 1;
+    if (!failed->restartable || out.failures >= run_.failure.max_failures)
+      throw stopped(*failed, out.failures, *st);
+    ++out.failures;
   }
   std::lock_guard<std::mutex> guard{st->mtx};
   last_plot.pending = false;

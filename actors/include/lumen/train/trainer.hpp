@@ -144,11 +144,18 @@ bool register_train_loop(const std::string& name, train_loop loop);
 
 struct scaling_config {
   size_t num_workers = 2;
-  // Elastic training, as Ray Train's num_workers=(min, max): an attempt
-  // runs on as many workers as there are live nodes, up to num_workers
-  // and down to min_workers, so that a group that lost a machine goes on
-  // without it from the last checkpoint (its global batch smaller). 0
-  // keeps the group at num_workers.
+  // Elastic training, as Ray Train's num_workers=(min, max) and torchrun's
+  // --nnodes=MIN:MAX: an attempt runs on as many workers as there are live
+  // nodes, up to num_workers and down to min_workers. A group that lost a
+  // machine goes on without it from the last checkpoint; one short of
+  // num_workers grows when a node joins: at rank 0's next report with a
+  // checkpoint every rank stops (report() does it; each rank must report
+  // at the same points) and the run goes on from that checkpoint with a
+  // worker on the new node too. Neither counts as a failure of
+  // failure_config. The loop sees the new world size in get_context(),
+  // and shares its data and batch anew (the Fashion-MNIST loop keeps the
+  // global batch, and so the learning rate, as planned). 0 keeps the
+  // group at num_workers.
   size_t min_workers = 0;
 };
 
@@ -166,7 +173,7 @@ enum class ranks {
 /// result.json holds every field of every report whatever this says.
 struct metrics_layout {
   // The CSV's columns, in order: metrics, and the trainer's own fields
-  // (rank, training_iteration, time_total_s, attempt). Empty: every
+  // (rank, training_iteration, time_total_s, attempt, workers). Empty: every
   // metric reported, in the order they first appear (a new one rewrites
   // the file with its column), then the trainer's fields.
   std::vector<std::string> columns;
@@ -202,6 +209,9 @@ struct run_config {
   // Called in the driver as a failed attempt is restarted: why it failed,
   // and the workers of the next attempt.
   std::function<void(const std::string& why, size_t workers)> on_restart;
+  // Called in the driver as an elastic run regroups with more workers
+  // (nodes joined) from the checkpoint it just stored: their number.
+  std::function<void(size_t workers)> on_grow;
   // A checkpoint to start from (get_checkpoint() in the loop), as Ray
   // Train's resume_from_checkpoint.
   std::optional<checkpoint> resume_from;
