@@ -140,6 +140,15 @@ void listen_for_sigusr1() {
   ::sigaction(SIGUSR1, &with, nullptr);
 }
 
+/// Field `key` of `j` (records from another process) if it is a whole
+/// number, else `otherwise`.
+template <class T>
+T whole(const nlohmann::json& j, const char* key, T otherwise) {
+  auto i = j.find(key);
+  return i != j.end() && i->is_number_integer() ? i->template get<T>()
+                                                : otherwise;
+}
+
 std::string plural(uint64_t n, const char* one) {
   return std::to_string(n) + " " + one + (n == 1 ? "" : "s");
 }
@@ -399,12 +408,12 @@ std::string write_records_file(const std::string& name,
 nlohmann::json view_group(const std::string& group, int world,
                           const std::vector<nlohmann::json>& members) {
   std::vector<const nlohmann::json*> by_rank(static_cast<size_t>(world));
-  uint64_t lead = 0;
+  int64_t lead = 0;
   for (auto& m : members) {
-    auto r = m.value("rank", -1);
+    auto r = whole(m, "rank", -1);
     if (r >= 0 && r < world) {
       by_rank[static_cast<size_t>(r)] = &m;
-      lead = std::max(lead, m.value("operations", uint64_t{0}));
+      lead = std::max(lead, whole(m, "operations", int64_t{0}));
     }
   }
   nlohmann::json doc{{"group", group},
@@ -422,7 +431,7 @@ nlohmann::json view_group(const std::string& group, int world,
       continue;
     }
     doc["members"].push_back(*m);
-    auto ops = m->value("operations", uint64_t{0});
+    auto ops = whole(*m, "operations", int64_t{0});
     if (ops < lead) {
       doc["behind"].push_back({{"rank", r}, {"operations_behind", lead - ops}});
       said += "; rank " + std::to_string(r) + " is behind by " +
@@ -458,13 +467,20 @@ std::string report_stall(const std::string& group, int world,
 }
 
 std::string report_local_stall(const std::string& group, int world,
-                               const std::string& why) {
-  auto doc = process_records(group);
-  if (doc["members"].empty())
-    return {};
-  std::vector<nlohmann::json> members(doc["members"].begin(),
-                                      doc["members"].end());
-  return report_stall(group, world, why, members);
+                               const std::string& why) noexcept {
+  // The group's own failure is what the members must hear, whatever
+  // befalls the gathering.
+  try {
+    auto doc = process_records(group);
+    if (doc["members"].empty())
+      return {};
+    std::vector<nlohmann::json> members(doc["members"].begin(),
+                                        doc["members"].end());
+    return report_stall(group, world, why, members);
+  } catch (const std::exception& e) {
+    return std::string{"; the flight records could not be gathered ("} +
+           e.what() + ")";
+  }
 }
 
 } // namespace lumen::collective::detail

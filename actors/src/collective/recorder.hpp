@@ -137,6 +137,6 @@ std::string report_stall(const std::string& group, int world,
 /// report_stall for a group whose members are all in this process (none
 /// recorded: empty).
 std::string report_local_stall(const std::string& group, int world,
-                               const std::string& why);
+                               const std::string& why) noexcept;
 
 } // namespace lumen::collective::detail

@@ -258,10 +258,17 @@ void net_group::record_as(std::shared_ptr<flight_recorder> r) {
               << " cannot serve its flight records: " << e.what() << "\n";
   }
   links_->on_stall(
-    [this, r](const std::string& why, int gone) {
-      auto members = fetch_peers(name(), world(), rank(), gone, records_wait);
-      members.push_back(member_records(*r));
-      return report_stall(name(), world(), why, members);
+    [this, r](const std::string& why, int gone) -> std::string {
+      // The group's own failure is what the members must hear, whatever
+      // befalls the gathering.
+      try {
+        auto members = fetch_peers(name(), world(), rank(), gone, records_wait);
+        members.push_back(member_records(*r));
+        return report_stall(name(), world(), why, members);
+      } catch (const std::exception& e) {
+        return std::string{"; the flight records could not be gathered ("} +
+               e.what() + ")";
+      }
     },
     r);
 }

@@ -133,7 +133,8 @@ nlohmann::json examine_groups(const std::string& only,
       continue;
     auto value = lumen::kv::get(key);
     auto where = nlohmann::json::parse(value.value_or(""), nullptr, false);
-    if (where.is_discarded() || !where.is_object())
+    if (where.is_discarded() || !where.is_object() ||
+        !where["world"].is_number_integer())
       continue;
     auto& g = groups[group];
     // A key names its group's size: bounded, as it sets how many to ask.
