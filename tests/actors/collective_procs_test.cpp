@@ -122,6 +122,10 @@ BOOST_AUTO_TEST_CASE(a_started_allreduce_of_other_lengths_fails_every_rank) {
                out);
     BOOST_TEST(out.find("999 float32") != std::string::npos, out);
     BOOST_TEST(out.find("1000 float32") != std::string::npos, out);
+    // Numbered as the group counts its members' operations: the first.
+    BOOST_TEST(
+      out.find("called at collective_member.cpp:") != std::string::npos, out);
+    BOOST_TEST(out.find(" as operation 1") != std::string::npos, out);
   }
 }
 

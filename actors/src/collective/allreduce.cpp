@@ -190,8 +190,9 @@ started_allreduce allreduce_start(float* data, size_t numel,
       out.call_ = m.net->calls();
       out.net_ = m.net;
       recorded(*m.net, out.call_, [&] {
-        out.seq_ = segment->start(reinterpret_cast<char*>(data),
-                                  ml::dtype::float32, numel, op, site);
+        out.seq_ =
+          segment->start(reinterpret_cast<char*>(data), ml::dtype::float32,
+                         numel, op, site, out.call_);
         return false;
       });
       return out;

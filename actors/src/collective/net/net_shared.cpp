@@ -48,6 +48,7 @@ struct host_segment::descriptor {
   uint32_t type;
   uint32_t op;
   char site[48]; // where the member called allreduce_start
+  uint64_t call; // as which of its operations in the group
 };
 
 struct alignas(64) host_segment::member_state {
@@ -231,7 +232,8 @@ void host_segment::wait_for(Behind behind, const char* what) {
 }
 
 uint64_t host_segment::start(char* data, ml::dtype type, size_t numel,
-                             reduce_op op, const call_site& site) {
+                             reduce_op op, const call_site& site,
+                             uint64_t call) {
   if (auto cause = links_.broken(); !cause.empty())
     links_.fail(cause);
   auto bytes = numel * ml::size_of(type);
@@ -264,7 +266,7 @@ uint64_t host_segment::start(char* data, ml::dtype type, size_t numel,
   auto& d = me.ops[seq % ring_ops];
   d = {
     seq, begin, numel, static_cast<uint32_t>(type), static_cast<uint32_t>(op),
-    {}};
+    {},  call};
   call_site_text(site, d.site);
   me.published.store(seq, std::memory_order_release);
   ring();
@@ -273,7 +275,7 @@ uint64_t host_segment::start(char* data, ml::dtype type, size_t numel,
                      [](size_t b, const used& u) { return b < u.begin; }),
     {seq, begin, end});
   started_ = seq;
-  pending_.push_back({seq, data, type, numel, op});
+  pending_.push_back({seq, data, type, numel, op, call});
   return seq;
 }
 
@@ -321,16 +323,15 @@ bool host_segment::progress(uint64_t seq, bool block) {
           d.op != static_cast<uint32_t>(p.op))
         links_.fail(
           "group '" + links_.group() + "': rank " + std::to_string(q) +
-            " started all-reduce " + std::to_string(p.seq) + " of " +
-            std::to_string(d.numel) + " " +
+            " started an all-reduce of " + std::to_string(d.numel) + " " +
             ml::to_string(static_cast<ml::dtype>(d.type)) + " elements (" +
             to_string(static_cast<reduce_op>(d.op)) + "), rank " +
             std::to_string(rank_) + " of " + std::to_string(p.numel) + " " +
             ml::to_string(p.type) + " elements (" + to_string(p.op) +
             "); every member must start the same all-reduces in the same "
             "order; " +
-            called_at(q, d.site, d.seq) + ", " +
-            called_at(rank_, state(rank_).ops[p.seq % ring_ops].site, p.seq),
+            called_at(q, d.site, d.call) + ", " +
+            called_at(rank_, state(rank_).ops[p.seq % ring_ops].site, p.call),
           errc::mismatch);
       copies_[static_cast<size_t>(q)] = region(q) + d.offset;
     }

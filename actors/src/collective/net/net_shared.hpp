@@ -51,11 +51,12 @@ public:
   host_segment(const host_segment&) = delete;
   host_segment& operator=(const host_segment&) = delete;
 
-  /// Publishes `data` (`numel` elements of `type`), called at `site`, as
-  /// the next operation and returns its number; `data` must stay untouched
-  /// until it is done.
+  /// Publishes `data` (`numel` elements of `type`), called at `site` as
+  /// the member's operation `call` in the group (what errors name), as
+  /// the segment's next operation and returns its number there; `data`
+  /// must stay untouched until it is done.
   uint64_t start(char* data, ml::dtype type, size_t numel, reduce_op op,
-                 const call_site& site);
+                 const call_site& site, uint64_t call);
 
   /// Finishes the started operations up to `seq`, in order; without
   /// `block`, only those whose peers' data are all in. True once `seq`
@@ -76,6 +77,7 @@ private:
     ml::dtype type;
     size_t numel;
     reduce_op op;
+    uint64_t call; // the member's count of it in the group
   };
   struct used {
     uint64_t seq;
