@@ -100,15 +100,11 @@ void channel::recv(void* data, size_t n) {
 }
 
 size_t channel::recv_some(void* data, size_t n) {
-  for (;;) {
-    errno = 0;
-    auto k = fd_ < 0 ? -1 : ::recv(fd_, data, n, 0);
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k <= 0)
-      fail("receive");
-    return static_cast<size_t>(k);
-  }
+  errno = 0;
+  auto k = fd_ < 0 ? -1 : detail::recv_in_time(fd_, data, n);
+  if (k <= 0)
+    fail("receive");
+  return static_cast<size_t>(k);
 }
 
 void channel::set_timeout(std::chrono::milliseconds timeout) {

@@ -55,13 +55,50 @@ inline bool write_all(int fd, const void* data, size_t n) {
   return write_all(fd, &iov, 1);
 }
 
+/// ::recv, retried after a signal with what is left of the socket's
+/// receive timeout, not all of it again (signals, such as SIGUSR1 asking
+/// for flight records, would keep a wait for a dead peer alive): once it
+/// is spent, fails as timed out (EAGAIN).
+inline ssize_t recv_in_time(int fd, void* data, size_t n) {
+  using namespace std::chrono;
+  auto start = steady_clock::now();
+  auto k = ::recv(fd, data, n, 0);
+  if (k >= 0 || errno != EINTR)
+    return k;
+  timeval whole_tv{};
+  socklen_t len = sizeof whole_tv;
+  ::getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &whole_tv, &len);
+  auto whole = seconds(whole_tv.tv_sec) + microseconds(whole_tv.tv_usec);
+  for (;;) {
+    if (whole.count() > 0) {
+      auto left =
+        duration_cast<microseconds>(whole - (steady_clock::now() - start));
+      if (left.count() <= 0) {
+        k = -1;
+        errno = EAGAIN;
+        break;
+      }
+      timeval tv{static_cast<time_t>(left.count() / 1000000),
+                 static_cast<suseconds_t>(left.count() % 1000000)};
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    }
+    k = ::recv(fd, data, n, 0);
+    if (k >= 0 || errno != EINTR)
+      break;
+  }
+  if (whole.count() > 0) {
+    auto saved = errno;
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &whole_tv, sizeof whole_tv);
+    errno = saved;
+  }
+  return k;
+}
+
 /// Reads exactly `n` bytes; false on EOF or error.
 inline bool read_all(int fd, void* data, size_t n) {
   auto p = static_cast<char*>(data);
   while (n > 0) {
-    auto k = ::recv(fd, p, n, 0);
-    if (k < 0 && errno == EINTR)
-      continue;
+    auto k = recv_in_time(fd, p, n);
     if (k <= 0)
       return false;
     p += k;

@@ -64,6 +64,7 @@ void net_links::exchange(int right, int left, exchange_plan& plan,
     plan.done(next_in++);
   };
   sent_pieces_ = 0;
+  auto quiet_since = std::chrono::steady_clock::now();
   while (next_in < plan.pieces_in || out_busy || !plan.out.empty()) {
     // Bytes already in the read buffer need no system call.
     if (wants_in() && !have_header && rd.pos < rd.len) {
@@ -98,12 +99,20 @@ void net_links::exchange(int right, int left, exchange_plan& plan,
              doing,
            errc::unspecified);
     int ready = spin_poll(fds, count);
-    if (ready == 0)
-      ready = ::poll(fds, count, static_cast<int>(timeout_.count()));
+    if (ready == 0) {
+      // What is left of the timeout since the last event: a signal's
+      // EINTR must not start it again.
+      auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(
+        timeout_ - (std::chrono::steady_clock::now() - quiet_since));
+      ready = remaining.count() <= 0
+                ? 0
+                : ::poll(fds, count, static_cast<int>(remaining.count()));
+    }
     if (ready == 0)
       lost(wants_in() ? left : right, doing, true);
     if (ready < 0)
       continue; // EINTR
+    quiet_since = std::chrono::steady_clock::now();
     for (nfds_t f = 0; f < count; ++f) {
       auto ev = fds[f].revents;
       if (out_busy && fds[f].fd == out.native_handle() &&

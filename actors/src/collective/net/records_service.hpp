@@ -30,7 +30,7 @@ inline constexpr const char* records_prefix = "lumen.records/";
 /// enough for a live process's thread to answer, short beside a group's
 /// timeout. A member whose group broke serves its records this long
 /// after, for the others gathering them after the same stall.
-inline constexpr std::chrono::milliseconds records_wait{1500};
+inline constexpr std::chrono::milliseconds records_wait{3000};
 
 class records_service {
 public:
