@@ -388,8 +388,10 @@ std::string write_records_file(const std::string& name,
                              ec.message() +
                              "; set another with LUMEN_FLIGHT_RECORDS");
   auto path = dir / name;
+  // Unique to this writer: members of one process write at once too.
+  static std::atomic<uint64_t> writes{0};
   auto tmp = path;
-  tmp += ".tmp" + std::to_string(::getpid());
+  tmp += ".tmp" + std::to_string(::getpid()) + "." + std::to_string(++writes);
   {
     std::ofstream out{tmp};
     out << doc.dump(1) << "\n";
