@@ -90,6 +90,9 @@ private:
   std::atomic<int> waiting_for_{-1};
 };
 
+/// Now, in microseconds of Unix time.
+int64_t unix_us() noexcept;
+
 /// A recorder for a new member, in the process's registry (the capacity
 /// `set_flight_recorder` set), or nullptr when the recorder is off.
 std::shared_ptr<flight_recorder> make_recorder(const std::string& group,
