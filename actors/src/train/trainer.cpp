@@ -4,14 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <utility>
 
 #include <caf/actor_cast.hpp>
@@ -32,6 +30,7 @@
 #include <lumen/object_store.hpp>
 
 #include "train/metrics_log.hpp"
+#include "train/node_watch.hpp"
 #include "train/train_wire.hpp"
 
 namespace fs = std::filesystem;
@@ -136,53 +135,6 @@ train_reporter::behavior_type reporter(train_reporter::pointer self,
     },
   };
 }
-
-/// While an elastic attempt runs short of its most workers: looks for
-/// live nodes beyond its own every half second, and once there are, asks
-/// the reporter to end the attempt at the next checkpoint.
-class node_watch {
-public:
-  node_watch(std::shared_ptr<run_state> st, size_t workers)
-    : thread_([this, st, workers] {
-      std::unique_lock<std::mutex> lock{mtx_};
-      while (!stop_) {
-        lock.unlock();
-        size_t live = 0;
-        try {
-          for (auto& n : lumen::nodes())
-            live += n.alive ? 1 : 0;
-        } catch (const std::exception&) {
-          // The head is lost for now: the attempt's own failure says so.
-        }
-        if (live > workers) {
-          std::lock_guard<std::mutex> guard{st->mtx};
-          st->grow = true;
-          return;
-        }
-        lock.lock();
-        cv_.wait_for(lock, std::chrono::milliseconds(500),
-                     [this] { return stop_; });
-      }
-    }) {}
-
-  ~node_watch() {
-    {
-      std::lock_guard<std::mutex> guard{mtx_};
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-
-  node_watch(const node_watch&) = delete;
-  node_watch& operator=(const node_watch&) = delete;
-
-private:
-  std::mutex mtx_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::thread thread_; // last: it uses the others
-};
 
 /// Why fit() gives up: `failed`, after `restarts`, and where the last
 /// checkpoint is.
@@ -358,7 +310,10 @@ train_result data_parallel_trainer::fit() {
     bool elastic = scaling_.min_workers > 0;
     std::optional<node_watch> watch;
     if (elastic && workers < scaling_.num_workers)
-      watch.emplace(st, workers);
+      watch.emplace(workers, [st] {
+        std::lock_guard<std::mutex> guard{st->mtx};
+        st->grow = true;
+      });
     auto group = "lumen.train." + run_.name + "." + std::to_string(::getpid()) +
                  "." + std::to_string(attempt);
     std::vector<ObjectRef<loop_end>> runs;
