@@ -26,6 +26,13 @@ int64_t unix_us() noexcept {
     .count();
 }
 
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0)
+    return "unknown";
+  return name;
+}
+
 namespace {
 
 int64_t coarse_unix_us() noexcept {
@@ -83,13 +90,6 @@ nlohmann::json record_json(const op_record& r) {
     j["state"] = r.failed ? "failed" : "done";
   }
   return j;
-}
-
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) != 0)
-    return "unknown";
-  return name;
 }
 
 // SIGUSR1 writes every member's records: the handler only wakes a thread

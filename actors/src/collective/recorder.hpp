@@ -93,6 +93,9 @@ private:
 /// Now, in microseconds of Unix time.
 int64_t unix_us() noexcept;
 
+/// This machine's name, as records and the doctor's keys give it.
+std::string host_name();
+
 /// A recorder for a new member, in the process's registry (the capacity
 /// `set_flight_recorder` set), or nullptr when the recorder is off.
 std::shared_ptr<flight_recorder> make_recorder(const std::string& group,

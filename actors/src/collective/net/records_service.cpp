@@ -32,11 +32,9 @@ records_service::records_service(std::shared_ptr<flight_recorder> recorder,
   : recorder_(std::move(recorder))
   , name_(name_of(group, rank))
   , listener_(lumen::listen(name_)) {
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
   nlohmann::json where{{"world", world},
                        {"node", lumen::this_node_id()},
-                       {"host", host},
+                       {"host", host_name()},
                        {"pid", static_cast<int64_t>(::getpid())}};
   try {
     lumen::kv::put(name_, where.dump());
