@@ -27,12 +27,11 @@ std::string explain(const session& s, const exercise& e,
     return "(the reference did not build, so your run is not compared with "
            "it: " +
            ref.summary + ")\n";
-  // Both are short: --step=json runs what the check runs, or less.
-  const std::chrono::seconds deadline{10};
+  // --step=json runs what the check runs, or less: the check's deadline.
   std::string yours, theirs;
-  run_program(mine.program, {"--step=json"}, deadline,
+  run_program(mine.program, {"--step=json"}, s.deadline,
               [&](const char* b, size_t n) { yours.append(b, n); });
-  run_program(ref.program, {"--step=json"}, deadline,
+  run_program(ref.program, {"--step=json"}, s.deadline,
               [&](const char* b, size_t n) { theirs.append(b, n); });
   auto where = first_difference(yours, theirs);
   if (where.empty())

@@ -21,8 +21,9 @@ struct session {
   installation where;
   std::vector<exercise> all;
   workspace ws;
-  // The checker's cases take a few seconds: a run far longer is stuck.
-  std::chrono::seconds deadline{30};
+  // The checker's cases take a few seconds: a run far longer is stuck
+  // (`--deadline`).
+  std::chrono::seconds deadline;
 };
 
 /// The first exercise in order that does not pass yet, or null.

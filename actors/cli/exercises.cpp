@@ -16,6 +16,7 @@
 
 #include "exercise_check.hpp"
 #include "exercise_live.hpp"
+#include "exercise_toolchain.hpp"
 
 namespace lumen::cli {
 
@@ -182,11 +183,12 @@ int exercises_main(int argc, char** argv) {
   std::string dir = default_dir().string();
   app.add_option("--dir", dir,
                  "your exercises' folder (default ~/.lumen/exercises)");
-  int deadline = 30;
+  int deadline = 30 * toolchain::slowdown;
   app
     .add_option("--deadline", deadline,
                 "seconds a check or a run without --step may take before "
-                "it is stopped as stuck (default 30)")
+                "it is stopped as stuck (default " +
+                  std::to_string(deadline) + ")")
     ->check(CLI::Range(1, 3600));
   std::string id, step, trace;
   bool yes = false;
