@@ -8,6 +8,9 @@
 // here the members are threads of one process on loopback, the
 // multi-process tests put them in processes of their own).
 
+#include <chrono>
+#include <thread>
+
 #include "members.hpp"
 
 using namespace lumen::collective;
@@ -101,6 +104,34 @@ BOOST_AUTO_TEST_CASE(vectors_and_other_dtypes_reduce_in_place) {
     EXPECT(i64.data<int64_t>()[4] ==
            (int64_t{1} << 40) + (int64_t{1} << 41) + (int64_t{1} << 42));
   });
+}
+
+BOOST_AUTO_TEST_CASE(back_to_back_small_allreduces_each_get_their_own_sum) {
+  // A member leaves a small all-reduce without waiting for the others and
+  // begins its next while a straggler still reads: with messages between
+  // two of the ranks in between or not, each sum is its own.
+  auto g = fresh_group();
+  const int n = 3, times = 300;
+  auto errors = on_ranks(n, g, [&](int r) {
+    for (int i = 0; i < times; ++i) {
+      std::vector<float> v(1000 + static_cast<size_t>(i % 7),
+                           static_cast<float>(i * n + r));
+      if (r == i % n)
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      allreduce(v, g);
+      auto want = static_cast<float>(i * n * n + n * (n - 1) / 2);
+      EXPECT(v.front() == want && v.back() == want);
+      if (i % 10 == 0 && r < 2) {
+        std::vector<float> m(3, static_cast<float>(i));
+        if (r == 0)
+          send(m, 1, g);
+        else
+          recv(m, 0, g);
+      }
+    }
+  });
+  for (auto& e : errors)
+    BOOST_TEST(e.empty(), e);
 }
 
 BOOST_AUTO_TEST_CASE(reduce_broadcast_allgather_reducescatter_barrier) {

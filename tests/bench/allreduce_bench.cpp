@@ -127,7 +127,8 @@ int run(int argc, char** argv) {
       : std::vector<size_t>{4096, 256 << 10, 940584, 4 << 20, 64 << 20};
   std::vector<int> worlds =
     opts.smoke ? std::vector<int>{2, 4} : std::vector<int>{2, 3, 4};
-  // Lumen's: each member reduces its slice over all members' memory.
+  // Lumen's: each member reduces its slice over all members' memory (or,
+  // small, everyone's copies).
   allreduce_fn fused = [](int r, std::vector<tensor>& all,
                           const std::string& group) {
     coll::allreduce(all[static_cast<size_t>(r)], group,
@@ -165,9 +166,9 @@ int run(int argc, char** argv) {
         "ring_inproc", n, bytes,
         measure(n, bytes, iters, opts.reps, group, fused),
         (algorithm == "direct"
-           ? "direct: each rank reduces the whole buffer over all members'"
-           : "slices: each rank reduces its slice over all members', then "
-             "copies the others'"));
+           ? "direct: each rank reduces all members' copies into its own"
+           : "slices: each rank reduces its slice over all members' and "
+             "writes it into all of them"));
       lumen::bench::compare(ours, base);
       figs.push_back(ours);
       figs.push_back(base);

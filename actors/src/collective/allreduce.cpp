@@ -20,33 +20,36 @@ allreduce_algorithm choose(allreduce_algorithm a, size_t bytes) {
                                : allreduce_algorithm::slices;
 }
 
-/// Every rank reduces the whole buffer over all members' buffers, in rank
-/// order (so all get the same numbers), into scratch memory; once everyone
-/// has read, each writes its result over its own buffer.
+/// Every rank copies its buffer into the group's staging and meets the
+/// others once; then each reduces all copies in rank order (so all get the
+/// same numbers) into its own buffer, and leaves: nobody reads a member's
+/// buffer, so nobody waits for the others to finish.
 void direct_allreduce(const membership& m, slot s, reduce_op op) {
   auto type = s.type;
   auto numel = s.numel;
   char* data = s.data;
-  thread_local std::vector<char> scratch;
-  auto reduce_all = [&](const std::vector<slot>& all) {
-    auto bytes = numel * ml::size_of(type);
-    scratch.assign(all[0].data, all[0].data + bytes);
+  auto bytes = numel * ml::size_of(type);
+  auto& group = *m.group;
+  auto round = group.next_round(m.rank);
+  if (bytes > 0)
+    std::memcpy(group.staging(m.rank, round, bytes), data, bytes);
+  auto reduce_all = [&](const std::vector<slot>&) {
+    if (bytes == 0)
+      return;
+    std::memcpy(data, group.staged(0, round), bytes);
     with_type(type, [&](auto t) {
       using T = decltype(t);
-      auto acc = reinterpret_cast<T*>(scratch.data());
-      for (size_t q = 1; q < all.size(); ++q)
-        reduce_into(acc, elems<T>(all[q]), numel, op);
-      finish(acc, numel, op, all.size());
+      auto acc = reinterpret_cast<T*>(data);
+      for (int q = 1; q < group.world(); ++q)
+        reduce_into(acc, reinterpret_cast<const T*>(group.staged(q, round)),
+                    numel, op);
+      finish(acc, numel, op, static_cast<size_t>(group.world()));
     });
   };
-  auto write_mine = [&](const std::vector<slot>&) {
-    if (numel > 0)
-      std::memcpy(data, scratch.data(), scratch.size());
-  };
-  m.group->run(
+  group.run(
     m.rank, std::move(s),
     [](const std::vector<slot>& all) { return check_same(all, true); },
-    {reduce_all, write_mine}, false);
+    {reduce_all}, false);
 }
 
 /// Runs `step` of started all-reduce `call` (whether it is done), ending
@@ -75,26 +78,15 @@ void allreduce_in_place(const membership& m, char* data, ml::dtype type,
   if (s.algorithm == allreduce_algorithm::direct)
     return direct_allreduce(m, std::move(s), op);
   auto rank = static_cast<size_t>(m.rank);
-  auto world = static_cast<size_t>(m.group->world());
-  // Each rank reduces its own slice over every member's buffer, into its
-  // own buffer (nobody else reads that slice of it), then copies the
-  // others' finished slices.
-  auto reduce_mine = [&](const std::vector<slot>& all) {
-    reduce_slice_into(all, rank, rank, numel, type, op);
-  };
-  auto gather_others = [&](const std::vector<slot>& all) {
-    auto elem = ml::size_of(type);
-    for (size_t q = 0; q < world; ++q) {
-      auto c = chunk_of(numel, world, q);
-      if (q != rank && c.size() > 0)
-        std::memcpy(data + c.begin * elem, all[q].data + c.begin * elem,
-                    c.size() * elem);
-    }
-  };
+  // Each rank reduces its own slice over every member's buffer and writes
+  // it into all of them (nobody else touches that slice of any); the
+  // meeting after it keeps every buffer alive until all are written.
   m.group->run(
     m.rank, std::move(s),
     [](const std::vector<slot>& all) { return check_same(all, true); },
-    {reduce_mine, gather_others});
+    {[&](const std::vector<slot>& all) {
+      reduce_slice_everywhere(all, rank, numel, type, op);
+    }});
 }
 
 } // namespace

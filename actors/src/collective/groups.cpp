@@ -24,6 +24,8 @@ local_group::local_group(std::string name, int world)
   , left_(static_cast<size_t>(world), false)
   , arrived_(static_cast<size_t>(world), false)
   , slots_(static_cast<size_t>(world))
+  , rounds_(static_cast<size_t>(world), 0)
+  , staging_(static_cast<size_t>(2 * world))
   , hub_(std::make_unique<threads_hub>(name_, world, timeout_)) {}
 
 local_group::~local_group() = default;

@@ -4,7 +4,7 @@
 // the rounds in which a group's members meet for each operation. The
 // operations themselves are in collective.cpp; their data moves over the
 // group's threads transport (threads/), except the all-reduce's, which
-// reads the members' buffers in the rounds (allreduce.cpp).
+// reads and writes the members' buffers in the rounds (allreduce.cpp).
 
 #include <atomic>
 #include <chrono>
@@ -144,6 +144,7 @@ public:
           why = slots_[r].problem;
         return why;
       });
+      ++rounds_[static_cast<size_t>(rank)];
       if (!verdict_.empty())
         throw collective_error("group '" + name_ + "': " + verdict_,
                                verdict_code_);
@@ -155,6 +156,29 @@ public:
       std::unique_lock<std::mutex> lock{mtx_};
       arrive(lock, rank, false, nullptr);
     }
+  }
+
+  /// The number of rounds member `rank` began: the index of its next.
+  uint64_t next_round(int rank) const noexcept {
+    return rounds_[static_cast<size_t>(rank)];
+  }
+
+  /// Member `rank`'s copy of its input to its round `round`, `bytes` long:
+  /// what the others read in the round instead of its buffer, so that it
+  /// leaves the round without waiting for them. Two a member, by the
+  /// round's parity: one is written again two rounds later, once the round
+  /// between began, which every member reached after it was done reading.
+  char* staging(int rank, uint64_t round, size_t bytes) {
+    auto& b = staging_[2 * static_cast<size_t>(rank) + (round & 1)];
+    if (b.size() < bytes)
+      b.resize(bytes);
+    return b.data();
+  }
+
+  /// Member `rank`'s copy in round `round`, while the round goes on: read
+  /// here, not from its slot, which it may fill for its next round already.
+  const char* staged(int rank, uint64_t round) const {
+    return staging_[2 * static_cast<size_t>(rank) + (round & 1)].data();
   }
 
   void set_algorithm(allreduce_algorithm a) {
@@ -266,6 +290,8 @@ private:
   errc verdict_code_ = errc::mismatch;
   // Set for good once a member failed to come or left mid-operation.
   std::optional<collective_error> broken_;
+  std::vector<uint64_t> rounds_; // a member's rounds begun, by rank
+  std::vector<std::vector<char>> staging_;
   std::unique_ptr<threads_hub> hub_;
 };
 

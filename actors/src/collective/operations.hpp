@@ -4,6 +4,7 @@
 // the checks that the slots agree, the slice reduction, and how an _async
 // form queues an operation on the member's lane.
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -68,20 +69,29 @@ T* elems(const slot& s) {
   return reinterpret_cast<T*>(s.data);
 }
 
-/// Reduces slice `slice` of every member's buffer with `op` into that slice
-/// of member `owner`'s buffer, which holds the owner's own values to start
-/// with. Only the member whose slice it is touches it, in any buffer.
-inline void reduce_slice_into(const std::vector<slot>& all, size_t slice,
-                              size_t owner, size_t numel, ml::dtype type,
-                              reduce_op op) {
+/// Reduces member `rank`'s slice of every member's buffer with `op` and
+/// writes the result over that slice of every buffer, a block at a time
+/// while the block is in this core's cache: one pass over the slice where a
+/// reduction into the own buffer and a copy by each other member took two.
+/// Only the member whose slice it is touches it, in any buffer.
+inline void reduce_slice_everywhere(const std::vector<slot>& all, size_t rank,
+                                    size_t numel, ml::dtype type,
+                                    reduce_op op) {
   with_type(type, [&](auto t) {
     using T = decltype(t);
-    auto c = chunk_of(numel, all.size(), slice);
-    T* acc = elems<T>(all[owner]) + c.begin;
-    for (size_t q = 0; q < all.size(); ++q)
-      if (q != owner)
-        reduce_into(acc, elems<T>(all[q]) + c.begin, c.size(), op);
-    finish(acc, c.size(), op, all.size());
+    constexpr size_t block = 16 * 1024 / sizeof(T);
+    auto c = chunk_of(numel, all.size(), rank);
+    for (size_t at = c.begin; at < c.end; at += block) {
+      auto n = std::min(block, c.end - at);
+      T* acc = elems<T>(all[rank]) + at;
+      for (size_t q = 0; q < all.size(); ++q)
+        if (q != rank)
+          reduce_into(acc, elems<T>(all[q]) + at, n, op);
+      finish(acc, n, op, all.size());
+      for (size_t q = 0; q < all.size(); ++q)
+        if (q != rank)
+          std::memcpy(elems<T>(all[q]) + at, acc, n * sizeof(T));
+    }
   });
 }
 

@@ -17,9 +17,9 @@
 //
 // Membership belongs to the calling thread, which is what a Lumen actor
 // runs on: one process may hold several members of a group. Members in
-// one process read each other's buffers directly (no copies, no bytes on
-// a wire): each reduces its own slice of the buffer over all members'
-// memory, then copies the others' slices. Every member gets bit-identical
+// one process read each other's buffers directly (no bytes on a wire):
+// each reduces its own slice of the buffer over all members' memory and
+// writes it into every member's buffer. Every member gets bit-identical
 // results, whatever the reduction's rounding.
 
 #include <chrono>
@@ -111,10 +111,10 @@ std::string describe_member_text(const std::string& member_json);
 
 /// How an all-reduce runs.
 ///   In one process: `slices`, each member reduces its slice over
-///   everyone's buffer, then copies the others' slices (three meetings,
-///   each member reducing 1/N of the data: for large buffers); `direct`,
-///   each member reduces the whole buffer over everyone's into its own
-///   (two meetings, N times the arithmetic: for small buffers).
+///   everyone's buffer and writes it into all of them (two meetings, each
+///   member reducing 1/N of the data: for large buffers); `direct`, each
+///   member copies its buffer aside and reduces everyone's copies into its
+///   own (one meeting, N times the arithmetic: for small buffers).
 ///   Across processes: `ring`, reduce-scatter then all-gather round a
 ///   ring, 2·S·(N-1)/N bytes sent per member (for large buffers);
 ///   `halving_doubling` (Rabenseifner's; power-of-two groups only), the
