@@ -221,9 +221,25 @@ void measure(const settings& s, const lumen::bench::options& opts, size_t n,
     need += 20.0 * 2 * double(n) * double(p) * 4 / rate *
             double((s.steps + 1) * unsigned(opts.reps));
   if (!driver.await_output("DONE", std::chrono::seconds(long(need)))) {
-    driver.kill(SIGKILL);
-    verify(false, "the servers' driver did not finish in " +
-                    std::to_string(long(need)) + " s: " + driver.output());
+    bool exited = !driver.running();
+    if (!exited)
+      driver.kill(SIGKILL);
+    // A node that ended is why, more often than not: its last words.
+    std::string gone;
+    for (size_t i = 0; i < nodes.size(); ++i)
+      if (!nodes[i]->running()) {
+        auto& out = nodes[i]->output();
+        gone +=
+          "\n" +
+          std::string{i == 0 ? "the head"
+                             : "the node on host " + std::to_string(i - 1)} +
+          " ended (status " + std::to_string(nodes[i]->wait()) +
+          "): " + out.substr(out.size() - std::min<size_t>(out.size(), 2000));
+      }
+    verify(false, (exited ? "the servers' driver exited before it finished: "
+                          : "the servers' driver did not finish in " +
+                              std::to_string(long(need)) + " s: ") +
+                    driver.output() + gone);
   }
   if (int rc = driver.wait(); rc != 0)
     verify(false, "the servers' driver failed (exit " + std::to_string(rc) +
@@ -293,8 +309,14 @@ int main(int argc, char** argv) {
     return lumen::cli_main(argc - 1, argv + 1);
   if (argc > 1 && std::string{argv[1]} == "--member")
     return lumen::bench::run_member(argc, argv);
-  if (argc > 7 && std::string{argv[1]} == "--driver")
-    return run_driver(argc, argv);
+  if (argc > 7 && std::string{argv[1]} == "--driver") {
+    try {
+      return run_driver(argc, argv);
+    } catch (const std::exception& e) {
+      std::cout << "the driver failed: " << e.what() << std::endl;
+      return 1;
+    }
+  }
   settings s;
   lumen::bench::options opts;
   double rate = 0;
