@@ -42,6 +42,9 @@ struct figure {
   double min() const {
     return *std::min_element(samples.begin(), samples.end());
   }
+  double max() const {
+    return *std::max_element(samples.begin(), samples.end());
+  }
   double median() const {
     auto s = samples;
     std::sort(s.begin(), s.end());
@@ -142,9 +145,11 @@ inline void print(const std::string& bench, const std::vector<figure>& figs,
   if (json) {
     for (auto& f : figs) {
       std::printf("{\"bench\": \"%s\", \"name\": \"%s\", \"unit\": \"%s\", "
-                  "\"min\": %.6g, \"median\": %.6g, \"n\": %ld",
+                  "\"min\": %.6g, \"median\": %.6g, \"max\": %.6g, "
+                  "\"n\": %ld",
                   json_escape(bench).c_str(), json_escape(f.name).c_str(),
-                  json_escape(f.unit).c_str(), f.min(), f.median(), f.n);
+                  json_escape(f.unit).c_str(), f.min(), f.median(), f.max(),
+                  f.n);
       if (f.bytes > 0)
         std::printf(", \"bytes\": %ld", f.bytes);
       if (!f.baseline.empty())

@@ -14,6 +14,9 @@
 //               the weights back, small requests, beside raw TCP of the
 //               same bytes; a 10M-parameter model's pushes to 1, 2 and 4
 //               shards, each in a process of its own
+// Each repetition (--reps) trains with seeds of its own (weights, batch
+// orders, slowdowns): a figure's min, median and max (--json) are over
+// those draws.
 // Run:  ./.build/tests/bench/ps_bench [--json] [--reps=N] [--plot=FILE]
 //                                    [--only=GROUP]
 // (--plot: the stragglers' loss against time as SVG; ps_bench_loss.svg
@@ -76,14 +79,14 @@ data load(bool smoke) {
   return d;
 }
 
-/// A server and its workers, and the version to train to.
-/// Every seed of a run (weights, batch orders, slowdowns) is drawn from it.
-constexpr uint64_t run_seed = 1;
-
+/// A server and its workers, and the version to train to. Every seed of
+/// a run (weights, batch orders, slowdowns) is drawn from `seed`: a
+/// repetition is another draw.
 struct setup {
   ml::ps_config server;
   std::vector<ml::worker_config> workers;
   uint64_t until = 0;
+  uint64_t seed = 1;
 };
 
 /// What a run left: the server's weights every few milliseconds, the
@@ -100,7 +103,7 @@ outcome run(const data& d, const setup& s) {
   auto net = ml::make_model(s.workers.front().model);
   auto here = lumen::this_node_id();
   auto ps = ml::spawn_parameter_server(
-    s.server, net->init(ml::derive_seed(run_seed, 0)), here);
+    s.server, net->init(ml::derive_seed(s.seed, 0)), here);
   std::vector<ml::data_parallel_worker> workers;
   for (size_t w = 0; w < s.workers.size(); ++w)
     workers.push_back(ml::spawn_worker(
@@ -193,7 +196,8 @@ struct table {
 /// The MLP 784-256-128-10's gradient: 235,146 floats.
 constexpr size_t mlp_gradient_bytes = 940584;
 
-ml::worker_config worker(const ml::model_spec& model, uint64_t seed) {
+ml::worker_config worker(const ml::model_spec& model, uint64_t run_seed,
+                         uint64_t seed) {
   ml::worker_config w;
   w.model = model;
   w.batch_size = 64;
@@ -202,12 +206,13 @@ ml::worker_config worker(const ml::model_spec& model, uint64_t seed) {
 }
 
 setup sync_setup(const ml::model_spec& model, size_t n, uint64_t until,
-                 float lr) {
+                 float lr, uint64_t seed) {
   setup s;
+  s.seed = seed;
   s.server.workers = n;
   s.server.optimizer.lr = lr;
   for (size_t w = 0; w < n; ++w)
-    s.workers.push_back(worker(model, 10 + w));
+    s.workers.push_back(worker(model, seed, 10 + w));
   s.until = until;
   return s;
 }
@@ -223,12 +228,13 @@ setup async_of(setup s) {
 struct scale {
   ml::model_spec mlp, softmax, big_mlp;
   uint64_t steps, accuracy_steps, big_steps;
+  uint64_t seed = 1; // the repetition's
 };
 
 void stragglers(const data& d, const scale& z, table& t,
                 std::vector<ml::series>* plot) {
   auto net = ml::make_model(z.mlp);
-  auto sync = sync_setup(z.mlp, 4, z.steps, 0.1f);
+  auto sync = sync_setup(z.mlp, 4, z.steps, 0.1f, z.seed);
   sync.workers[3].slow.factor = 3;
   auto backup = sync;
   backup.server.backup = 1;
@@ -252,7 +258,7 @@ void stragglers(const data& d, const scale& z, table& t,
 
 void no_straggler(const data& d, const scale& z, table& t) {
   auto net = ml::make_model(z.mlp);
-  auto sync = sync_setup(z.mlp, 4, z.steps, 0.1f);
+  auto sync = sync_setup(z.mlp, 4, z.steps, 0.1f, z.seed);
   auto s = run(d, sync), a = run(d, async_of(sync));
   auto ls = loss_at(*net, s.weights.back(), d.test);
   auto la = loss_at(*net, a.weights.back(), d.test);
@@ -261,7 +267,7 @@ void no_straggler(const data& d, const scale& z, table& t) {
 
 void tail(const data& d, const scale& z, table& t) {
   auto net = ml::make_model(z.mlp);
-  auto sync = sync_setup(z.mlp, 5, z.steps, 0.1f);
+  auto sync = sync_setup(z.mlp, 5, z.steps, 0.1f, z.seed);
   for (auto& w : sync.workers) {
     w.slow.chance = 0.05;
     w.slow.chance_factor = 10;
@@ -288,7 +294,7 @@ void tail(const data& d, const scale& z, table& t) {
 
 void codecs(const data& d, const scale& z, table& t) {
   auto net = ml::make_model(z.mlp);
-  auto base = sync_setup(z.mlp, 4, z.steps, 0.1f);
+  auto base = sync_setup(z.mlp, 4, z.steps, 0.1f, z.seed);
   auto with = [&](ml::codec c, bool feedback) {
     auto s = base;
     for (auto& w : s.workers) {
@@ -333,7 +339,7 @@ void codecs(const data& d, const scale& z, table& t) {
 
 void prefetch(const data& d, const scale& z, table& t) {
   for (bool ahead : {true, false}) {
-    auto s = sync_setup(z.mlp, 1, z.steps, 0.1f);
+    auto s = sync_setup(z.mlp, 1, z.steps, 0.1f, z.seed);
     s.workers[0].prefetch = ahead;
     auto o = run(d, s);
     auto& r = o.workers[0];
@@ -344,14 +350,14 @@ void prefetch(const data& d, const scale& z, table& t) {
 }
 
 void accuracy(const data& d, const scale& z, table& t) {
-  auto soft = sync_setup(z.softmax, 4, z.accuracy_steps, 0.005f);
+  auto soft = sync_setup(z.softmax, 4, z.accuracy_steps, 0.005f, z.seed);
   soft.server.optimizer.kind = ml::optimizer_kind::momentum;
   soft.server.optimizer.momentum = 0.9f;
   auto o = run(d, soft);
   t.add("accuracy_softmax_ps", "fraction",
         ml::make_model(z.softmax)->accuracy(o.weights.back().data<float>(),
                                             d.test));
-  auto big = sync_setup(z.big_mlp, 4, z.big_steps, 0.03f);
+  auto big = sync_setup(z.big_mlp, 4, z.big_steps, 0.03f, z.seed);
   big.server.optimizer.kind = ml::optimizer_kind::momentum;
   big.server.optimizer.momentum = 0.9f;
   auto b = run(d, big);
@@ -684,6 +690,7 @@ int main(int argc, char** argv) {
       return only.empty() || only == group;
     };
     for (int r = 0; r < reps; ++r) {
+      z.seed = 1 + static_cast<uint64_t>(r);
       std::vector<ml::series> curves;
       bool plot = r == 0 && !plot_path.empty() && wanted("stragglers");
       if (wanted("stragglers"))
