@@ -171,18 +171,31 @@ cluster_client::typed_route(const caf::node_id& nid) {
       return nullptr;
   }
   // A handle that came from elsewhere (a message, a reply): which node it
-  // lives on shows only once connected there. Each node is asked once.
+  // lives on shows only once connected there. Each node is asked once. A
+  // node out of reach for now is passed over, not taken for the handle's
+  // (whose message would go through CAF's control link: a large one holds
+  // up everything else on it), and the handle is looked for again next
+  // time.
+  std::vector<node_info> known;
   try {
-    for (auto& n : nodes()) {
-      if (!n.alive || n.id == this_node())
-        continue;
+    known = nodes();
+  } catch (const error&) {
+    return nullptr; // the head is out of reach: CAF's path remains
+  }
+  bool passed_over = false;
+  for (auto& n : known) {
+    if (!n.alive || n.id == this_node())
+      continue;
+    try {
       auto link = links_.get(n.id);
       if (link.manager.node() == nid)
         return link.data;
+    } catch (const error&) {
+      passed_over = true;
     }
-  } catch (const error&) {
-    return nullptr; // the head or a node is out of reach: CAF's path remains
   }
+  if (passed_over)
+    return nullptr;
   std::lock_guard<std::mutex> guard{unroutable_mtx_};
   unroutable_.insert(nid);
   return nullptr;
