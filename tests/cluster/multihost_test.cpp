@@ -1,8 +1,8 @@
-// Three hosts in network namespaces this test makes itself (netns.hpp).
-// The head runs on a, nodes on b and c, and this program runs again inside
-// a as the driver (--driver), which cuts c's link at the switch and checks
-// the failure rules. Without root and iproute2 it exits 77, which ctest
-// reports as skipped, saying why.
+// Three hosts in network namespaces this test makes itself (netns.hpp),
+// each link shaped to 1 Gbit/s. The head runs on a, nodes on b and c, and
+// this program runs again inside a as the driver (--driver), which fills
+// a's link, then cuts c's at the switch and checks the failure rules. Without
+// root and iproute2 it exits 77, which ctest reports as skipped, saying why.
 
 #define BOOST_TEST_MODULE multihost
 #define BOOST_TEST_NO_MAIN
@@ -17,8 +17,10 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <lumen/caf_interop.hpp>
 #include <lumen/channel.hpp>
 #include <lumen/cluster.hpp>
 #include <lumen/lumen.hpp>
@@ -81,6 +83,81 @@ BOOST_AUTO_TEST_CASE(work_runs_on_all_three_hosts) {
                         deadline) == 524288.0);
 }
 
+// Both nodes pour into this host, whose link (1 Gbit/s, as every host's
+// here) they fill for 20 s: the pulses of their control links, and so the
+// nodes, must come through. (CAF's heartbeats alone, queued on the same
+// TCP streams behind retransmissions, went silent for over a second now
+// and then, and a live node was given up for dead.)
+BOOST_AUTO_TEST_CASE(nodes_behind_a_saturated_link_stay_alive) {
+  constexpr int pour_ms = 20000;
+  auto listener = lumen::listen("multihost.poured");
+  std::vector<lumen::ObjectRef<double>> pours;
+  for (auto id : {"node-1", "node-2"})
+    for (int i = 0; i < 2; ++i)
+      pours.push_back(
+        lumen::task(pour).on_node(id).remote(listener.name(), pour_ms));
+  std::vector<double> received(pours.size());
+  std::vector<std::thread> drains;
+  for (auto& r : received)
+    drains.emplace_back([c = listener.accept(deadline), &r]() mutable {
+      std::vector<char> buf(1 << 20);
+      try {
+        for (;;)
+          r += double(c.recv_some(buf.data(), buf.size()));
+      } catch (const lumen::channel_error&) {
+        // The pour ended.
+      }
+    });
+  auto started = steady_clock::now();
+  std::set<std::string> lost;
+  while (!lumen::wait(pours, pours.size(), milliseconds(100)).pending.empty() &&
+         seconds_since(started) < 60)
+    for (auto& id : ids(false))
+      lost.insert(id);
+  auto took = seconds_since(started);
+  for (auto& d : drains)
+    d.join();
+  std::string names;
+  for (auto& id : lost)
+    names += " " + id;
+  BOOST_TEST(lost.empty(), "given up for dead:" + names);
+  double sent = 0, arrived = 0;
+  for (auto& s : lumen::get(pours, deadline))
+    sent += s;
+  for (auto r : received)
+    arrived += r;
+  // The link was full: at least 80% of 1 Gbit/s, all of it arrived.
+  auto rate = arrived / took;
+  std::cout << "poured " << sent / 1e9 << " GB in " << took << " s ("
+            << rate * 8 / 1e9 << " Gbit/s)\n";
+  BOOST_TEST(arrived == sent);
+  BOOST_TEST(rate >= 0.8 * 125e6);
+  for (auto id : {"node-1", "node-2"})
+    BOOST_TEST(lumen::get(lumen::task(where).on_node(id).remote(), deadline) ==
+               id);
+}
+
+// A 200 MB request through CAF's control link (it carries a handle) takes
+// seconds on the 1 Gbit/s link, and CAF hears nothing on the link until it
+// is whole (with a 1.2 s timeout, the node went down). The node's pulses,
+// beside the link, keep it alive.
+BOOST_AUTO_TEST_CASE(a_large_message_on_a_control_link_does_not_end_it) {
+  auto calc = lumen::spawn_on<calculator>("node-1", "calculator");
+  auto sink = lumen::spawn_on<bulk_sink>("node-2", "bulk_sink");
+  byte_block block;
+  block.own.assign(size_t{200} << 20, 'x');
+  auto started = steady_clock::now();
+  auto size = lumen::call(sink, echo_atom::value, calc, block);
+  BOOST_TEST(lumen::get(size, minutes(1)) == block.size());
+  auto took = seconds_since(started);
+  std::cout << "200 MB through the control link in " << took << " s\n";
+  BOOST_TEST(took > 1.2); // longer than a silence that ends a link
+  BOOST_TEST(ids(false).empty());
+  for (auto id : {"node-1", "node-2"})
+    BOOST_TEST(lumen::get(lumen::task(where).on_node(id).remote(), deadline) ==
+               id);
+}
+
 BOOST_AUTO_TEST_CASE(a_cut_link_fails_the_hosts_work_within_two_seconds) {
   auto victim = std::string{"node-2"};
   auto actor = lumen::actor<Counter>(0).on_node(victim).remote();
@@ -135,6 +212,8 @@ int run_controller(const char* self) {
   auto home = fresh_dir("multihost");
   auto token = home + "/token";
   topology net;
+  for (size_t i = 0; i < net.hosts.size(); ++i)
+    net.shape(i, "1gbit");
   std::string head, ignored;
   std::vector<std::string> job{"--code-path", CLUSTER_JOB, "--num-cpus", "2"};
   auto with_job = [&](std::vector<std::string> args) {

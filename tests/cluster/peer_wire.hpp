@@ -22,14 +22,20 @@
 
 namespace lumen::test {
 
-/// A connection to `address` on loopback; -1 if it cannot be made.
-inline int connect_to(const std::string& address) {
+/// The port of `address` (HOST:PORT) on loopback.
+inline sockaddr_in loopback_port_of(const std::string& address) {
   auto colon = address.rfind(':');
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port =
     htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
   ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  return addr;
+}
+
+/// A connection to `address` on loopback; -1 if it cannot be made.
+inline int connect_to(const std::string& address) {
+  auto addr = loopback_port_of(address);
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     ::close(fd);

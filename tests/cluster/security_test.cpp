@@ -12,7 +12,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <random>
+#include <thread>
 
 #include "cluster_fixture.hpp"
 #include "cluster_job.hpp"
@@ -260,6 +262,42 @@ BOOST_AUTO_TEST_CASE(junk_bytes_and_port_scans_leave_the_head_working) {
   BOOST_TEST(ids(lumen::nodes(), true).count("head") == 1);
   BOOST_TEST(lumen::get(lumen::task(where).on_node("head").remote(),
                         deadline) == "head");
+}
+
+BOOST_AUTO_TEST_CASE(junk_pulses_change_nothing) {
+  // The control ports hear liveness pulses over UDP (transport/pulse.hpp):
+  // datagrams of every size, and of a pulse's size and first bytes with
+  // anything after, for 3 s from a port the nodes never heard of. None may
+  // stop a process or pass for a pulse.
+  auto& cl = *the_cluster;
+  int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  BOOST_REQUIRE(fd >= 0);
+  std::mt19937 rng{7};
+  auto started = std::chrono::steady_clock::now();
+  size_t sent = 0;
+  while (std::chrono::steady_clock::now() - started < std::chrono::seconds(3)) {
+    for (auto& address : {cl.head.address, cl.nodes[0].address}) {
+      auto to = loopback_port_of(address);
+      std::vector<char> junk(sent % 3 == 0 ? rng() % 100 : 35);
+      for (auto& b : junk)
+        b = static_cast<char>(rng());
+      if (sent % 3 == 1)
+        std::copy_n("LMNPULS1\x01", 9, junk.begin());
+      if (::sendto(fd, junk.data(), junk.size(), 0,
+                   reinterpret_cast<sockaddr*>(&to), sizeof to) >= 0)
+        ++sent;
+    }
+    if (sent % 64 == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ::close(fd);
+  BOOST_TEST(sent > 1000u);
+  BOOST_TEST(cl.head.proc->running());
+  BOOST_TEST(cl.nodes[0].proc->running());
+  BOOST_TEST(ids(lumen::nodes(), false).empty());
+  for (auto id : {"head", "node-1"})
+    BOOST_TEST(lumen::get(lumen::task(where).on_node(id).remote(), deadline) ==
+               id);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

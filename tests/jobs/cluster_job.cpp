@@ -89,6 +89,19 @@ int hold_channel(const std::string& name) {
 }
 LUMEN_REMOTE(hold_channel);
 
+double pour(const std::string& name, int ms) {
+  auto c = lumen::connect(name, std::chrono::seconds(10));
+  std::vector<char> block(1 << 20, 'x');
+  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  double sent = 0;
+  while (std::chrono::steady_clock::now() < end) {
+    c.send(block.data(), block.size());
+    sent += double(block.size());
+  }
+  return sent;
+}
+LUMEN_REMOTE(pour);
+
 // The cluster's key-value store as a node sees it.
 std::string kv_read(const std::string& key) {
   return lumen::kv::get(key).value_or("<none>");
@@ -317,6 +330,12 @@ block_echo::behavior_type block_echo_impl() {
   }};
 }
 
+bulk_sink::behavior_type bulk_sink_impl() {
+  return {[](echo_atom, const calculator&, const byte_block& b) {
+    return uint64_t{b.size()};
+  }};
+}
+
 calculator::behavior_type calculator_impl() {
   return {[](add_atom, int32_t x, int32_t y) { return x + y; }};
 }
@@ -357,6 +376,7 @@ silent_impl(silent_actor::stateful_pointer<silent_state> self) {
 
 LUMEN_TYPED_ACTOR("calculator", calculator_impl);
 LUMEN_TYPED_ACTOR("block_echo", block_echo_impl);
+LUMEN_TYPED_ACTOR("bulk_sink", bulk_sink_impl);
 LUMEN_MESSAGE_TYPE(byte_block, "lumen_test::byte_block");
 LUMEN_TYPED_ACTOR("silent", silent_impl);
 LUMEN_TYPED_ACTOR("tally", tally_impl);

@@ -23,6 +23,9 @@ std::vector<int64_t> busy_span(int ms);
 std::string busy_on(const std::string& victim);
 double relay(const std::string& to, int n);
 int hold_channel(const std::string& name);
+// Sends to the channel listener `name` as fast as the link takes for `ms`
+// milliseconds; returns the bytes sent.
+double pour(const std::string& name, int ms);
 std::string kv_read(const std::string& key);
 bool kv_claim(const std::string& key, const std::string& value);
 
@@ -81,6 +84,11 @@ using echo_atom = caf::atom_constant<caf::atom("echo")>;
 // Sends two blocks back as it got them, and whether it got each in place.
 using block_echo = caf::typed_actor<caf::replies_to<
   echo_atom, byte_block, byte_block>::with<byte_block, byte_block, bool, bool>>;
+
+// Answers the size of the block it is sent. The request carries a handle
+// too, so it goes through CAF's control link whatever its size.
+using bulk_sink = caf::typed_actor<
+  caf::replies_to<echo_atom, calculator, byte_block>::with<uint64_t>>;
 
 // Never answers: its requests stay open until it or its node is gone.
 using silent_actor = caf::typed_actor<caf::replies_to<ask_atom>::with<int32_t>>;

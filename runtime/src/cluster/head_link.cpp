@@ -5,6 +5,7 @@
 #include "core/log.hpp"
 #include "transport/control_link.hpp"
 #include "transport/protocol.hpp"
+#include "transport/pulse.hpp"
 
 namespace lumen::detail {
 
@@ -97,7 +98,12 @@ std::string head_link::probe(const caf::actor& head) {
           lost = "it gave this node up for dead";
       },
       [&](caf::error& err) {
-        lost = "it did not answer (" + rt_.system().render(err) + ")";
+        // An answer a saturated link holds up is late, not lost, while
+        // the head's pulses come (pulse.hpp); a head that stopped sends
+        // none, and its link is closed.
+        auto* pulses = pulse_service::of_this_process();
+        if (!pulses || !pulses->heard_from(where_, probe_timeout))
+          lost = "it did not answer (" + rt_.system().render(err) + ")";
       });
   return lost;
 }

@@ -12,6 +12,7 @@ cluster_part::~cluster_part() = default;
 void process_runtime::join_as_driver(const address& head,
                                      const credentials& creds,
                                      const std::string& hello_role) {
+  pulses_ = std::make_unique<pulse_service>(system(), creds.token);
   serve_channels(local_host_towards(head), creds);
   auto member = std::make_unique<cluster_member>(*this);
   auto& m = *member;
@@ -28,6 +29,7 @@ void process_runtime::join_as_driver(const address& head,
 
 void process_runtime::join_as_node(node_settings serve, const address& head,
                                    const credentials& creds) {
+  pulses_ = std::make_unique<pulse_service>(system(), creds.token);
   auto member = std::make_unique<cluster_member>(*this);
   auto& m = *member;
   join(std::move(member));

@@ -75,12 +75,14 @@ process_runtime::process_runtime(const init_options& opts, bool networked)
   if (networked) {
     keep_large_buffers();
     cfg_.load<caf::io::middleman>();
-    // Heartbeats let a silent peer (a cut link, not a closed socket) time
-    // out within the 2 s we promise for failure detection.
+    // A silent peer (a cut link, a stopped process) is told by pulses
+    // within the 2 s we promise for failure detection (pulse.hpp): CAF's
+    // heartbeats, which a saturated link delays for seconds, are the
+    // backstop for links whose pulses never arrive.
     cfg_.set("middleman.heartbeat-interval",
              caf::timespan{std::chrono::milliseconds(200)});
     cfg_.set("middleman.connection-timeout",
-             caf::timespan{std::chrono::milliseconds(1200)});
+             caf::timespan{pulse_service::backstop});
   }
   sys_ = std::make_unique<caf::actor_system>(cfg_);
   requester_.start(*sys_);
@@ -96,6 +98,7 @@ process_runtime::~process_runtime() {
   // Hosts and the requester use the cluster part until they are done.
   stop_actors();
   cluster_.reset();
+  pulses_.reset();
   sys_.reset();
 }
 

@@ -25,6 +25,7 @@
 #include "node/node_manager.hpp"
 #include "security/credentials.hpp"
 #include "transport/address.hpp"
+#include "transport/pulse.hpp"
 #include "transport/typed_host.hpp"
 
 namespace lumen::detail {
@@ -209,6 +210,8 @@ private:
 
   caf::actor_system_config cfg_;
   std::unique_ptr<caf::actor_system> sys_;
+  // The liveness of control links' peers, once in a cluster.
+  std::unique_ptr<pulse_service> pulses_;
   resource_ledger resources_;
   caf::actor bundle_keeper_; // this process's share of placement groups
   task_pool pool_;

@@ -75,6 +75,7 @@ gate::gate(const std::string& host, uint16_t port, credentials creds,
     throw usage_error("cannot listen on " + where + " (" + ec.message() +
                       "); pick another --port, or 0 for any free one");
   impl_->port = acc.local_endpoint(ec).port();
+  impl_->ip = endpoint.address().to_string();
 }
 
 gate::~gate() {
@@ -114,6 +115,10 @@ void gate::close() {
 
 uint16_t gate::port() const noexcept {
   return impl_->port;
+}
+
+const std::string& gate::ip() const noexcept {
+  return impl_->ip;
 }
 
 void gate::open(admit_fn admit) {

@@ -64,6 +64,9 @@ public:
 
   uint16_t port() const noexcept;
 
+  /// The address it listens on (0.0.0.0 for all of them).
+  const std::string& ip() const noexcept;
+
   /// Starts admitting peers; call once.
   void open(admit_fn admit);
 
@@ -76,13 +79,21 @@ private:
   std::unique_ptr<impl> impl_;
 };
 
+/// The TCP ends of a link `pass_gate` made.
+struct tcp_ends {
+  std::string peer_ip;
+  uint16_t local_port = 0;
+};
+
 /// Connects to the gate at `where` and shows the token, over TLS if
 /// `creds` say so; returns the admitted socket (with TLS, the plaintext end
 /// of its relay) in blocking mode. Throws `error` with code
 /// `errc::unreachable` (nothing listens, or no answer within `timeout`),
 /// `errc::wrong_token` or `errc::tls_mismatch`; its message names `what`
 /// and the address. A TLS link lasts as long as `creds.tls` is kept.
+/// `ends`, if given, gets the link's TCP ends.
 int pass_gate(const address& where, const credentials& creds,
-              const std::string& what, std::chrono::milliseconds timeout);
+              const std::string& what, std::chrono::milliseconds timeout,
+              tcp_ends* ends = nullptr);
 
 } // namespace lumen::detail

@@ -28,6 +28,7 @@ struct gate::impl {
   credentials creds;
   std::string what;
   uint16_t port = 0; // kept: the acceptor forgets it once closed
+  std::string ip;
   bool closed = false;
   gate_limits limits;
   admit_fn admit;

@@ -1,5 +1,6 @@
 #include "security/gate.hpp"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
 #include <unistd.h>
@@ -23,10 +24,32 @@ namespace {
 /// TLS handshakes tried before a link closed without a verdict fails.
 constexpr int tls_tries = 4;
 
+tcp_ends ends_of(int fd) {
+  tcp_ends out;
+  sockaddr_storage at{};
+  socklen_t len = sizeof at;
+  char ip[INET6_ADDRSTRLEN] = {};
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&at), &len) == 0) {
+    const void* raw = at.ss_family == AF_INET6
+                        ? static_cast<const void*>(
+                            &reinterpret_cast<sockaddr_in6*>(&at)->sin6_addr)
+                        : &reinterpret_cast<sockaddr_in*>(&at)->sin_addr;
+    if (::inet_ntop(at.ss_family, raw, ip, sizeof ip))
+      out.peer_ip = ip;
+  }
+  len = sizeof at;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&at), &len) == 0)
+    out.local_port = ntohs(at.ss_family == AF_INET6
+                             ? reinterpret_cast<sockaddr_in6*>(&at)->sin6_port
+                             : reinterpret_cast<sockaddr_in*>(&at)->sin_port);
+  return out;
+}
+
 } // namespace
 
 int pass_gate(const address& where, const credentials& creds,
-              const std::string& what, std::chrono::milliseconds timeout) {
+              const std::string& what, std::chrono::milliseconds timeout,
+              tcp_ends* ends) {
   const auto& token = creds.token;
   auto unreachable = [&](const std::string& why) {
     return error("cannot reach " + what + " at " + where.to_string() + " (" +
@@ -78,6 +101,8 @@ int pass_gate(const address& where, const credentials& creds,
     }
     set_blocking(fd);
     set_no_delay(fd);
+    if (ends)
+      *ends = ends_of(fd);
     return fd;
   };
   int fd = connect_tcp();

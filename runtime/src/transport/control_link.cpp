@@ -14,6 +14,7 @@
 #include "lumen/errors.hpp"
 
 #include "transport/protocol.hpp"
+#include "transport/pulse.hpp"
 
 namespace lumen::detail {
 
@@ -48,7 +49,12 @@ void serve_control(caf::actor_system& sys, caf::actor published, gate& g) {
   auto broker = basp_broker(sys);
   auto port = g.port();
   auto whom = caf::actor_cast<caf::strong_actor_ptr>(published);
-  g.open([&sys, broker, port, whom](int fd, const std::string&) {
+  auto* pulses = pulse_service::of_this_process();
+  if (pulses)
+    pulses->listen(g.ip(), port);
+  g.open([&sys, broker, port, whom, pulses](int fd, const std::string& peer) {
+    if (pulses)
+      pulses->watch_admitted(fd, peer);
     // The broker's handler for a ready-made connection: it writes the
     // server handshake naming `whom` and reads BASP from then on.
     caf::anon_send(broker, caf::publish_atom::value,
@@ -76,7 +82,8 @@ caf::actor connect_control(caf::actor_system& sys, const address& where,
   constexpr int attempts = 3;
   for (int attempt = 1;; ++attempt) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
-    int fd = pass_gate(where, creds, what, timeout);
+    tcp_ends ends;
+    int fd = pass_gate(where, creds, what, timeout, &ends);
     pollfd readable{fd, POLLIN, 0};
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       deadline - std::chrono::steady_clock::now());
@@ -86,6 +93,10 @@ caf::actor connect_control(caf::actor_system& sys, const address& where,
       throw refused("no handshake within " + std::to_string(timeout.count()) +
                     " ms");
     }
+    // Watched from before CAF owns the socket, whose number it may reuse
+    // (a link that fails here is closed, and no longer watched).
+    if (auto* pulses = pulse_service::of_this_process())
+      pulses->watch_connected(fd, where, ends.peer_ip, ends.local_port);
     caf::actor peer;
     caf::error failure;
     caf::scoped_actor self{sys};
