@@ -102,7 +102,8 @@ std::string head_link::probe(const caf::actor& head) {
         // the head's pulses come (pulse.hpp); a head that stopped sends
         // none, and its link is closed.
         auto* pulses = pulse_service::of_this_process();
-        if (!pulses || !pulses->heard_from(where_, probe_timeout))
+        if (err != caf::sec::request_timeout || !pulses ||
+            !pulses->heard_from(where_, probe_timeout))
           lost = "it did not answer (" + rt_.system().render(err) + ")";
       });
   return lost;

@@ -84,6 +84,11 @@ caf::actor connect_control(caf::actor_system& sys, const address& where,
     auto deadline = std::chrono::steady_clock::now() + timeout;
     tcp_ends ends;
     int fd = pass_gate(where, creds, what, timeout, &ends);
+    // Watched from before CAF owns the socket, whose number it may reuse
+    // (a link that fails here is closed, and no longer watched), and
+    // before the peer's handshake: its side watches from its gate on.
+    if (auto* pulses = pulse_service::of_this_process())
+      pulses->watch_connected(fd, where, ends.peer_ip, ends.local_port);
     pollfd readable{fd, POLLIN, 0};
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       deadline - std::chrono::steady_clock::now());
@@ -93,10 +98,6 @@ caf::actor connect_control(caf::actor_system& sys, const address& where,
       throw refused("no handshake within " + std::to_string(timeout.count()) +
                     " ms");
     }
-    // Watched from before CAF owns the socket, whose number it may reuse
-    // (a link that fails here is closed, and no longer watched).
-    if (auto* pulses = pulse_service::of_this_process())
-      pulses->watch_connected(fd, where, ends.peer_ip, ends.local_port);
     caf::actor peer;
     caf::error failure;
     caf::scoped_actor self{sys};

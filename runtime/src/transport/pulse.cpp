@@ -36,13 +36,20 @@ namespace {
 constexpr std::array<char, 8> magic{'L', 'M', 'N', 'P', 'U', 'L', 'S', '1'};
 constexpr uint8_t from_connecting = 0;
 constexpr uint8_t from_admitting = 1;
-constexpr size_t body_size = magic.size() + 1 + 2 + 8;
+// Where each field starts (pulse.hpp).
+constexpr size_t at_sender = magic.size();
+constexpr size_t at_gate = at_sender + 1;
+constexpr size_t at_link = at_gate + 2;
+constexpr size_t at_count = at_link + 2;
+constexpr size_t body_size = at_count + 8;
 constexpr size_t mac_size = 16;
 constexpr size_t pulse_size = body_size + mac_size;
 using datagram = std::array<unsigned char, pulse_size>;
 
-/// How long a new link may go without a pulse before the log says that
-/// pulses do not arrive.
+/// How long a new link may go without its first pulse: before the log
+/// says that pulses do not arrive, or, where they come from its peer's
+/// host or gate on other links, before its peer is taken for stopped
+/// (which its handshake, held up by a busy peer, may take a while).
 constexpr auto first_pulse_grace = std::chrono::seconds(3);
 
 /// A tick this much later than due means this process was not running (a
@@ -81,7 +88,8 @@ struct pulse_service::impl {
     explicit ear(asio::io_context& io)
       : sock(io) {}
     udp::socket sock;
-    datagram buf{};
+    uint16_t port = 0; // a gate's: the one its pulses are meant for
+    std::array<unsigned char, 2 * pulse_size> buf{}; // longer ones: junk
     udp::endpoint from;
   };
 
@@ -114,13 +122,25 @@ struct pulse_service::impl {
   std::vector<std::unique_ptr<ear>> gates;
   mutable std::mutex mtx; // links: the loop changes them, heard_from reads
   std::vector<link> links;
-  // Hosts pulses came from: there, a link never heard from is a peer that
-  // stopped before its first pulse, not UDP filtered on the way.
-  std::set<std::string> heard_hosts;
+  // Where pulses came from (`heard_where`): a link to there never heard
+  // from is a peer that stopped before its first pulse, not UDP filtered
+  // on the way.
+  std::set<std::string> heard;
   uint64_t count = 0;
+  std::atomic<bool> said_no_cookies{false};
   steady_clock::time_point due;
   log_budget log;
   std::thread loop;
+
+  /// What pulses must have come from for `l`'s to be expected: the peer's
+  /// gate (UDP there might be taken, or filtered) for a link this side
+  /// connected; the peer's host for one it admitted (the pulses of every
+  /// process there leave from sockets of their own).
+  static std::string heard_where(const link& l) {
+    return l.hears == from_admitting
+             ? l.peer_ip + ":" + std::to_string(l.gate_port)
+             : l.peer_ip;
+  }
 
   void seal(unsigned char* p) const {
     unsigned char md[EVP_MAX_MD_SIZE];
@@ -131,14 +151,14 @@ struct pulse_service::impl {
   }
 
   void listen_on(ear& e) {
-    e.sock.async_receive_from(asio::buffer(e.buf), e.from,
-                              [this, &e](error_code ec, size_t n) {
-                                if (ec == asio::error::operation_aborted)
-                                  return;
-                                if (!ec && n == pulse_size)
-                                  hear(e);
-                                listen_on(e);
-                              });
+    e.sock.async_receive_from(
+      asio::buffer(e.buf), e.from, [this, &e](error_code ec, size_t n) {
+        if (ec == asio::error::operation_aborted || !e.sock.is_open())
+          return;
+        if (!ec && n == pulse_size)
+          hear(e);
+        listen_on(e);
+      });
   }
 
   ear& sender_for(const udp::endpoint& to) {
@@ -147,34 +167,51 @@ struct pulse_service::impl {
       e = std::make_unique<ear>(io);
       error_code ec;
       e->sock.open(to.protocol(), ec);
-      e->sock.bind(udp::endpoint{to.protocol(), 0}, ec);
-      e->sock.non_blocking(true, ec);
-      listen_on(*e);
+      if (!ec)
+        e->sock.bind(udp::endpoint{to.protocol(), 0}, ec);
+      if (!ec)
+        e->sock.non_blocking(true, ec);
+      if (ec) {
+        log.say("cannot send pulses (" + ec.message() +
+                "): a peer of this process that stops is noticed only "
+                "after " +
+                std::to_string(backstop.count()) + " s");
+        e->sock.close(ec);
+      } else {
+        listen_on(*e);
+      }
     }
     return *e;
   }
 
   void hear(ear& e) {
     auto* p = e.buf.data();
+    if (!std::equal(magic.begin(), magic.end(), p))
+      return; // a stranger's datagram
     unsigned char expected[pulse_size];
     std::copy(p, p + body_size, expected);
     seal(expected);
-    if (!std::equal(magic.begin(), magic.end(), p) ||
-        CRYPTO_memcmp(expected + body_size, p + body_size, mac_size) != 0)
-      return; // a stranger's datagram, or one of another cluster
-    auto sender = p[magic.size()];
-    auto port = static_cast<uint16_t>(get_le(p + magic.size() + 1, 2));
-    auto n = get_le(p + magic.size() + 3, 8);
+    if (CRYPTO_memcmp(expected + body_size, p + body_size, mac_size) != 0)
+      return; // forged, or another cluster's
+    auto sender = p[at_sender];
+    auto gate = static_cast<uint16_t>(get_le(p + at_gate, 2));
+    auto port = static_cast<uint16_t>(get_le(p + at_link, 2));
+    auto n = get_le(p + at_count, 8);
     auto ip = e.from.address().to_string();
     std::lock_guard<std::mutex> guard{mtx};
-    // The link the pulse names; its IP decides between links of one port
-    // to several hosts, and an answer from a host of several addresses
-    // may come from another of them.
+    // The link the pulse names: by the gate it was meant for (one sent to
+    // another gate is a replay), the connecting side's TCP port and the
+    // sender's IP. An admitting side may answer from another address of
+    // its host, so a link this side connected takes an answer from any,
+    // if no other link of that gate has the same port.
     link* found = nullptr;
     int candidates = 0;
     for (auto& l : links) {
-      if (l.hears != sender || l.link_port != port ||
-          (sender == from_admitting && l.gate_port != e.from.port()))
+      bool ours = sender == from_admitting
+                    ? l.hears == sender && l.gate_port == e.from.port() &&
+                        l.gate_port == gate
+                    : l.hears == sender && l.peer_ip == ip && e.port == gate;
+      if (!ours || l.link_port != port)
         continue;
       ++candidates;
       if (!found || l.peer_ip == ip)
@@ -186,7 +223,7 @@ struct pulse_service::impl {
     found->last_count = n;
     found->heard = steady_clock::now();
     found->heard_once = true;
-    heard_hosts.insert(found->peer_ip);
+    heard.insert(heard_where(*found));
     if (sender == from_connecting) {
       found->to = e.from;
       found->via = &e;
@@ -196,10 +233,11 @@ struct pulse_service::impl {
   void send(link& l) {
     datagram d{};
     std::copy(magic.begin(), magic.end(), d.begin());
-    d[magic.size()] =
-      l.hears == from_admitting ? from_connecting : from_admitting;
-    put_le(d.data() + magic.size() + 1, l.link_port, 2);
-    put_le(d.data() + magic.size() + 3, ++count, 8);
+    bool connected = l.hears == from_admitting;
+    d[at_sender] = connected ? from_connecting : from_admitting;
+    put_le(d.data() + at_gate, connected ? l.gate_port : l.via->port, 2);
+    put_le(d.data() + at_link, l.link_port, 2);
+    put_le(d.data() + at_count, ++count, 8);
     seal(d.data());
     error_code ec; // a pulse lost is what pulses are for
     l.via->sock.send_to(asio::buffer(d), *l.to, 0, ec);
@@ -234,8 +272,9 @@ struct pulse_service::impl {
           l.heard = l.since = now;
         if (l.to)
           send(l);
-        bool judged = l.heard_once || heard_hosts.count(l.peer_ip) > 0;
-        if (judged && now - (l.heard_once ? l.heard : l.since) > silence) {
+        bool judged = l.heard_once || heard.count(heard_where(l)) > 0;
+        if (judged && (l.heard_once ? now - l.heard > silence
+                                    : now - l.since > first_pulse_grace)) {
           close(l);
           it = links.erase(it);
           continue;
@@ -263,6 +302,15 @@ struct pulse_service::impl {
   void add(link l, Ready ready) {
     // Taken now, while the descriptor is surely still the link's.
     l.cookie = cookie_of(l.fd);
+    if (l.cookie == 0) {
+      // Without cookies a closed link's number, reused, could not be told
+      // from it: such a kernel's links are left to CAF's timeout.
+      if (!said_no_cookies.exchange(true))
+        log_line("this kernel gives sockets no cookies (SO_COOKIE): a peer "
+                 "of this process that stops is noticed only after " +
+                 std::to_string(backstop.count()) + " s");
+      return;
+    }
     l.since = steady_clock::now();
     asio::post(io, [this, l = std::move(l), ready]() mutable {
       ready(l);
@@ -295,6 +343,7 @@ void pulse_service::listen(const std::string& ip, uint16_t port) {
   error_code ec;
   auto addr = asio::ip::make_address(ip, ec);
   auto e = std::make_unique<impl::ear>(impl_->io);
+  e->port = port;
   udp::endpoint at{addr, port};
   if (!ec)
     e->sock.open(at.protocol(), ec);

@@ -18,14 +18,16 @@
 // arrive (UDP filtered between the hosts: said in the log once).
 //
 //   pulse   "LMNPULS1", u8 sender (0 the side that connected, 1 the side
-//           that admitted it), u16 the connecting side's TCP port of the
-//           link (names the link at both ends), u64 a count that only
-//           grows, 16 bytes of HMAC-SHA256 keyed by the cluster token
+//           that admitted it), u16 the admitting side's gate port, u16
+//           the connecting side's TCP port of the link (with the sender's
+//           IP, names the link at both ends), u64 a count that only grows,
+//           16 bytes of HMAC-SHA256 of the rest keyed by the cluster token
 //
 // A side that admitted links hears pulses on its control gate's address
 // (UDP, the same port number) and answers to where they came from; a side
 // that connected sends from a socket of its own. Datagrams that do not
-// carry the token's MAC, or repeat a count, are ignored.
+// carry the token's MAC, were meant for another gate or repeat a count
+// are ignored.
 
 #include <chrono>
 #include <cstdint>
