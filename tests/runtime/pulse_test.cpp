@@ -23,6 +23,7 @@
 #include <caf/io/all.hpp>
 
 #include "transport/pulse.hpp"
+#include "transport/pulse_wire.hpp"
 
 namespace {
 
@@ -151,8 +152,8 @@ BOOST_AUTO_TEST_CASE(replayed_and_forged_pulses_keep_nothing_alive) {
   ::close(catcher);
   // A later count with the caught MAC: not the token's.
   auto forged = caught;
-  constexpr size_t count_at = 8 + 1 + 2 + 2;
-  forged[count_at] = static_cast<char>(forged[count_at] + 1);
+  auto& count = forged[lumen::detail::pulse_wire::at_count];
+  count = static_cast<char>(count + 1);
   // The admitting side hears it once, then only it again and forgeries:
   // its peer fell silent, and the link closes as if nothing came.
   pulse_service receiver{*sys, token};

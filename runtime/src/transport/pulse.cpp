@@ -1,8 +1,5 @@
 #include "transport/pulse.hpp"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -23,28 +20,19 @@
 #include <caf/io/network/multiplexer.hpp>
 
 #include "core/log.hpp"
+#include "transport/pulse_wire.hpp"
 
 namespace lumen::detail {
 
 namespace asio = boost::asio;
 using udp = asio::ip::udp;
 using boost::system::error_code;
+using pulse_wire::from_admitting;
+using pulse_wire::from_connecting;
+using pulse_wire::pulse_size;
 using std::chrono::steady_clock;
 
 namespace {
-
-constexpr std::array<char, 8> magic{'L', 'M', 'N', 'P', 'U', 'L', 'S', '1'};
-constexpr uint8_t from_connecting = 0;
-constexpr uint8_t from_admitting = 1;
-// Where each field starts (pulse.hpp).
-constexpr size_t at_sender = magic.size();
-constexpr size_t at_gate = at_sender + 1;
-constexpr size_t at_link = at_gate + 2;
-constexpr size_t at_count = at_link + 2;
-constexpr size_t body_size = at_count + 8;
-constexpr size_t mac_size = 16;
-constexpr size_t pulse_size = body_size + mac_size;
-using datagram = std::array<unsigned char, pulse_size>;
 
 /// How long a new link may go without its first pulse: before the log
 /// says that pulses do not arrive, or, where they come from its peer's
@@ -66,18 +54,6 @@ uint64_t cookie_of(int fd) {
   if (::getsockopt(fd, SOL_SOCKET, SO_COOKIE, &cookie, &len) != 0)
     return 0;
   return cookie;
-}
-
-void put_le(unsigned char* out, uint64_t x, size_t bytes) {
-  for (size_t i = 0; i < bytes; ++i)
-    out[i] = static_cast<unsigned char>(x >> (8 * i));
-}
-
-uint64_t get_le(const unsigned char* in, size_t bytes) {
-  uint64_t x = 0;
-  for (size_t i = 0; i < bytes; ++i)
-    x |= uint64_t{in[i]} << (8 * i);
-  return x;
 }
 
 } // namespace
@@ -142,14 +118,6 @@ struct pulse_service::impl {
              : l.peer_ip;
   }
 
-  void seal(unsigned char* p) const {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned len = 0;
-    HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()), p,
-         body_size, md, &len);
-    std::copy(md, md + mac_size, p + body_size);
-  }
-
   void listen_on(ear& e) {
     e.sock.async_receive_from(
       asio::buffer(e.buf), e.from, [this, &e](error_code ec, size_t n) {
@@ -185,18 +153,10 @@ struct pulse_service::impl {
   }
 
   void hear(ear& e) {
-    auto* p = e.buf.data();
-    if (!std::equal(magic.begin(), magic.end(), p))
-      return; // a stranger's datagram
-    unsigned char expected[pulse_size];
-    std::copy(p, p + body_size, expected);
-    seal(expected);
-    if (CRYPTO_memcmp(expected + body_size, p + body_size, mac_size) != 0)
-      return; // forged, or another cluster's
-    auto sender = p[at_sender];
-    auto gate = static_cast<uint16_t>(get_le(p + at_gate, 2));
-    auto port = static_cast<uint16_t>(get_le(p + at_link, 2));
-    auto n = get_le(p + at_count, 8);
+    auto f = pulse_wire::read(e.buf.data(), token);
+    if (!f)
+      return;
+    auto [sender, gate, port, n] = *f;
     auto ip = e.from.address().to_string();
     std::lock_guard<std::mutex> guard{mtx};
     // The link the pulse names: by the gate it was meant for (one sent to
@@ -231,14 +191,11 @@ struct pulse_service::impl {
   }
 
   void send(link& l) {
-    datagram d{};
-    std::copy(magic.begin(), magic.end(), d.begin());
     bool connected = l.hears == from_admitting;
-    d[at_sender] = connected ? from_connecting : from_admitting;
-    put_le(d.data() + at_gate, connected ? l.gate_port : l.via->port, 2);
-    put_le(d.data() + at_link, l.link_port, 2);
-    put_le(d.data() + at_count, ++count, 8);
-    seal(d.data());
+    auto d = pulse_wire::write({connected ? from_connecting : from_admitting,
+                                connected ? l.gate_port : l.via->port,
+                                l.link_port, ++count},
+                               token);
     error_code ec; // a pulse lost is what pulses are for
     l.via->sock.send_to(asio::buffer(d), *l.to, 0, ec);
   }
