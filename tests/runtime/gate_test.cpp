@@ -26,7 +26,8 @@
 #include <utility>
 #include <vector>
 
-#include <boost/asio/ssl.hpp>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
 
 #include <lumen/errors.hpp>
 #include <lumen/util/spin.hpp>
@@ -43,6 +44,7 @@ using namespace std::chrono;
 using lumen::detail::address;
 using lumen::detail::credentials;
 using lumen::detail::gate;
+using lumen::detail::gated_socket;
 using lumen::detail::pass_gate;
 using lumen::test::self_signed;
 using lumen::test::wiretap;
@@ -56,26 +58,21 @@ struct gate_fixture {
   explicit gate_fixture(lumen::detail::gate_limits limits = {},
                         credentials creds = plain("s3cret"))
     : g("127.0.0.1", 0, std::move(creds), "test", limits) {
-    g.open([this](int fd, const std::string&) {
+    g.open([this](gated_socket s, const std::string&) {
       std::lock_guard<std::mutex> guard{mtx};
-      admitted.push_back(fd);
+      admitted.push_back(std::move(s));
       cv.notify_all();
     });
   }
 
-  ~gate_fixture() {
-    for (int fd : admitted)
-      ::close(fd);
-  }
-
-  /// The next admitted socket; -1 if none comes within a second.
-  int next_admitted() {
+  /// The next admitted socket; fd -1 if none comes within a second.
+  gated_socket next_admitted() {
     std::unique_lock<std::mutex> guard{mtx};
     if (!cv.wait_for(guard, seconds(1), [this] { return !admitted.empty(); }))
-      return -1;
-    int fd = admitted.front();
+      return {};
+    auto s = std::move(admitted.front());
     admitted.erase(admitted.begin());
-    return fd;
+    return s;
   }
 
   address where() const {
@@ -85,7 +82,7 @@ struct gate_fixture {
   gate g;
   std::mutex mtx;
   std::condition_variable cv;
-  std::vector<int> admitted;
+  std::vector<gated_socket> admitted;
 };
 
 int raw_connect(uint16_t port) {
@@ -157,14 +154,89 @@ credentials tls(const std::string& token, lumen::tls_options opts = {}) {
                                          lumen::detail::resolve_tls(opts));
 }
 
+/// A plain OpenSSL TLS 1.3 server on loopback with a certificate, for one
+/// client: an impostor, or the other end of a check that Lumen's records
+/// are standard TLS. Like a Lumen gate, it sends no session tickets.
+struct test_server {
+  test_server(const lumen::tls_options& cert, const char* suites)
+    : ctx(SSL_CTX_new(TLS_server_method())) {
+    SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
+    BOOST_REQUIRE(
+      SSL_CTX_use_certificate_chain_file(ctx, cert.cert_file.c_str()) == 1);
+    BOOST_REQUIRE(SSL_CTX_use_PrivateKey_file(ctx, cert.key_file.c_str(),
+                                              SSL_FILETYPE_PEM) == 1);
+    SSL_CTX_set_num_tickets(ctx, 0);
+    if (suites != nullptr)
+      BOOST_REQUIRE(SSL_CTX_set_ciphersuites(ctx, suites) == 1);
+    listener = lumen::test::listen_any(port);
+  }
+
+  ~test_server() {
+    SSL_free(ssl);
+    if (fd >= 0)
+      ::close(fd);
+    ::close(listener);
+    SSL_CTX_free(ctx);
+  }
+
+  /// Takes the client and does the handshake.
+  bool accept() {
+    fd = ::accept(listener, nullptr, nullptr);
+    timeval tv{10, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ssl = SSL_new(ctx);
+    SSL_set_fd(ssl, fd);
+    return SSL_accept(ssl) == 1;
+  }
+
+  std::string read_some() {
+    char buf[512];
+    int n = SSL_read(ssl, buf, sizeof(buf));
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string{};
+  }
+
+  bool read_exact(std::string& out, size_t n) {
+    out.assign(n, '\0');
+    for (size_t at = 0; at < n;) {
+      int k = SSL_read(ssl, &out[at], static_cast<int>(n - at));
+      if (k <= 0)
+        return false;
+      at += static_cast<size_t>(k);
+    }
+    return true;
+  }
+
+  bool write(const std::string& what) {
+    return SSL_write(ssl, what.data(), static_cast<int>(what.size())) ==
+           static_cast<int>(what.size());
+  }
+
+  SSL_CTX* ctx;
+  SSL* ssl = nullptr;
+  uint16_t port = 0;
+  int listener = -1;
+  int fd = -1;
+};
+
+/// `n` bytes that differ from one offset to the next.
+std::string pattern(size_t n, int seed) {
+  std::string out(n, '\0');
+  for (size_t i = 0; i < n; ++i)
+    out[i] = static_cast<char>((i * 7 + static_cast<size_t>(seed)) % 251);
+  return out;
+}
+
 /// Sends `msg` one way through an admitted pair and checks it arrives whole.
-void check_carries(int from, int to, const std::string& msg) {
-  auto sent = ::send(from, msg.data(), msg.size(), MSG_NOSIGNAL);
-  BOOST_REQUIRE_MESSAGE(sent == static_cast<ssize_t>(msg.size()),
-                        "sent " << sent << ": " << std::strerror(errno));
+void check_carries(gated_socket& from, gated_socket& to,
+                   const std::string& msg) {
+  bool sent = false;
+  // Sent beside the read: a large message fills the sockets' buffers.
+  std::thread sender{
+    [&] { sent = lumen::detail::write_all(from, msg.data(), msg.size()); }};
   std::string got(msg.size(), '\0');
-  BOOST_TEST(::recv(to, got.data(), got.size(), MSG_WAITALL) ==
-             static_cast<ssize_t>(msg.size()));
+  BOOST_TEST(lumen::detail::read_all(to, got.data(), got.size()));
+  sender.join();
+  BOOST_TEST(sent);
   BOOST_TEST(got == msg);
 }
 
@@ -186,19 +258,19 @@ BOOST_AUTO_TEST_SUITE(gate_suite)
 
 BOOST_AUTO_TEST_CASE(a_peer_with_the_token_is_admitted_and_keeps_its_bytes) {
   gate_fixture f;
-  int client =
+  auto client =
     pass_gate(f.where(), plain("s3cret"), "the test gate", seconds(2));
-  int served = f.next_admitted();
-  BOOST_REQUIRE(served >= 0);
+  auto served = f.next_admitted();
+  BOOST_REQUIRE(served.fd >= 0);
   // What the peer sends next reaches the protocol behind the gate whole.
   std::string msg = "first bytes after the gate";
-  BOOST_REQUIRE(::send(client, msg.data(), msg.size(), 0) ==
+  BOOST_REQUIRE(::send(client.fd, msg.data(), msg.size(), 0) ==
                 static_cast<ssize_t>(msg.size()));
   std::string got(msg.size(), '\0');
-  BOOST_TEST(::recv(served, got.data(), got.size(), MSG_WAITALL) ==
+  BOOST_TEST(::recv(served.fd, got.data(), got.size(), MSG_WAITALL) ==
              static_cast<ssize_t>(msg.size()));
   BOOST_TEST(got == msg);
-  ::close(client);
+  client.reset();
 }
 
 BOOST_AUTO_TEST_CASE(a_wrong_token_is_refused_with_a_code_and_the_reason) {
@@ -212,7 +284,7 @@ BOOST_AUTO_TEST_CASE(a_wrong_token_is_refused_with_a_code_and_the_reason) {
     BOOST_TEST(std::string{e.what()}.find("wrong cluster token") !=
                std::string::npos);
   }
-  BOOST_TEST(f.next_admitted() == -1);
+  BOOST_TEST(f.next_admitted().fd == -1);
 }
 
 BOOST_AUTO_TEST_CASE(junk_is_dropped_without_an_answer) {
@@ -222,7 +294,7 @@ BOOST_AUTO_TEST_CASE(junk_is_dropped_without_an_answer) {
   ::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
   BOOST_TEST(seconds_until_closed(fd) >= 0);
   ::close(fd);
-  BOOST_TEST(f.next_admitted() == -1);
+  BOOST_TEST(f.next_admitted().fd == -1);
 }
 
 BOOST_AUTO_TEST_CASE(a_peer_that_dawdles_is_dropped_at_the_deadline) {
@@ -252,9 +324,9 @@ BOOST_AUTO_TEST_CASE(past_the_bound_the_oldest_handshake_makes_room) {
     silent.push_back(raw_connect(f.g.port()));
   // A prompt peer gets in although four dawdlers wait; the first of them,
   // the oldest, is dropped for it, long before the 30 s deadline.
-  int client =
+  auto client =
     pass_gate(f.where(), plain("s3cret"), "the test gate", seconds(2));
-  BOOST_TEST(f.next_admitted() >= 0);
+  BOOST_TEST(f.next_admitted().fd >= 0);
   auto closed_after = seconds_until_closed(silent[0]);
   BOOST_TEST(closed_after >= 0);
   BOOST_TEST(closed_after < 10.0);
@@ -267,7 +339,7 @@ BOOST_AUTO_TEST_CASE(past_the_bound_the_oldest_handshake_makes_room) {
   BOOST_TEST(::poll(&p, 1, 200) == 0); // nothing: still waiting
   for (int fd : silent)
     ::close(fd);
-  ::close(client);
+  client.reset();
 }
 
 BOOST_AUTO_TEST_CASE(a_peer_sending_a_byte_at_a_time_outlasts_a_stalled_crowd) {
@@ -297,7 +369,7 @@ BOOST_AUTO_TEST_CASE(a_peer_sending_a_byte_at_a_time_outlasts_a_stalled_crowd) {
   BOOST_TEST(::recv(peer, verdict, sizeof(verdict), MSG_WAITALL) == 3);
   BOOST_TEST(static_cast<int>(verdict[0]) ==
              static_cast<int>(lumen::detail::verdict_admitted));
-  BOOST_TEST(f.next_admitted() >= 0);
+  BOOST_TEST(f.next_admitted().fd >= 0);
   // Beside the peer, room for three: all strangers but the last three went.
   for (size_t i = 0; i + 3 < crowd.size(); ++i)
     BOOST_TEST(seconds_until_closed(crowd[i]) >= 0, "stranger " << i);
@@ -348,16 +420,16 @@ BOOST_AUTO_TEST_SUITE(tls_suite)
 BOOST_AUTO_TEST_CASE(a_token_keyed_link_hides_the_token_and_the_bytes) {
   gate_fixture f{{}, tls("s3cret-token-on-the-wire")};
   wiretap tap{f.g.port()};
-  auto mine = tls("s3cret-token-on-the-wire"); // relays the link while kept
-  int client = pass_gate(address{"127.0.0.1", tap.port()}, mine,
-                         "the test gate", seconds(2));
-  int served = f.next_admitted();
-  BOOST_REQUIRE(served >= 0);
+  auto mine = tls("s3cret-token-on-the-wire");
+  auto client = pass_gate(address{"127.0.0.1", tap.port()}, mine,
+                          "the test gate", seconds(2));
+  auto served = f.next_admitted();
+  BOOST_REQUIRE(served.fd >= 0);
   std::string up = "plaintext going up, 0123456789";
   std::string down = "plaintext coming down, 9876543210";
   check_carries(client, served, up);
   check_carries(served, client, down);
-  // Big enough for many TLS records and relay reads.
+  // Big enough for many TLS records and reads.
   check_carries(client, served, std::string(3 << 20, 'z'));
   auto seen = tap.seen();
   BOOST_TEST(seen.size() > up.size() + down.size());
@@ -367,23 +439,23 @@ BOOST_AUTO_TEST_CASE(a_token_keyed_link_hides_the_token_and_the_bytes) {
   BOOST_TEST(seen.find(up) == std::string::npos);
   BOOST_TEST(seen.find(down) == std::string::npos);
   BOOST_TEST(seen.find(std::string(64, 'z')) == std::string::npos);
-  ::close(client);
-  ::close(served);
+  client.reset();
+  served.reset();
 }
 
 BOOST_AUTO_TEST_CASE(without_tls_the_same_tap_sees_everything) {
   // The check above could pass with a tap that sees nothing: here it must.
   gate_fixture f;
   wiretap tap{f.g.port()};
-  int client = pass_gate(address{"127.0.0.1", tap.port()}, plain("s3cret"),
-                         "the gate", seconds(2));
-  int served = f.next_admitted();
-  BOOST_REQUIRE(served >= 0);
+  auto client = pass_gate(address{"127.0.0.1", tap.port()}, plain("s3cret"),
+                          "the gate", seconds(2));
+  auto served = f.next_admitted();
+  BOOST_REQUIRE(served.fd >= 0);
   check_carries(client, served, "plaintext going up");
   BOOST_TEST(tap.seen().find("s3cret") != std::string::npos);
   BOOST_TEST(tap.seen().find("plaintext going up") != std::string::npos);
-  ::close(client);
-  ::close(served);
+  client.reset();
+  served.reset();
 }
 
 BOOST_AUTO_TEST_CASE(another_token_cannot_finish_the_tls_handshake) {
@@ -395,7 +467,7 @@ BOOST_AUTO_TEST_CASE(another_token_cannot_finish_the_tls_handshake) {
   BOOST_TEST(
     static_cast<int>(code) == static_cast<int>(lumen::errc::wrong_token), what);
   BOOST_TEST(what.find("another token") != std::string::npos, what);
-  BOOST_TEST(f.next_admitted() == -1);
+  BOOST_TEST(f.next_admitted().fd == -1);
 }
 
 BOOST_AUTO_TEST_CASE(a_plain_peer_at_a_tls_gate_hears_to_use_tls) {
@@ -408,7 +480,7 @@ BOOST_AUTO_TEST_CASE(a_plain_peer_at_a_tls_gate_hears_to_use_tls) {
                static_cast<int>(lumen::errc::tls_mismatch),
              what);
   BOOST_TEST(what.find("pass --tls") != std::string::npos, what);
-  BOOST_TEST(f.next_admitted() == -1);
+  BOOST_TEST(f.next_admitted().fd == -1);
 }
 
 BOOST_AUTO_TEST_CASE(strangers_make_room_before_a_peer_that_proved_the_key) {
@@ -416,11 +488,10 @@ BOOST_AUTO_TEST_CASE(strangers_make_room_before_a_peer_that_proved_the_key) {
   gate_fixture f{{seconds(30), 4}, creds};
   // A peer whose TLS session is up (keyed by the token) but that has not
   // shown the token yet, and a stranger who began a TLS record.
-  int proven =
-    creds.tls
-      ->connect(raw_connect(f.g.port()), steady_clock::now() + seconds(2))
-      .fd;
-  BOOST_REQUIRE(proven >= 0);
+  gated_socket proven{raw_connect(f.g.port())};
+  proven.tls =
+    creds.tls->connect(proven.fd, steady_clock::now() + seconds(2)).records;
+  BOOST_REQUIRE(proven.tls);
   int talking = raw_connect(f.g.port());
   const char start[] = {0x16, 0x03, 0x01, 0x02, 0x00};
   BOOST_REQUIRE(::send(talking, start, sizeof(start), MSG_NOSIGNAL) ==
@@ -449,17 +520,15 @@ BOOST_AUTO_TEST_CASE(strangers_make_room_before_a_peer_that_proved_the_key) {
   hello.resize(lumen::detail::greeting_size);
   lumen::detail::put_u16(hello.data() + lumen::detail::gate_magic.size(), 6);
   hello += "s3cret";
-  BOOST_REQUIRE(::send(proven, hello.data(), hello.size(), MSG_NOSIGNAL) ==
-                static_cast<ssize_t>(hello.size()));
+  BOOST_REQUIRE(lumen::detail::write_all(proven, hello.data(), hello.size()));
   char verdict[3] = {1, 0, 0};
-  BOOST_TEST(::recv(proven, verdict, sizeof(verdict), MSG_WAITALL) == 3);
+  BOOST_TEST(lumen::detail::read_all(proven, verdict, sizeof(verdict)));
   BOOST_TEST(static_cast<int>(verdict[0]) ==
              static_cast<int>(lumen::detail::verdict_admitted));
-  BOOST_TEST(f.next_admitted() >= 0);
+  BOOST_TEST(f.next_admitted().fd >= 0);
   for (int fd : silent)
     ::close(fd);
   ::close(talking);
-  ::close(proven);
 }
 
 BOOST_AUTO_TEST_CASE(a_tls_hello_in_pieces_outlasts_a_stalled_crowd) {
@@ -473,11 +542,11 @@ BOOST_AUTO_TEST_CASE(a_tls_hello_in_pieces_outlasts_a_stalled_crowd) {
   uint16_t relay_port = 0;
   int listener = lumen::test::listen_any(relay_port);
   lumen::detail::tls_outcome secured;
+  gated_socket peer{lumen::test::connect_loopback(relay_port)};
   int down = -1;
   int up = -1;
   std::thread client{[&] {
-    secured = creds.tls->connect(lumen::test::connect_loopback(relay_port),
-                                 steady_clock::now() + seconds(20));
+    secured = creds.tls->connect(peer.fd, steady_clock::now() + seconds(20));
   }};
   std::thread to_gate;
   std::thread to_peer;
@@ -535,26 +604,26 @@ BOOST_AUTO_TEST_CASE(a_tls_hello_in_pieces_outlasts_a_stalled_crowd) {
   to_gate = std::thread{pump, down, up};
   to_peer = std::thread{pump, up, down};
   client.join();
-  BOOST_TEST_REQUIRE(secured.fd >= 0, secured.why);
+  BOOST_TEST_REQUIRE(static_cast<bool>(secured.records), secured.why);
+  peer.tls = std::move(secured.records);
   std::string greeting(lumen::detail::gate_magic.begin(),
                        lumen::detail::gate_magic.end());
   greeting.resize(lumen::detail::greeting_size);
   lumen::detail::put_u16(greeting.data() + lumen::detail::gate_magic.size(), 6);
   greeting += "s3cret";
-  BOOST_REQUIRE(::send(secured.fd, greeting.data(), greeting.size(),
-                       MSG_NOSIGNAL) == static_cast<ssize_t>(greeting.size()));
+  BOOST_REQUIRE(
+    lumen::detail::write_all(peer, greeting.data(), greeting.size()));
   char verdict[3] = {1, 0, 0};
-  BOOST_TEST(::recv(secured.fd, verdict, sizeof(verdict), MSG_WAITALL) == 3);
+  BOOST_TEST(lumen::detail::read_all(peer, verdict, sizeof(verdict)));
   BOOST_TEST(static_cast<int>(verdict[0]) ==
              static_cast<int>(lumen::detail::verdict_admitted));
-  BOOST_TEST(f.next_admitted() >= 0);
+  BOOST_TEST(f.next_admitted().fd >= 0);
   BOOST_TEST(crowd.size() > 3u);
   for (size_t i = 0; i + 3 < crowd.size(); ++i)
     BOOST_TEST(seconds_until_closed(crowd[i]) >= 0, "stranger " << i);
   let_go.fn();
   for (int fd : crowd)
     ::close(fd);
-  ::close(secured.fd);
   ::close(listener);
 }
 
@@ -563,11 +632,10 @@ BOOST_AUTO_TEST_CASE(a_link_dropped_during_the_tls_handshake_is_tried_again) {
   gate_fixture f{{}, creds};
   {
     wiretap busy{f.g.port(), 2}; // two tries dropped, the third relayed
-    int fd =
+    auto link =
       pass_gate({"127.0.0.1", busy.port()}, creds, "the head", seconds(5));
-    BOOST_TEST(fd >= 0);
-    BOOST_TEST(f.next_admitted() >= 0);
-    ::close(fd);
+    BOOST_TEST(link.fd >= 0);
+    BOOST_TEST(f.next_admitted().fd >= 0);
   }
   wiretap gone{f.g.port(), 4}; // every try dropped
   std::string what;
@@ -582,6 +650,84 @@ BOOST_AUTO_TEST_CASE(a_link_dropped_during_the_tls_handshake_is_tried_again) {
   BOOST_TEST(what.find("too busy") != std::string::npos, what);
 }
 
+BOOST_AUTO_TEST_CASE(lumens_records_are_standard_tls_both_ways) {
+  // OpenSSL itself at the other end, in each suite Lumen seals: what Lumen
+  // sends opens there, and what OpenSSL sends opens here, across records.
+  auto cert = self_signed("interop");
+  for (const char* suite : {"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384",
+                            "TLS_CHACHA20_POLY1305_SHA256"}) {
+    BOOST_TEST_CONTEXT(suite) {
+      test_server server{cert, suite};
+      auto mine = tls("s3cret", cert);
+      auto up = pattern(100003, 1);
+      auto down = pattern(70001, 2);
+      std::string got_up;
+      bool served = false;
+      std::thread t{[&] {
+        served = server.accept() && server.read_exact(got_up, up.size()) &&
+                 server.write(down);
+      }};
+      gated_socket link{lumen::test::connect_loopback(server.port)};
+      auto out = mine.tls->connect(link.fd, steady_clock::now() + seconds(5));
+      if (!out.records)
+        ::shutdown(link.fd, SHUT_RDWR); // lets the server's thread end
+      link.tls = std::move(out.records);
+      std::string got_down(down.size(), '\0');
+      bool sent =
+        link.tls && lumen::detail::write_all(link, up.data(), up.size());
+      bool read =
+        sent && lumen::detail::read_all(link, got_down.data(), got_down.size());
+      t.join();
+      BOOST_TEST_REQUIRE(static_cast<bool>(link.tls), out.why);
+      BOOST_TEST(sent);
+      BOOST_TEST(read);
+      BOOST_TEST(served);
+      BOOST_TEST((got_up == up));
+      BOOST_TEST((got_down == down));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_record_changed_replayed_or_reordered_ends_the_link) {
+  lumen::detail::tls_traffic_key key;
+  key.cipher = EVP_aes_128_gcm();
+  key.key.fill(7);
+  key.iv.fill(9);
+  lumen::detail::tls_records sender{key, key};
+  std::vector<char> first, second;
+  sender.seal("first", 5, first);
+  sender.seal("second", 6, second);
+  // A fresh reader given `records` in turn: what it opens, and why it stops.
+  auto open = [&](std::vector<std::vector<char>> records, std::string& why) {
+    lumen::detail::tls_records reader{key, key};
+    std::string opened;
+    for (auto& r : records) {
+      auto room = reader.raw_space();
+      std::memcpy(room.iov_base, r.data(), r.size());
+      reader.raw_came(r.size());
+      char buf[64];
+      opened.append(buf, reader.take(buf, sizeof(buf)));
+    }
+    why = reader.why();
+    return opened;
+  };
+  std::string why;
+  BOOST_TEST(open({first, second}, why) == "firstsecond");
+  BOOST_TEST(why.empty(), why);
+  auto changed = second;
+  changed[9] ^= 1; // one bit of the sealed data
+  BOOST_TEST(open({first, changed}, why) == "first");
+  BOOST_TEST(why.find("does not open") != std::string::npos, why);
+  BOOST_TEST(open({first, first}, why) == "first"); // replayed
+  BOOST_TEST(why.find("does not open") != std::string::npos, why);
+  BOOST_TEST(open({second, first}, why).empty()); // out of order
+  BOOST_TEST(why.find("does not open") != std::string::npos, why);
+  auto junk = first;
+  junk[0] = 0x42; // not a TLS record
+  BOOST_TEST(open({junk}, why).empty());
+  BOOST_TEST(why.find("malformed") != std::string::npos, why);
+}
+
 BOOST_AUTO_TEST_CASE(a_tls_peer_at_a_plain_gate_hears_it_may_not_use_tls) {
   gate_fixture f;
   std::string what;
@@ -590,40 +736,28 @@ BOOST_AUTO_TEST_CASE(a_tls_peer_at_a_plain_gate_hears_it_may_not_use_tls) {
   BOOST_TEST(
     static_cast<int>(code) == static_cast<int>(lumen::errc::unreachable), what);
   BOOST_TEST(what.find("without --tls") != std::string::npos, what);
-  BOOST_TEST(f.next_admitted() == -1);
+  BOOST_TEST(f.next_admitted().fd == -1);
 }
 
 BOOST_AUTO_TEST_CASE(a_token_keyed_client_tells_an_impostor_nothing) {
   // A server that does not know the token but has a certificate, and takes
   // any client: the client must not finish the handshake, or it would send
   // the token to it.
-  namespace asio = boost::asio;
   auto cert = self_signed("impostor");
-  asio::io_context io;
-  asio::ssl::context ctx{asio::ssl::context::tls_server};
-  ctx.use_certificate_chain_file(cert.cert_file);
-  ctx.use_private_key_file(cert.key_file, asio::ssl::context::pem);
-  asio::ip::tcp::acceptor acc{io, {asio::ip::make_address("127.0.0.1"), 0}};
+  test_server impostor{cert, nullptr};
   std::string heard;
-  std::thread impostor{[&] {
-    lumen::detail::tls_stream s{io, ctx};
-    boost::system::error_code ec;
-    acc.accept(s.next_layer(), ec);
-    s.handshake(asio::ssl::stream_base::server, ec);
-    if (ec)
-      return;
-    char buf[512];
-    auto n = s.read_some(asio::buffer(buf), ec);
-    heard.assign(buf, n);
+  std::thread serve{[&] {
+    if (impostor.accept())
+      heard = impostor.read_some();
   }};
   std::string what;
   auto code = code_of_failure(
     [&] {
-      pass_gate({"127.0.0.1", acc.local_endpoint().port()}, tls("s3cret"),
-                "the head", seconds(2));
+      pass_gate({"127.0.0.1", impostor.port}, tls("s3cret"), "the head",
+                seconds(2));
     },
     what);
-  impostor.join();
+  serve.join();
   BOOST_TEST(
     static_cast<int>(code) != static_cast<int>(lumen::errc::unspecified), what);
   BOOST_TEST(heard.find("s3cret") == std::string::npos);
@@ -640,7 +774,7 @@ BOOST_AUTO_TEST_CASE(a_stalled_tls_handshake_is_dropped_at_the_deadline) {
   BOOST_TEST(closed_after >= 0);
   BOOST_TEST(closed_after < 5.0);
   ::close(fd);
-  BOOST_TEST(f.next_admitted() == -1);
+  BOOST_TEST(f.next_admitted().fd == -1);
 }
 
 BOOST_AUTO_TEST_CASE(certificates_of_the_cluster_ca_get_in_others_do_not) {
@@ -648,15 +782,15 @@ BOOST_AUTO_TEST_CASE(certificates_of_the_cluster_ca_get_in_others_do_not) {
   gate_fixture f{{}, tls("s3cret", cluster)};
   wiretap tap{f.g.port()};
   auto mine = tls("s3cret", cluster);
-  int client =
+  auto client =
     pass_gate(address{"127.0.0.1", tap.port()}, mine, "the gate", seconds(2));
-  int served = f.next_admitted();
-  BOOST_REQUIRE(served >= 0);
+  auto served = f.next_admitted();
+  BOOST_REQUIRE(served.fd >= 0);
   check_carries(client, served, "with certificates");
   BOOST_TEST(tap.seen().find("with certificates") == std::string::npos);
   BOOST_TEST(tap.seen().find("s3cret") == std::string::npos);
-  ::close(client);
-  ::close(served);
+  client.reset();
+  served.reset();
   // A certificate the cluster's CA did not sign: refused, whatever the token.
   auto stranger = self_signed("stranger");
   std::string what;
@@ -669,7 +803,7 @@ BOOST_AUTO_TEST_CASE(certificates_of_the_cluster_ca_get_in_others_do_not) {
                static_cast<int>(lumen::errc::tls_mismatch),
              what);
   BOOST_TEST(what.find("--tls-ca") != std::string::npos, what);
-  BOOST_TEST(f.next_admitted() == -1);
+  BOOST_TEST(f.next_admitted().fd == -1);
 }
 
 BOOST_AUTO_TEST_CASE(unusable_tls_files_are_usage_errors_naming_them) {

@@ -30,7 +30,13 @@ void check_channel_name(const std::string& name) {
 channel_hub::channel_hub(const std::string& host, credentials creds)
   : host_(host)
   , gate_(std::make_unique<gate>(host, 0, std::move(creds), "channel")) {
-  gate_->open([this](int fd, const std::string&) { admit(fd); });
+  gate_->open([this](gated_socket link, const std::string&) {
+    // A channel's reads and writes take a socket: a TLS link's plaintext
+    // comes through a relay.
+    int fd = as_plain_socket(std::move(link), gate_->creds().tls.get());
+    if (fd >= 0)
+      admit(fd);
+  });
 }
 
 channel_hub::~channel_hub() {
@@ -144,8 +150,13 @@ void channel_hub::admit(int fd) {
 channel open_channel(const std::string& where, const std::string& name,
                      const credentials& creds,
                      std::chrono::milliseconds timeout) {
-  int fd =
-    pass_gate(parse_address(where), creds, "channel '" + name + "'", timeout);
+  int fd = as_plain_socket(
+    pass_gate(parse_address(where), creds, "channel '" + name + "'", timeout),
+    creds.tls.get());
+  if (fd < 0)
+    throw channel_error("cannot open the channel '" + name + "' at " + where +
+                          ": this process is out of descriptors",
+                        errc::unreachable);
   char len[2];
   put_u16(len, name.size());
   char verdict = static_cast<char>(channel_unknown);

@@ -63,7 +63,8 @@ data_server::data_server(process_services& rt, const std::string& host,
   : rt_(rt)
   , objects_(objects)
   , gate_(std::make_unique<gate>(host, 0, creds, "data")) {
-  gate_->open([this](int fd, const std::string&) { admit(fd); });
+  gate_->open(
+    [this](gated_socket link, const std::string&) { admit(std::move(link)); });
 }
 
 data_server::~data_server() {
@@ -120,8 +121,8 @@ void serve_arena(data_connection& c, uint64_t id, const bytes& payload) {
 
 } // namespace
 
-void data_server::admit(int fd) {
-  auto c = std::make_shared<data_connection>(fd);
+void data_server::admit(gated_socket link) {
+  auto c = std::make_shared<data_connection>(std::move(link));
   std::lock_guard<std::mutex> guard{mtx_};
   try {
     readers_.start([this, c] { serve(c); });

@@ -58,7 +58,7 @@ public:
   void bury(uint64_t id, std::string obituary);
 
 private:
-  void admit(int fd);
+  void admit(gated_socket link);
   void serve(std::shared_ptr<data_connection> c);
   /// These two return the work they started, for a cancel frame; null
   /// if they answered at once.

@@ -121,6 +121,10 @@ const std::string& gate::ip() const noexcept {
   return impl_->ip;
 }
 
+const credentials& gate::creds() const noexcept {
+  return impl_->creds;
+}
+
 void gate::open(admit_fn admit) {
   impl_->admit = std::move(admit);
   impl_->accept();

@@ -20,10 +20,10 @@
 // run on its one event-loop thread; an admitted socket is handed on, in
 // blocking mode, to the protocol of its port.
 //
-// With TLS (tls.hpp) the same handshake runs inside a TLS session, and what
-// is handed on is the plaintext end of the session's relay. A gate tells a
-// TLS peer from a plain one by the first byte, so that either learns in a
-// sentence that the cluster and it disagree.
+// With TLS (tls.hpp) the same handshake runs inside a TLS session, and the
+// socket is handed on with the session's record layer (gated_socket.hpp).
+// A gate tells a TLS peer from a plain one by the first byte, so that
+// either learns in a sentence that the cluster and it disagree.
 
 #include <chrono>
 #include <cstdint>
@@ -32,6 +32,7 @@
 #include <string>
 
 #include "security/credentials.hpp"
+#include "security/gated_socket.hpp"
 #include "transport/address.hpp"
 
 namespace lumen::detail {
@@ -46,9 +47,9 @@ struct gate_limits {
 
 class gate {
 public:
-  /// Receives each admitted socket (it owns it from then on) and the peer's
-  /// address, on the gate's thread.
-  using admit_fn = std::function<void(int fd, const std::string& peer)>;
+  /// Receives each admitted socket and the peer's address, on the gate's
+  /// thread.
+  using admit_fn = std::function<void(gated_socket, const std::string& peer)>;
 
   /// Listens on `host`:`port` (0: the OS picks); throws `error` naming the
   /// address and what to do. `what` names the port in the log ("control",
@@ -56,7 +57,7 @@ public:
   gate(const std::string& host, uint16_t port, credentials creds,
        std::string what, gate_limits limits = {});
 
-  /// Closes the gate and the TLS links it relays, and joins its thread.
+  /// Closes the gate and joins its thread.
   ~gate();
 
   gate(const gate&) = delete;
@@ -67,11 +68,14 @@ public:
   /// The address it listens on (0.0.0.0 for all of them).
   const std::string& ip() const noexcept;
 
+  /// What peers show to get in.
+  const credentials& creds() const noexcept;
+
   /// Starts admitting peers; call once.
   void open(admit_fn admit);
 
   /// Stops accepting and drops the handshakes under way; links admitted
-  /// already go on (with TLS, until the gate is destroyed).
+  /// already go on.
   void close();
 
 private:
@@ -86,14 +90,14 @@ struct tcp_ends {
 };
 
 /// Connects to the gate at `where` and shows the token, over TLS if
-/// `creds` say so; returns the admitted socket (with TLS, the plaintext end
-/// of its relay) in blocking mode. Throws `error` with code
-/// `errc::unreachable` (nothing listens, or no answer within `timeout`),
-/// `errc::wrong_token` or `errc::tls_mismatch`; its message names `what`
-/// and the address. A TLS link lasts as long as `creds.tls` is kept.
-/// `ends`, if given, gets the link's TCP ends.
-int pass_gate(const address& where, const credentials& creds,
-              const std::string& what, std::chrono::milliseconds timeout,
-              tcp_ends* ends = nullptr);
+/// `creds` say so; returns the admitted socket in blocking mode. Throws
+/// `error` with code `errc::unreachable` (nothing listens, or no answer
+/// within `timeout`), `errc::wrong_token` or `errc::tls_mismatch`; its
+/// message names `what` and the address. `ends`, if given, gets the link's
+/// TCP ends.
+gated_socket pass_gate(const address& where, const credentials& creds,
+                       const std::string& what,
+                       std::chrono::milliseconds timeout,
+                       tcp_ends* ends = nullptr);
 
 } // namespace lumen::detail

@@ -3,12 +3,12 @@
 #include <unistd.h>
 
 #include <array>
-#include <optional>
+#include <memory>
+#include <vector>
 
-#include <boost/asio/read.hpp>
-#include <boost/asio/ssl.hpp>
 #include <boost/asio/write.hpp>
 #include <openssl/bio.h>
+#include <openssl/ssl.h>
 
 #include "lumen/errors.hpp"
 
@@ -82,20 +82,40 @@ private:
       plain_peer_ = true;
       return read(asio::buffer(greeting_), &handshake::on_greeting);
     }
-    tls_.emplace(std::move(sock_), g_.creds.tls->server());
+    error_code ec;
+    sock_.native_non_blocking(true, ec);
+    tls_ = std::make_unique<tls_handshake>(*g_.creds.tls, sock_.native_handle(),
+                                           true);
     watch_tls(true);
-    tls_->async_handshake(
-      asio::ssl::stream_base::server,
-      [self = shared_from_this()](error_code ec) {
-        if (ec == asio::error::operation_aborted)
-          return;
-        if (ec)
-          return self->drop("refused", "TLS handshake failed: " + ec.message());
-        // Keyed by the token, or by a certificate of the cluster's CA: a
-        // peer that gets here holds the cluster's secret.
-        self->reached(queue::stage::proven);
-        self->read(asio::buffer(self->greeting_), &handshake::on_greeting);
-      });
+    step_tls();
+  }
+
+  /// Takes the TLS handshake as far as the socket lets it, and again each
+  /// time the socket is ready for what it waits for.
+  void step_tls() {
+    auto s = tls_->step();
+    if (s == tls_handshake::state::failed)
+      return drop("refused", tls_->why());
+    if (s != tls_handshake::state::done)
+      return sock_.async_wait(s == tls_handshake::state::wants_read
+                                ? tcp::socket::wait_read
+                                : tcp::socket::wait_write,
+                              [self = shared_from_this()](error_code ec) {
+                                if (ec)
+                                  return self->lost(ec);
+                                self->step_tls();
+                              });
+    try {
+      records_ = tls_->records();
+    } catch (const std::exception& e) {
+      return drop("refused", e.what());
+    }
+    watch_tls(false);
+    tls_.reset();
+    // Keyed by the token, or by a certificate of the cluster's CA: a peer
+    // that gets here holds the cluster's secret.
+    reached(queue::stage::proven);
+    read(asio::buffer(greeting_), &handshake::on_greeting);
   }
 
   void on_greeting() {
@@ -123,7 +143,7 @@ private:
       static_cast<char>(verified_ ? verdict_admitted : verdict_refused);
     put_u16(reply_.data() + 1, reason.size());
     reply_ += reason;
-    write(asio::buffer(reply_), &handshake::on_replied);
+    write(reply_, &handshake::on_replied);
   }
 
   void on_replied() {
@@ -138,28 +158,20 @@ private:
 
   void pass() {
     finish();
-    int fd = -1;
     error_code ec;
     // Small control messages go out at once, with or without TLS.
-    lowest().set_option(tcp::no_delay(true), ec);
-    if (tls_) {
-      fd = relay(std::move(*tls_));
-      if (fd < 0)
-        ec = asio::error::no_descriptors;
-    } else {
-      fd = sock_.release(ec);
-    }
-    if (fd < 0) {
+    sock_.set_option(tcp::no_delay(true), ec);
+    gated_socket admitted{sock_.release(ec), std::move(records_)};
+    if (admitted.fd < 0) {
       log_line("lost a " + g_.what + " connection from " + peer_ + ": " +
                ec.message());
       return;
     }
-    set_blocking(fd);
+    set_blocking(admitted.fd);
     try {
-      g_.admit(fd, peer_);
+      g_.admit(std::move(admitted), peer_);
     } catch (const std::exception& e) {
       // Out of memory or threads: this peer is refused, the gate goes on.
-      ::close(fd);
       log_line("could not serve a " + g_.what + " connection from " + peer_ +
                ": " + e.what());
     }
@@ -168,37 +180,46 @@ private:
   /// Reads all of `into` from the peer, then runs `then`. Piece by
   /// piece: each piece counts as progress (handshake_queue.hpp).
   void read(asio::mutable_buffer into, void (handshake::*then)()) {
+    if (records_) {
+      auto n = records_->take(static_cast<char*>(into.data()), into.size());
+      if (n == into.size())
+        return ((*this).*then)();
+      if (records_->failed())
+        return drop("dropped", records_->why());
+      into += n;
+    }
     auto next = [self = shared_from_this(), into, then](error_code ec,
                                                         size_t n) {
       if (ec)
         return self->lost(ec);
       self->heard();
+      if (self->records_) {
+        self->records_->raw_came(n);
+        return self->read(into, then);
+      }
       if (n < into.size())
         return self->read(into + n, then);
       ((*self).*then)();
     };
-    if (tls_)
-      tls_->async_read_some(into, std::move(next));
-    else
-      sock_.async_read_some(into, std::move(next));
+    if (!records_)
+      return sock_.async_read_some(into, std::move(next));
+    auto room = records_->raw_space();
+    sock_.async_read_some(asio::buffer(room.iov_base, room.iov_len),
+                          std::move(next));
   }
 
   /// Writes all of `what` to the peer, then runs `then`.
-  template <class Buffer>
-  void write(Buffer what, void (handshake::*then)()) {
+  void write(const std::string& what, void (handshake::*then)()) {
     auto next = [self = shared_from_this(), then](error_code ec, size_t) {
       if (ec)
         return self->lost(ec);
       ((*self).*then)();
     };
-    if (tls_)
-      asio::async_write(*tls_, what, std::move(next));
-    else
-      asio::async_write(sock_, what, std::move(next));
-  }
-
-  tcp::socket& lowest() {
-    return tls_ ? tls_->next_layer() : sock_;
+    if (!records_)
+      return asio::async_write(sock_, asio::buffer(what), std::move(next));
+    sealed_.clear();
+    records_->seal(what.data(), what.size(), sealed_);
+    asio::async_write(sock_, asio::buffer(sealed_), std::move(next));
   }
 
   void lost(const error_code& ec) {
@@ -220,10 +241,9 @@ private:
 
   /// Has OpenSSL tell this handshake when the session reads the peer's
   /// bytes (progress, even a part of a record) and when it writes (the gate
-  /// answered the peer's hello); asio's TLS stream shows neither. Off
-  /// before the session outlives the handshake (the relay takes it).
+  /// answered the peer's hello). Off once the handshake is done or dropped.
   void watch_tls(bool on) {
-    BIO* bio = SSL_get_rbio(tls_->native_handle()); // its wbio too
+    BIO* bio = SSL_get_rbio(tls_->native()); // its wbio too
     BIO_set_callback_arg(bio, on ? reinterpret_cast<char*>(this) : nullptr);
     BIO_set_callback_ex(bio, on ? &on_tls_bytes : nullptr);
   }
@@ -248,7 +268,7 @@ public:
     g_.log.say(std::string{verb} + " a " + g_.what + " connection from " +
                peer_ + ": " + why);
     error_code ec;
-    lowest().close(ec);
+    sock_.close(ec);
   }
 
 private:
@@ -264,7 +284,9 @@ private:
 
   gate::impl& g_;
   tcp::socket sock_;
-  std::optional<tls_stream> tls_; // the session, once the peer began one
+  std::unique_ptr<tls_handshake> tls_;   // while the TLS handshake runs
+  std::unique_ptr<tls_records> records_; // after it
+  std::vector<char> sealed_;
   asio::steady_timer timer_;
   std::string peer_;
   std::array<unsigned char, 1> first_{};

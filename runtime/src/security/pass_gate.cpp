@@ -47,9 +47,9 @@ tcp_ends ends_of(int fd) {
 
 } // namespace
 
-int pass_gate(const address& where, const credentials& creds,
-              const std::string& what, std::chrono::milliseconds timeout,
-              tcp_ends* ends) {
+gated_socket pass_gate(const address& where, const credentials& creds,
+                       const std::string& what,
+                       std::chrono::milliseconds timeout, tcp_ends* ends) {
   const auto& token = creds.token;
   auto unreachable = [&](const std::string& why) {
     return error("cannot reach " + what + " at " + where.to_string() + " (" +
@@ -105,14 +105,14 @@ int pass_gate(const address& where, const credentials& creds,
       *ends = ends_of(fd);
     return fd;
   };
-  int fd = connect_tcp();
+  gated_socket link{connect_tcp()};
   // A gate under a flood of strangers may drop a link whose TLS handshake
   // is under way to make room: a link closed before any verdict is tried
   // again while there is time, a few times.
   for (int tries = 1; creds.tls; ++tries) {
-    auto secured = creds.tls->connect(fd, deadline);
-    if (secured.fd >= 0) {
-      fd = secured.fd; // the TCP socket belongs to the relay now
+    auto secured = creds.tls->connect(link.fd, deadline);
+    if (secured.records) {
+      link.tls = std::move(secured.records);
       break;
     }
     if (secured.refused)
@@ -136,33 +136,22 @@ int pass_gate(const address& where, const credentials& creds,
                     ")",
                   errc::unreachable);
     std::this_thread::sleep_for(std::chrono::milliseconds(20 * tries));
-    fd = connect_tcp();
+    link = gated_socket{connect_tcp()};
   }
-  auto fail = [&](const std::string& why) {
-    ::close(fd);
-    return unreachable(why);
-  };
-  auto bound = [&](long ms) {
-    timeval tv{static_cast<time_t>(ms / 1000),
-               static_cast<suseconds_t>((ms % 1000) * 1000)};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  };
-  bound(left_ms());
+  set_socket_timeout(link.fd, std::chrono::milliseconds(left_ms()), true);
   std::string hello(gate_magic.begin(), gate_magic.end());
   hello.resize(greeting_size);
   put_u16(hello.data() + gate_magic.size(), token.size());
   hello += token;
   std::array<char, 3> verdict{};
-  if (!write_all(fd, hello.data(), hello.size()) ||
-      !read_all(fd, verdict.data(), verdict.size()))
-    throw fail("it ended the handshake: not a Lumen port, too busy, or too "
-               "slow");
+  if (!write_all(link, hello.data(), hello.size()) ||
+      !read_all(link, verdict.data(), verdict.size()))
+    throw unreachable("it ended the handshake: not a Lumen port, too busy, or "
+                      "too slow");
   std::string reason(std::min(get_u16(verdict.data() + 1), max_reason), '\0');
-  if (!read_all(fd, reason.data(), reason.size()))
-    throw fail("it ended the handshake");
+  if (!read_all(link, reason.data(), reason.size()))
+    throw unreachable("it ended the handshake");
   if (static_cast<uint8_t>(verdict[0]) != verdict_admitted) {
-    ::close(fd);
     bool tls = reason == tls_required_reason;
     std::rethrow_exception(make_error(
       tls                            ? errc::tls_mismatch
@@ -174,8 +163,8 @@ int pass_gate(const address& where, const credentials& creds,
                "--head` prints its path) with --token-file or "
                "LUMEN_TOKEN_FILE")));
   }
-  bound(0);
-  return fd;
+  set_socket_timeout(link.fd, std::chrono::milliseconds(0), true);
+  return link;
 }
 
 } // namespace lumen::detail

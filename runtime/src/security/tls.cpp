@@ -3,14 +3,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
-#include <future>
+#include <utility>
+#include <vector>
 
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/ssl.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -32,8 +33,7 @@ constexpr const char* psk_suites =
   "TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256";
 constexpr const char* psk_identity = "lumen";
 
-/// Where a context keeps its key for the callbacks (asio has the context's
-/// app data for itself).
+/// Where a context keeps its key for the callbacks.
 int psk_index() {
   static const int index =
     SSL_CTX_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
@@ -78,68 +78,85 @@ std::array<unsigned char, 32> derive_psk(const std::string& token) {
 }
 
 /// Applies what both sides share: TLS 1.3 only, and the keys.
-void configure(asio::ssl::context& ctx, const tls_options& opts,
+void configure(SSL_CTX* ctx, const tls_options& opts,
                const std::array<unsigned char, 32>* psk) {
-  SSL_CTX_set_min_proto_version(ctx.native_handle(), TLS1_3_VERSION);
+  SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
   if (psk != nullptr) {
-    SSL_CTX_set_ciphersuites(ctx.native_handle(), psk_suites);
-    void* key = const_cast<std::array<unsigned char, 32>*>(psk);
-    SSL_CTX_set_ex_data(ctx.native_handle(), psk_index(), key);
+    SSL_CTX_set_ciphersuites(ctx, psk_suites);
+    SSL_CTX_set_ex_data(ctx, psk_index(),
+                        const_cast<std::array<unsigned char, 32>*>(psk));
     return;
   }
-  auto use = [](const std::string& flag, const std::string& file, auto&& fn) {
-    error_code ec;
-    fn(ec);
-    if (ec)
+  auto use = [](const std::string& flag, const std::string& file, bool ok) {
+    if (!ok)
       throw usage_error("cannot use " + flag + " " + file + " (" +
-                          ec.message() + "); give a PEM file",
+                          openssl_error() + "); give a PEM file",
                         errc::tls_mismatch);
   };
-  use("--tls-cert", opts.cert_file, [&](error_code& ec) {
-    ctx.use_certificate_chain_file(opts.cert_file, ec);
-  });
-  use("--tls-key", opts.key_file, [&](error_code& ec) {
-    ctx.use_private_key_file(opts.key_file, asio::ssl::context::pem, ec);
-  });
-  if (SSL_CTX_check_private_key(ctx.native_handle()) != 1)
+  use("--tls-cert", opts.cert_file,
+      SSL_CTX_use_certificate_chain_file(ctx, opts.cert_file.c_str()) == 1);
+  use("--tls-key", opts.key_file,
+      SSL_CTX_use_PrivateKey_file(ctx, opts.key_file.c_str(),
+                                  SSL_FILETYPE_PEM) == 1);
+  if (SSL_CTX_check_private_key(ctx) != 1)
     throw usage_error("--tls-key " + opts.key_file +
                         " is not the key of --tls-cert " + opts.cert_file,
                       errc::tls_mismatch);
   use("--tls-ca", opts.ca_file,
-      [&](error_code& ec) { ctx.load_verify_file(opts.ca_file, ec); });
-  ctx.set_verify_mode(asio::ssl::verify_peer |
-                      asio::ssl::verify_fail_if_no_peer_cert);
+      SSL_CTX_load_verify_locations(ctx, opts.ca_file.c_str(), nullptr) == 1);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
+                     nullptr);
 }
 
-/// Moves bytes both ways between a TLS session and a local socket.
+/// Moves bytes both ways between a link's records and a local socket.
 class relay_pair : public std::enable_shared_from_this<relay_pair> {
 public:
-  relay_pair(tls_stream tls, asio::local::stream_protocol::socket local)
-    : tls_(std::move(tls))
+  relay_pair(tcp::socket tcp, std::unique_ptr<tls_records> records,
+             asio::local::stream_protocol::socket local)
+    : tcp_(std::move(tcp))
+    , records_(std::move(records))
     , local_(std::move(local)) {}
 
   void start() {
-    copy(tls_, local_, in_);  // peer -> this process
-    copy(local_, tls_, out_); // this process -> peer
+    from_peer();
+    to_peer();
   }
 
 private:
-  using buffer = std::array<char, 64 * 1024>;
+  void from_peer() {
+    size_t n = records_->take(in_.data(), in_.size());
+    if (n > 0)
+      return asio::async_write(
+        local_, asio::buffer(in_.data(), n),
+        [self = shared_from_this()](error_code ec, size_t) {
+          if (ec)
+            return self->end();
+          self->from_peer();
+        });
+    if (records_->failed())
+      return end();
+    auto room = records_->raw_space();
+    tcp_.async_read_some(asio::buffer(room.iov_base, room.iov_len),
+                         [self = shared_from_this()](error_code ec, size_t k) {
+                           if (ec)
+                             return self->end();
+                           self->records_->raw_came(k);
+                           self->from_peer();
+                         });
+  }
 
-  /// Reads what `from` has into `buf`, writes it all to `to`, and again,
-  /// until either side ends.
-  template <class From, class To>
-  void copy(From& from, To& to, buffer& buf) {
-    from.async_read_some(
-      asio::buffer(buf),
-      [self = shared_from_this(), &from, &to, &buf](error_code ec, size_t n) {
+  void to_peer() {
+    local_.async_read_some(
+      asio::buffer(out_), [self = shared_from_this()](error_code ec, size_t n) {
         if (ec)
           return self->end();
-        asio::async_write(to, asio::buffer(buf.data(), n),
-                          [self, &from, &to, &buf](error_code e, size_t) {
+        self->sealed_.clear();
+        self->records_->seal(self->out_.data(), n, self->sealed_);
+        asio::async_write(self->tcp_, asio::buffer(self->sealed_),
+                          [self](error_code e, size_t) {
                             if (e)
                               return self->end();
-                            self->copy(from, to, buf);
+                            self->to_peer();
                           });
       });
   }
@@ -148,74 +165,42 @@ private:
   void end() {
     error_code ec;
     local_.close(ec);
-    tls_.lowest_layer().close(ec);
+    tcp_.close(ec);
   }
 
-  tls_stream tls_;
+  tcp::socket tcp_;
+  std::unique_ptr<tls_records> records_;
   asio::local::stream_protocol::socket local_;
-  buffer in_;
-  buffer out_;
+  std::array<char, 64 * 1024> in_;
+  std::array<char, 64 * 1024> out_;
+  std::vector<char> sealed_;
 };
-
-std::string describe(const error_code& ec) {
-  // A plain gate drops a TLS greeting unread: the link ends or is reset.
-  if (ec == asio::error::eof || ec == asio::error::connection_reset ||
-      ec == asio::ssl::error::stream_truncated)
-    return "it closed the link during the TLS handshake: it runs without "
-           "--tls, or is too busy to let this process in";
-  return "TLS handshake failed: " + ec.message();
-}
-
-/// A handshake error that is a verdict, not a broken link: the peer sent
-/// an alert (it rejected this process's key or certificate), or this
-/// process rejected the peer's certificate.
-bool refused(const error_code& ec) {
-  if (ec.category() != asio::error::get_ssl_category())
-    return false;
-  auto reason = ERR_GET_REASON(static_cast<unsigned long>(ec.value()));
-  return reason > SSL_AD_REASON_OFFSET ||
-         reason == SSL_R_CERTIFICATE_VERIFY_FAILED;
-}
 
 } // namespace
 
-int relay(tls_stream tls) {
-  int fds[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
-    return -1;
-  auto io = tls.get_executor();
-  asio::local::stream_protocol::socket local{io};
-  error_code ec;
-  local.assign(asio::local::stream_protocol{}, fds[0], ec);
-  if (ec) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    return -1;
-  }
-  try {
-    std::make_shared<relay_pair>(std::move(tls), std::move(local))->start();
-  } catch (const std::exception&) {
-    ::close(fds[1]); // fds[0] is the local socket's, closed with it
-    return -1;
-  }
-  return fds[1];
-}
-
 tls_context::tls_context(const tls_options& opts, const std::string& token)
   : certificates_(!opts.cert_file.empty())
-  , server_(asio::ssl::context::tls_server)
-  , client_(asio::ssl::context::tls_client) {
+  , server_(SSL_CTX_new(TLS_server_method()), SSL_CTX_free)
+  , client_(SSL_CTX_new(TLS_client_method()), SSL_CTX_free) {
+  if (!server_ || !client_)
+    throw error("cannot set up TLS (OpenSSL: " + openssl_error() + ")",
+                errc::tls_mismatch);
   if (!certificates_)
     psk_ = derive_psk(token);
-  configure(server_, opts, certificates_ ? nullptr : &psk_);
-  configure(client_, opts, certificates_ ? nullptr : &psk_);
+  for (auto* ctx : {server_.get(), client_.get()}) {
+    configure(ctx, opts, certificates_ ? nullptr : &psk_);
+    SSL_CTX_set_keylog_callback(ctx, &tls_handshake::keep_secret);
+  }
+  // Tickets would be records the peer's record layer is not counting on
+  // (and Lumen never resumes a session).
+  SSL_CTX_set_num_tickets(server_.get(), 0);
   if (!certificates_) {
-    SSL_CTX_set_psk_server_callback(server_.native_handle(), psk_server);
-    SSL_CTX_set_psk_client_callback(client_.native_handle(), psk_client);
+    SSL_CTX_set_psk_server_callback(server_.get(), psk_server);
+    SSL_CTX_set_psk_client_callback(client_.get(), psk_client);
     // Trusting no certificate at all, a client only finishes a handshake
     // keyed by the token: a server that offers a certificate instead (one
     // that does not know the token) never gets to hear it.
-    client_.set_verify_mode(asio::ssl::verify_peer);
+    SSL_CTX_set_verify(client_.get(), SSL_VERIFY_PEER, nullptr);
   }
   loop_ = std::thread{[this] {
     auto work = asio::make_work_guard(io_);
@@ -238,56 +223,71 @@ tls_context::~tls_context() {
 
 tls_outcome
 tls_context::connect(int fd, std::chrono::steady_clock::time_point deadline) {
-  std::promise<tls_outcome> done;
-  asio::post(io_, [&] {
-    bool owned = false; // by the TLS stream, which closes it
-    try {
-      start_client(fd, deadline, done, owned);
-    } catch (const std::exception& e) {
-      if (!owned)
-        ::close(fd);
-      done.set_value({-1, std::string{"TLS: "} + e.what(), false});
+  using namespace std::chrono;
+  tls_outcome out;
+  try {
+    tls_handshake hs{*this, fd, false};
+    for (;;) {
+      auto left = duration_cast<milliseconds>(deadline - steady_clock::now());
+      if (left.count() <= 0) {
+        out.why = "no TLS handshake in time";
+        return out;
+      }
+      set_socket_timeout(fd, left, true);
+      auto s = hs.step();
+      if (s == tls_handshake::state::done)
+        break;
+      if (s == tls_handshake::state::failed) {
+        out.why = hs.why();
+        out.refused = hs.refused();
+        return out;
+      }
+      // A timeout (the loop ends at the deadline) or a signal: again.
     }
-  });
-  return done.get_future().get();
+    out.records = hs.records();
+  } catch (const std::exception& e) {
+    out.why = std::string{"TLS: "} + e.what();
+  }
+  set_socket_timeout(fd, std::chrono::milliseconds(0), true);
+  return out;
 }
 
-void tls_context::start_client(int fd,
-                               std::chrono::steady_clock::time_point deadline,
-                               std::promise<tls_outcome>& done, bool& owned) {
-  sockaddr_storage me{};
-  socklen_t len = sizeof(me);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&me), &len);
-  auto proto = me.ss_family == AF_INET6 ? tcp::v6() : tcp::v4();
-  auto tls = std::make_shared<tls_stream>(io_, client_);
-  error_code ec;
-  tls->next_layer().assign(proto, fd, ec);
-  if (ec) {
-    ::close(fd);
-    owned = true; // closed: the caller must not close it again
-    return done.set_value({-1, "TLS: " + ec.message(), false});
+int tls_context::relay(gated_socket s) {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
+    return -1;
+  try {
+    sockaddr_storage me{};
+    socklen_t len = sizeof(me);
+    ::getsockname(s.fd, reinterpret_cast<sockaddr*>(&me), &len);
+    tcp::socket link{io_};
+    link.assign(me.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), s.fd);
+    s.release();
+    asio::local::stream_protocol::socket local{io_};
+    local.assign(asio::local::stream_protocol{}, std::exchange(fds[0], -1));
+    auto pair = std::make_shared<relay_pair>(std::move(link), std::move(s.tls),
+                                             std::move(local));
+    // Started on the loop, which runs all of the pair's handlers.
+    asio::post(io_, [pair] { pair->start(); });
+  } catch (const std::exception&) {
+    for (int fd : {fds[0], fds[1]})
+      if (fd >= 0)
+        ::close(fd);
+    return -1;
   }
-  owned = true;
-  auto timer = std::make_shared<asio::steady_timer>(io_, deadline);
-  auto late = std::make_shared<bool>(false);
-  timer->async_wait([tls, late](error_code e) {
-    if (e)
-      return;
-    *late = true;
-    tls->lowest_layer().close(e);
-  });
-  tls->async_handshake(
-    asio::ssl::stream_base::client, [&done, tls, timer, late](error_code e) {
-      timer->cancel();
-      if (*late)
-        return done.set_value({-1, "no TLS handshake in time", false});
-      if (e)
-        return done.set_value({-1, describe(e), refused(e)});
-      int plain = relay(std::move(*tls));
-      if (plain < 0)
-        return done.set_value({-1, "out of descriptors", false});
-      done.set_value({plain, {}, false});
-    });
+  return fds[1];
+}
+
+int as_plain_socket(gated_socket s, tls_context* tls) {
+  if (!s.tls)
+    return s.release();
+  return tls != nullptr ? tls->relay(std::move(s)) : -1;
+}
+
+std::string openssl_error() {
+  auto e = ERR_peek_last_error();
+  const char* reason = e != 0 ? ERR_reason_error_string(e) : nullptr;
+  return reason != nullptr ? reason : "unknown OpenSSL error";
 }
 
 } // namespace lumen::detail

@@ -2,11 +2,12 @@
 
 // TLS 1.3 for the links between a cluster's processes (`--tls`).
 //
-// Neither CAF's middleman nor the data plane speaks TLS itself: each link's
-// TLS session lives in an event loop that relays its plaintext to one end
-// of a local socket pair, and CAF or the data plane gets the other end as
-// if it were the TCP socket. So both planes are encrypted by one piece of
-// code, and neither learns anything new.
+// OpenSSL does each link's handshake; then Lumen's own record layer
+// (tls_records.hpp) seals and opens the link's bytes on the threads that
+// send and read them: the data plane and channels encrypt on their own
+// threads, at the speed of the cipher. CAF's middleman, which only takes a
+// socket, gets the plaintext end of a local socket pair instead, relayed on
+// this context's event loop (control traffic: small).
 //
 // Keys: with certificate files, both sides show a certificate and check
 // the peer's against the CA (no host names: the CA is the cluster's own).
@@ -16,29 +17,77 @@
 
 #include <array>
 #include <chrono>
-#include <future>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ssl/context.hpp>
-#include <boost/asio/ssl/stream.hpp>
 
 #include "lumen/init.hpp"
 
+#include "security/gated_socket.hpp"
+
+typedef struct ssl_st SSL;
+typedef struct ssl_ctx_st SSL_CTX;
+
 namespace lumen::detail {
 
-using tls_stream = boost::asio::ssl::stream<boost::asio::ip::tcp::socket>;
-
-/// How a client handshake ended: a plaintext socket, or why not.
+/// How a client handshake ended: the link's records, or why not.
 struct tls_outcome {
-  int fd = -1;
+  std::unique_ptr<tls_records> records;
   std::string why;
   /// Keys or certificates did not match: the peer rejected this
   /// process's, or this process the peer's.
   bool refused = false;
+};
+
+class tls_context;
+
+/// One side of a handshake on a socket it does not own: blocking (the
+/// client's, run to the end by `tls_context::connect`) or not (the gate's,
+/// stepped by its event loop as the socket gets ready).
+class tls_handshake {
+public:
+  tls_handshake(tls_context& ctx, int fd, bool server);
+  ~tls_handshake();
+
+  tls_handshake(const tls_handshake&) = delete;
+  tls_handshake& operator=(const tls_handshake&) = delete;
+
+  enum class state { done, wants_read, wants_write, failed };
+
+  /// Goes as far as the socket lets it.
+  state step();
+
+  /// After `done`: the link's record layer, keyed by the handshake's
+  /// traffic secrets; throws `error` for a suite it does not know.
+  std::unique_ptr<tls_records> records();
+
+  /// After `failed`: why, for a log line or an error.
+  const std::string& why() const noexcept {
+    return why_;
+  }
+  /// After `failed`: keys or certificates did not match.
+  bool refused() const noexcept {
+    return refused_;
+  }
+
+  /// For watching the handshake's bytes (OpenSSL's BIO callbacks).
+  SSL* native() const noexcept {
+    return ssl_;
+  }
+
+  struct secrets;
+
+  /// OpenSSL's keylog callback: keeps the traffic secrets for `records()`.
+  static void keep_secret(const SSL* ssl, const char* line);
+
+private:
+  SSL* ssl_;
+  bool server_;
+  std::unique_ptr<secrets> secrets_;
+  std::string why_;
+  bool refused_ = false;
 };
 
 class tls_context {
@@ -47,44 +96,42 @@ public:
   /// `usage_error` (`errc::tls_mismatch`) naming a file it cannot use.
   tls_context(const tls_options& opts, const std::string& token);
 
-  /// Stops the client relays (their links close) and joins their thread.
+  /// Stops the relays (their links close) and joins their thread.
   ~tls_context();
 
   tls_context(const tls_context&) = delete;
   tls_context& operator=(const tls_context&) = delete;
 
-  /// For the gate's side of each handshake.
-  boost::asio::ssl::context& server() noexcept {
-    return server_;
-  }
-
   /// Runs the client side of the handshake on `fd` (a connected TCP
-  /// socket, which it takes) until `deadline`; on success relays the link
-  /// on this context's thread and returns the plaintext end, blocking.
+  /// socket in blocking mode, still the caller's) until `deadline`.
   tls_outcome connect(int fd, std::chrono::steady_clock::time_point deadline);
+
+  /// Relays `s`'s plaintext to a fresh local socket pair on this context's
+  /// thread until either side ends; returns the pair's other end in
+  /// blocking mode, or -1 (out of descriptors). The relay owns `s.fd`.
+  int relay(gated_socket s);
 
   bool uses_certificates() const noexcept {
     return certificates_;
   }
 
 private:
-  /// On the loop: starts the handshake on `fd` and sets `done` when it
-  /// ends; `owned` once the TLS stream holds (and will close) `fd`.
-  void start_client(int fd, std::chrono::steady_clock::time_point deadline,
-                    std::promise<tls_outcome>& done, bool& owned);
+  friend class tls_handshake;
 
   bool certificates_;
   std::array<unsigned char, 32> psk_{};
-  boost::asio::ssl::context server_;
-  boost::asio::ssl::context client_;
+  std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)> server_;
+  std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)> client_;
   boost::asio::io_context io_;
   std::thread loop_;
 };
 
-/// Relays between `tls` (handshake done) and a fresh local socket pair, on
-/// `tls`'s event loop, until either side ends; returns the pair's other end
-/// in blocking mode, or -1 (out of descriptors).
-int relay(tls_stream tls);
+/// A plain socket or, with TLS, the plaintext end of its relay: for code
+/// that only takes a socket (CAF's middleman). -1 if out of descriptors.
+int as_plain_socket(gated_socket s, tls_context* tls);
+
+/// What OpenSSL last said went wrong on this thread.
+std::string openssl_error();
 
 /// The first byte of a TLS handshake record: how a gate tells a TLS peer
 /// from a plain one.

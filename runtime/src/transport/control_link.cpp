@@ -13,6 +13,8 @@
 
 #include "lumen/errors.hpp"
 
+#include "core/log.hpp"
+#include "security/tls.hpp"
 #include "transport/protocol.hpp"
 #include "transport/pulse.hpp"
 
@@ -52,7 +54,14 @@ void serve_control(caf::actor_system& sys, caf::actor published, gate& g) {
   auto* pulses = pulse_service::of_this_process();
   if (pulses)
     pulses->listen(g.ip(), port);
-  g.open([&sys, broker, port, whom, pulses](int fd, const std::string& peer) {
+  g.open([&sys, broker, port, whom, pulses,
+          tls = g.creds().tls](gated_socket link, const std::string& peer) {
+    // CAF's broker takes a socket: a TLS link's plaintext comes through a
+    // relay.
+    int fd = as_plain_socket(std::move(link), tls.get());
+    if (fd < 0)
+      return log_line("lost a control connection from " + peer +
+                      ": out of descriptors");
     if (pulses)
       pulses->watch_admitted(fd, peer);
     // The broker's handler for a ready-made connection: it writes the
@@ -83,7 +92,12 @@ caf::actor connect_control(caf::actor_system& sys, const address& where,
   for (int attempt = 1;; ++attempt) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     tcp_ends ends;
-    int fd = pass_gate(where, creds, what, timeout, &ends);
+    int fd = as_plain_socket(pass_gate(where, creds, what, timeout, &ends),
+                             creds.tls.get());
+    if (fd < 0)
+      throw error("cannot reach " + what + " at " + where.to_string() +
+                    ": this process is out of descriptors",
+                  errc::unreachable);
     // Watched from before CAF owns the socket, whose number it may reuse
     // (a link that fails here is closed, and no longer watched), and
     // before the peer's handshake: its side watches from its gate on.

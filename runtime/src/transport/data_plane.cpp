@@ -72,12 +72,10 @@ payload_pool& pool() {
 
 } // namespace
 
-data_connection::data_connection(int fd)
-  : fd_(fd) {}
+data_connection::data_connection(gated_socket link)
+  : link_(std::move(link)) {}
 
-data_connection::~data_connection() {
-  ::close(fd_);
-}
+data_connection::~data_connection() = default;
 
 namespace {
 
@@ -165,7 +163,7 @@ bool data_connection::send(frame_kind kind, reply_status status, uint64_t id,
     if (p.size > 0)
       iov.push_back({const_cast<char*>(p.data), p.size});
   }
-  return write_all(fd_, iov.data(), static_cast<int>(iov.size()));
+  return write_all(link_, iov.data(), static_cast<int>(iov.size()));
 }
 
 bool data_connection::receive(frame_header& h, std::shared_ptr<bytes>& payload,
@@ -179,7 +177,7 @@ bool data_connection::receive(frame_header& h, std::shared_ptr<bytes>& payload,
 bool data_connection::receive_header(frame_header& h, uint64_t max_length,
                                      landed_block& block) {
   block = {};
-  if (!read_all(fd_, &h, sizeof(h)) || h.magic != frame_magic ||
+  if (!read_all(link_, &h, sizeof(h)) || h.magic != frame_magic ||
       h.length > max_length)
     return false;
   uint8_t flags = h.kind & (kind_shared_block | kind_landing);
@@ -191,7 +189,7 @@ bool data_connection::receive_header(frame_header& h, uint64_t max_length,
   bool reply = h.kind == static_cast<uint8_t>(frame_kind::reply);
   shared_block d{};
   auto take = [&] {
-    if (h.length < sizeof(d) || !read_all(fd_, &d, sizeof(d)))
+    if (h.length < sizeof(d) || !read_all(link_, &d, sizeof(d)))
       return false;
     h.length -= sizeof(d);
     return true;
@@ -232,7 +230,7 @@ void data_connection::send_shared(std::shared_ptr<shared_arena> arena) {
 }
 
 bool data_connection::read(char* at, size_t n) {
-  return read_all(fd_, at, n);
+  return read_all(link_, at, n);
 }
 
 std::shared_ptr<bytes> data_connection::payload_buffer(size_t n) {
@@ -250,7 +248,7 @@ std::shared_ptr<bytes> put_back_together(const bytes& frame,
 }
 
 void data_connection::close() {
-  ::shutdown(fd_, SHUT_RDWR);
+  ::shutdown(link_.fd, SHUT_RDWR);
   std::lock_guard<std::mutex> guard{landings_mtx_};
   closed_ = true;
   landings_.clear();

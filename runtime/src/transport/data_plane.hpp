@@ -53,6 +53,8 @@
 
 #include "lumen/detail/codec.hpp"
 
+#include "security/gated_socket.hpp"
+
 namespace lumen::detail {
 
 inline constexpr uint32_t frame_magic = 0x314e4d4c; // "LMN1"
@@ -141,7 +143,7 @@ class shared_arena;
 /// One framed connection; each frame is written whole, under a lock.
 class data_connection {
 public:
-  explicit data_connection(int fd);
+  explicit data_connection(gated_socket link);
   ~data_connection();
 
   data_connection(const data_connection&) = delete;
@@ -187,7 +189,7 @@ public:
   void close();
 
 private:
-  int fd_;
+  gated_socket link_;
   std::mutex write_mtx_;
   std::shared_ptr<shared_arena> reading_;
   std::shared_ptr<shared_arena> sending_; // under write_mtx_
