@@ -12,9 +12,14 @@
 // (tcp_bulk is the 64 MiB one). ref_node_to_node: a tensor made on one node
 // (the head), whose ref the driver hands to a task on another (node-1),
 // which fetches it from its owner; MB/s counts the one way it travels.
+// TLS's stages apart, one core each, next to a copy of the same bytes
+// (memcpy): tls_seal (the sender's record layer) and tls_open (the
+// reader's), on the largest payload in memory.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,8 +28,11 @@
 #include <lumen/cluster.hpp>
 #include <lumen/lumen.hpp>
 
+#include <openssl/evp.h>
+
 #include "bench_nodes.hpp"
 #include "bench_report.hpp"
+#include "security/tls_records.hpp"
 #include "tcp_baseline.hpp"
 
 namespace {
@@ -104,6 +112,58 @@ int main(int argc, char** argv) {
     tcp_bulk.push_back({name, "MB/s", rts, n, long(bytes)});
   }
   tcp.reset();
+
+  std::vector<figure> stages;
+  {
+    auto bytes = tensors.back().second;
+    std::vector<char> plain(bytes, 'x'), copy(bytes), opened(bytes);
+    std::vector<char> sealed;
+    sealed.reserve(bytes + bytes / 512);
+    auto per_s = [&](std::vector<double> rts) {
+      for (auto& r : rts)
+        r = r * static_cast<double>(bytes) / 1e6;
+      return rts;
+    };
+    stages.push_back({"memcpy_" + tensors.back().first, "MB/s",
+                      per_s(rate(opts.reps, 1,
+                                 [&] {
+                                   std::memcpy(copy.data(), plain.data(),
+                                               bytes);
+                                   verify(copy[bytes - 1] == 'x', "memcpy");
+                                 })),
+                      1, long(bytes)});
+    lumen::detail::tls_traffic_key key;
+    key.cipher = EVP_aes_128_gcm(); // what a token-keyed cluster agrees on
+    // Each repetition seals and opens with fresh records, numbered from 0.
+    std::unique_ptr<lumen::detail::tls_records> writer, reader;
+    std::vector<double> seal_s, open_s;
+    for (int r = 0; r < opts.reps; ++r) {
+      writer = std::make_unique<lumen::detail::tls_records>(key, key);
+      reader = std::make_unique<lumen::detail::tls_records>(key, key);
+      sealed.clear();
+      seal_s.push_back(
+        rate(1, 1, [&] { writer->seal(plain.data(), bytes, sealed); })[0]);
+      open_s.push_back(rate(1, 1, [&] {
+        size_t fed = 0, got = 0;
+        while (got < bytes) {
+          auto room = reader->raw_space();
+          auto k = std::min(room.iov_len, sealed.size() - fed);
+          std::memcpy(room.iov_base, sealed.data() + fed, k);
+          reader->raw_came(k);
+          fed += k;
+          got += reader->take(opened.data() + got, bytes - got);
+          verify(!reader->failed(), "tls open: " + reader->why());
+        }
+      })[0]);
+    }
+    verify(opened == plain, "tls records round trip");
+    stages.push_back({"tls_seal_" + tensors.back().first, "MB/s", per_s(seal_s),
+                      1, long(bytes)});
+    stages.push_back({"tls_open_" + tensors.back().first, "MB/s", per_s(open_s),
+                      1, long(bytes)});
+    lumen::bench::compare(stages[1], stages[0]);
+    lumen::bench::compare(stages[2], stages[0]);
+  }
 
   char tmpl[] = "/tmp/lumen-bench-XXXXXX";
   std::string token_file = std::string{::mkdtemp(tmpl)} + "/token";
@@ -217,6 +277,8 @@ int main(int argc, char** argv) {
     figs.insert(figs.end(), mine.begin(), mine.end());
   }
   for (auto& f : tcp_bulk)
+    figs.push_back(f);
+  for (auto& f : stages)
     figs.push_back(f);
   lumen::bench::print("cluster_bench", figs, opts.json);
 }
