@@ -764,6 +764,39 @@ BOOST_AUTO_TEST_CASE(a_token_keyed_client_tells_an_impostor_nothing) {
   BOOST_TEST(heard.empty(), heard);
 }
 
+BOOST_AUTO_TEST_CASE(
+  a_server_trickling_bytes_cannot_hold_a_client_past_its_deadline) {
+  // A "server" that begins a 16 KiB handshake record and then sends a byte
+  // every 100 ms: each read of the client's gets something, but the
+  // handshake must still end at its deadline.
+  uint16_t port = 0;
+  int listener = lumen::test::listen_any(port);
+  std::thread trickler{[listener] {
+    int fd = ::accept(listener, nullptr, nullptr);
+    const char header[] = {0x16, 0x03, 0x03, 0x40, 0x00};
+    bool ok = ::send(fd, header, sizeof(header), MSG_NOSIGNAL) == 5;
+    for (int i = 0; ok && i < 100; ++i) { // 10 s at most
+      std::this_thread::sleep_for(milliseconds(100));
+      ok = ::send(fd, "x", 1, MSG_NOSIGNAL) == 1;
+    }
+    ::close(fd);
+  }};
+  auto start = steady_clock::now();
+  std::string what;
+  auto code = code_of_failure(
+    [&] {
+      pass_gate({"127.0.0.1", port}, tls("s3cret"), "the head", seconds(1));
+    },
+    what);
+  auto took = duration<double>(steady_clock::now() - start).count();
+  trickler.join();
+  ::close(listener);
+  BOOST_TEST(
+    static_cast<int>(code) == static_cast<int>(lumen::errc::unreachable), what);
+  BOOST_TEST(what.find("in time") != std::string::npos, what);
+  BOOST_TEST(took < 3.0);
+}
+
 BOOST_AUTO_TEST_CASE(a_stalled_tls_handshake_is_dropped_at_the_deadline) {
   gate_fixture f{{milliseconds(300), 64}, tls("s3cret")};
   int fd = raw_connect(f.g.port());
@@ -803,6 +836,22 @@ BOOST_AUTO_TEST_CASE(certificates_of_the_cluster_ca_get_in_others_do_not) {
                static_cast<int>(lumen::errc::tls_mismatch),
              what);
   BOOST_TEST(what.find("--tls-ca") != std::string::npos, what);
+  BOOST_TEST(f.next_admitted().fd == -1);
+  // The same stranger trusting the cluster's CA: its handshake ends, then
+  // the gate's alert says why it is refused, and so does the error.
+  auto trusting = stranger;
+  trusting.ca_file = cluster.cert_file;
+  code = code_of_failure(
+    [&] {
+      pass_gate(f.where(), tls("s3cret", trusting), "the gate", seconds(2));
+    },
+    what);
+  BOOST_TEST(static_cast<int>(code) ==
+               static_cast<int>(lumen::errc::tls_mismatch),
+             what);
+  BOOST_TEST(what.find("did not accept this process's certificate") !=
+               std::string::npos,
+             what);
   BOOST_TEST(f.next_admitted().fd == -1);
 }
 

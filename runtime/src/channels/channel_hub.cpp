@@ -155,7 +155,8 @@ channel open_channel(const std::string& where, const std::string& name,
     creds.tls.get());
   if (fd < 0)
     throw channel_error("cannot open the channel '" + name + "' at " + where +
-                          ": this process is out of descriptors",
+                          ": could not relay its TLS link (out of "
+                          "descriptors or memory)",
                         errc::unreachable);
   char len[2];
   put_u16(len, name.size());

@@ -95,7 +95,7 @@ private:
   void step_tls() {
     auto s = tls_->step();
     if (s == tls_handshake::state::failed)
-      return drop("refused", tls_->why());
+      return drop(tls_->refused() ? "refused" : "dropped", tls_->why());
     if (s != tls_handshake::state::done)
       return sock_.async_wait(s == tls_handshake::state::wants_read
                                 ? tcp::socket::wait_read
@@ -218,7 +218,8 @@ private:
     if (!records_)
       return asio::async_write(sock_, asio::buffer(what), std::move(next));
     sealed_.clear();
-    records_->seal(what.data(), what.size(), sealed_);
+    if (!records_->seal(what.data(), what.size(), sealed_))
+      return drop("dropped", "could not seal a TLS record");
     asio::async_write(sock_, asio::buffer(sealed_), std::move(next));
   }
 

@@ -24,6 +24,16 @@ namespace {
 /// TLS handshakes tried before a link closed without a verdict fails.
 constexpr int tls_tries = 4;
 
+/// The alerts a TLS 1.3 server sends a client whose certificate it does
+/// not take (RFC 8446, 6.2): bad, unsupported, revoked, expired or unknown
+/// certificate, unknown CA, access denied, certificate required.
+bool certificate_alert(int alert) {
+  for (int a : {42, 43, 44, 45, 46, 48, 49, 116})
+    if (alert == a)
+      return true;
+  return false;
+}
+
 tcp_ends ends_of(int fd) {
   tcp_ends out;
   sockaddr_storage at{};
@@ -145,9 +155,17 @@ gated_socket pass_gate(const address& where, const credentials& creds,
   hello += token;
   std::array<char, 3> verdict{};
   if (!write_all(link, hello.data(), hello.size()) ||
-      !read_all(link, verdict.data(), verdict.size()))
+      !read_all(link, verdict.data(), verdict.size())) {
+    if (link.tls && certificate_alert(link.tls->alert()))
+      throw error(what + " at " + where.to_string() +
+                    " did not accept this process's certificate (" +
+                    link.tls->why() +
+                    "): use a certificate its --tls-ca signed, with "
+                    "--tls-cert and --tls-key",
+                  errc::tls_mismatch);
     throw unreachable("it ended the handshake: not a Lumen port, too busy, or "
                       "too slow");
+  }
   std::string reason(std::min(get_u16(verdict.data() + 1), max_reason), '\0');
   if (!read_all(link, reason.data(), reason.size()))
     throw unreachable("it ended the handshake");

@@ -1,5 +1,7 @@
 #include "security/tls.hpp"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -151,7 +153,8 @@ private:
         if (ec)
           return self->end();
         self->sealed_.clear();
-        self->records_->seal(self->out_.data(), n, self->sealed_);
+        if (!self->records_->seal(self->out_.data(), n, self->sealed_))
+          return self->end();
         asio::async_write(self->tcp_, asio::buffer(self->sealed_),
                           [self](error_code e, size_t) {
                             if (e)
@@ -225,30 +228,40 @@ tls_outcome
 tls_context::connect(int fd, std::chrono::steady_clock::time_point deadline) {
   using namespace std::chrono;
   tls_outcome out;
+  // Non-blocking, waiting for the socket with what is left: a peer that
+  // trickles a byte now and then cannot hold the handshake past `deadline`.
+  int flags = ::fcntl(fd, F_GETFL);
+  ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
   try {
     tls_handshake hs{*this, fd, false};
-    for (;;) {
-      auto left = duration_cast<milliseconds>(deadline - steady_clock::now());
-      if (left.count() <= 0) {
-        out.why = "no TLS handshake in time";
-        return out;
-      }
-      set_socket_timeout(fd, left, true);
-      auto s = hs.step();
-      if (s == tls_handshake::state::done)
-        break;
+    for (auto s = hs.step(); s != tls_handshake::state::done; s = hs.step()) {
       if (s == tls_handshake::state::failed) {
         out.why = hs.why();
         out.refused = hs.refused();
-        return out;
+        break;
       }
-      // A timeout (the loop ends at the deadline) or a signal: again.
+      auto left = duration_cast<milliseconds>(deadline - steady_clock::now());
+      pollfd ready{fd,
+                   static_cast<short>(
+                     s == tls_handshake::state::wants_read ? POLLIN : POLLOUT),
+                   0};
+      if (left.count() <= 0 ||
+          (::poll(&ready, 1, static_cast<int>(left.count())) == 0 &&
+           steady_clock::now() >= deadline)) {
+        out.why = "no TLS handshake in time";
+        break;
+      }
     }
-    out.records = hs.records();
+    if (out.why.empty())
+      out.records = hs.records();
+  } catch (const error& e) {
+    // A suite or secret Lumen cannot take: the two sides cannot agree.
+    out.why = e.what();
+    out.refused = true;
   } catch (const std::exception& e) {
     out.why = std::string{"TLS: "} + e.what();
   }
-  set_socket_timeout(fd, std::chrono::milliseconds(0), true);
+  ::fcntl(fd, F_SETFL, flags);
   return out;
 }
 
@@ -264,7 +277,8 @@ int tls_context::relay(gated_socket s) {
     link.assign(me.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), s.fd);
     s.release();
     asio::local::stream_protocol::socket local{io_};
-    local.assign(asio::local::stream_protocol{}, std::exchange(fds[0], -1));
+    local.assign(asio::local::stream_protocol{}, fds[0]);
+    fds[0] = -1; // the socket's now
     auto pair = std::make_shared<relay_pair>(std::move(link), std::move(s.tls),
                                              std::move(local));
     // Started on the loop, which runs all of the pair's handlers.

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -106,6 +107,7 @@ void expand_label(const EVP_MD* md, const std::vector<unsigned char>& secret,
     throw error("cannot derive the TLS record keys (OpenSSL failed)",
                 errc::tls_mismatch);
   std::memcpy(out, block, len);
+  OPENSSL_cleanse(block, sizeof(block));
 }
 
 } // namespace
@@ -153,6 +155,8 @@ tls_handshake::tls_handshake(tls_context& ctx, int fd, bool server)
 
 tls_handshake::~tls_handshake() {
   SSL_free(ssl_); // sends nothing; the socket is the caller's
+  OPENSSL_cleanse(secrets_->client.data(), secrets_->client.size());
+  OPENSSL_cleanse(secrets_->server.data(), secrets_->server.size());
 }
 
 tls_handshake::state tls_handshake::step() {
@@ -178,8 +182,9 @@ tls_handshake::state tls_handshake::step() {
                 (errno == 0 || errno == ECONNRESET || errno == EPIPE)) ||
                err == SSL_ERROR_ZERO_RETURN ||
                reason == SSL_R_UNEXPECTED_EOF_WHILE_READING;
-  why_ = ended ? "it closed the link during the TLS handshake: it runs "
-                 "without --tls, or is too busy to let this process in"
+  why_ = ended && server_ ? "it left during the TLS handshake"
+         : ended ? "it closed the link during the TLS handshake: it runs "
+                   "without --tls, or is too busy to let this process in"
          : err == SSL_ERROR_SYSCALL
            ? std::string{"TLS handshake failed: "} + std::strerror(errno)
            : "TLS handshake failed: " + openssl_error();
@@ -201,13 +206,20 @@ std::unique_ptr<tls_records> tls_handshake::records() {
       cipher = EVP_chacha20_poly1305();
       break;
   }
-  if (cipher == nullptr || md == nullptr || secrets_->client.empty() ||
-      secrets_->server.empty())
+  if (cipher == nullptr || md == nullptr)
     throw error(std::string{"a TLS link agreed on a suite Lumen does not "
                             "seal itself ("} +
                   (suite ? SSL_CIPHER_get_name(suite) : "none") +
                   "); Lumen's peers use AES-GCM or ChaCha20-Poly1305",
                 errc::tls_mismatch);
+  if (secrets_->client.empty() || secrets_->server.empty())
+    throw error("OpenSSL did not hand over the TLS session's traffic "
+                "secrets (its keylog callback)",
+                errc::tls_mismatch);
+  // Records read past the handshake would be lost to Lumen's record
+  // layer; OpenSSL reads one record at a time, so there are none.
+  if (SSL_has_pending(ssl_) == 1)
+    throw error("OpenSSL read past the TLS handshake", errc::tls_mismatch);
   auto key_of = [&](const std::vector<unsigned char>& secret) {
     tls_traffic_key k;
     k.cipher = cipher;
@@ -218,7 +230,10 @@ std::unique_ptr<tls_records> tls_handshake::records() {
   };
   auto mine = key_of(server_ ? secrets_->server : secrets_->client);
   auto theirs = key_of(server_ ? secrets_->client : secrets_->server);
-  return std::make_unique<tls_records>(mine, theirs);
+  auto records = std::make_unique<tls_records>(mine, theirs);
+  for (auto* k : {&mine, &theirs})
+    OPENSSL_cleanse(k, sizeof(*k));
+  return records;
 }
 
 void tls_handshake::keep_secret(const SSL* ssl, const char* line) {

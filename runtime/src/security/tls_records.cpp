@@ -4,6 +4,7 @@
 #include <cstring>
 #include <new>
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include "transport/socket_io.hpp"
@@ -20,8 +21,12 @@ constexpr size_t tag_size = 16;
 constexpr size_t max_plain = 16384;
 constexpr size_t max_body = max_plain + 256;
 constexpr size_t max_record = header_size + max_body;
+// RFC 8446, 5.5: AES-GCM keeps its promises for about 2^24.5 full
+// records under one key. Lumen's peers do not update keys: a link ends
+// before that (275 GB each way), and its user's next request opens another.
+constexpr uint64_t max_records = uint64_t{1} << 24;
 constexpr unsigned char application_data = 23;
-constexpr unsigned char alert = 21;
+constexpr unsigned char alert_record = 21;
 
 // Records sealed before a send: one system call carries several, and the
 // peer starts opening the first while the rest are sealed.
@@ -58,22 +63,27 @@ struct tls_records::direction {
 
   ~direction() {
     EVP_CIPHER_CTX_free(ctx);
+    OPENSSL_cleanse(iv.data(), iv.size());
   }
 
   direction(const direction&) = delete;
   direction& operator=(const direction&) = delete;
 
   /// Begins the next record: its nonce (the IV with the record's number
-  /// folded into its last 8 bytes) and the header as associated data.
-  void begin(const unsigned char* header) {
+  /// folded into its last 8 bytes) and the header as associated data;
+  /// false past the records one key may seal, or if OpenSSL failed.
+  bool begin(const unsigned char* header) {
+    if (sequence >= max_records)
+      return false;
     auto nonce = iv;
     for (int i = 0; i < 8; ++i)
       nonce[4 + static_cast<size_t>(i)] ^=
         static_cast<unsigned char>(sequence >> (56 - 8 * i));
     ++sequence;
     int n = 0;
-    EVP_CipherInit_ex(ctx, nullptr, nullptr, nullptr, nonce.data(), -1);
-    EVP_CipherUpdate(ctx, nullptr, &n, header, as_int(header_size));
+    return EVP_CipherInit_ex(ctx, nullptr, nullptr, nullptr, nonce.data(),
+                             -1) == 1 &&
+           EVP_CipherUpdate(ctx, nullptr, &n, header, as_int(header_size)) == 1;
   }
 };
 
@@ -100,25 +110,26 @@ size_t tls_records::seal_record(direction& d, iovec*& iov, int& count,
   header[2] = 3;
   header[3] = static_cast<unsigned char>(body >> 8);
   header[4] = static_cast<unsigned char>(body);
-  d.begin(header);
+  bool ok = d.begin(header);
   auto* c = header + header_size;
   int n = 0;
   for (size_t left = plain; left > 0;) {
     size_t k = std::min(iov->iov_len, left);
-    EVP_EncryptUpdate(d.ctx, c, &n, bytes_of(iov->iov_base), as_int(k));
-    c += n;
+    ok = ok && EVP_EncryptUpdate(d.ctx, c, &n, bytes_of(iov->iov_base),
+                                 as_int(k)) == 1;
+    c += k;
     left -= k;
     iov->iov_base = static_cast<char*>(iov->iov_base) + k;
     iov->iov_len -= k;
     drop_empty(iov, count);
   }
   unsigned char type = application_data;
-  EVP_EncryptUpdate(d.ctx, c, &n, &type, 1);
-  c += n;
-  EVP_EncryptFinal_ex(d.ctx, c, &n);
-  c += n;
-  EVP_CIPHER_CTX_ctrl(d.ctx, EVP_CTRL_AEAD_GET_TAG, as_int(tag_size), c);
-  return header_size + body;
+  ok = ok && EVP_EncryptUpdate(d.ctx, c, &n, &type, 1) == 1;
+  c += 1;
+  ok =
+    ok && EVP_EncryptFinal_ex(d.ctx, c, &n) == 1 && n == 0 &&
+    EVP_CIPHER_CTX_ctrl(d.ctx, EVP_CTRL_AEAD_GET_TAG, as_int(tag_size), c) == 1;
+  return ok ? header_size + body : 0;
 }
 
 tls_records::tls_records(const tls_traffic_key& sending,
@@ -133,7 +144,10 @@ bool tls_records::write(int fd, iovec* iov, int count) {
     sealed_.resize(send_batch + max_record);
   size_t used = 0;
   for (drop_empty(iov, count); count > 0;) {
-    used += seal_record(*out_, iov, count, sealed_.data() + used);
+    auto k = seal_record(*out_, iov, count, sealed_.data() + used);
+    if (k == 0)
+      return false;
+    used += k;
     if (used >= send_batch) {
       if (!write_all(fd, sealed_.data(), used))
         return false;
@@ -143,15 +157,19 @@ bool tls_records::write(int fd, iovec* iov, int count) {
   return used == 0 || write_all(fd, sealed_.data(), used);
 }
 
-void tls_records::seal(const char* data, size_t n, std::vector<char>& out) {
+bool tls_records::seal(const char* data, size_t n, std::vector<char>& out) {
   iovec piece{const_cast<char*>(data), n};
   iovec* iov = &piece;
   int count = 1;
   for (drop_empty(iov, count); count > 0;) {
     size_t at = out.size();
     out.resize(at + max_record);
-    out.resize(at + seal_record(*out_, iov, count, out.data() + at));
+    auto k = seal_record(*out_, iov, count, out.data() + at);
+    out.resize(at + k);
+    if (k == 0)
+      return false;
   }
+  return true;
 }
 
 size_t tls_records::take(char* at, size_t n) {
@@ -183,22 +201,33 @@ size_t tls_records::take(char* at, size_t n) {
     auto* to = direct ? bytes_of(at + got) : sealed;
     unsigned char type = 0;
     int k = 0;
-    in_->begin(header);
-    EVP_DecryptUpdate(in_->ctx, to, &k, sealed, as_int(plain));
-    EVP_DecryptUpdate(in_->ctx, &type, &k, sealed + plain, 1);
-    EVP_CIPHER_CTX_ctrl(in_->ctx, EVP_CTRL_AEAD_SET_TAG, as_int(tag_size),
-                        sealed + plain + 1);
-    raw_at_ += header_size + body;
     unsigned char none[tag_size];
-    if (EVP_DecryptFinal_ex(in_->ctx, none, &k) != 1) {
-      why_ = "a TLS record that does not open: changed on the way, or not "
-             "from this link's peer";
+    bool opened =
+      in_->begin(header) &&
+      EVP_DecryptUpdate(in_->ctx, to, &k, sealed, as_int(plain)) == 1 &&
+      EVP_DecryptUpdate(in_->ctx, &type, &k, sealed + plain, 1) == 1 &&
+      EVP_CIPHER_CTX_ctrl(in_->ctx, EVP_CTRL_AEAD_SET_TAG, as_int(tag_size),
+                          sealed + plain + 1) == 1 &&
+      EVP_DecryptFinal_ex(in_->ctx, none, &k) == 1;
+    raw_at_ += header_size + body;
+    if (!opened) {
+      // Nothing unproven stays in the caller's memory.
+      OPENSSL_cleanse(to, plain);
+      why_ = in_->sequence >= max_records
+               ? "more TLS records than one key may open"
+               : "a TLS record that does not open: changed on the way, or "
+                 "not from this link's peer";
+      break;
+    }
+    if (type == alert_record && plain == 2) {
+      alert_ = to[1];
+      why_ = alert_ == 0 ? "the peer ended the TLS session"
+                         : "the peer sent TLS alert " + std::to_string(alert_);
       break;
     }
     if (type != application_data) {
-      why_ = type == alert ? "the peer ended the TLS session"
-                           : "a TLS record of a kind Lumen's peers never "
-                             "send (padding, a key update or a ticket)";
+      why_ = "a TLS record of a kind Lumen's peers never send (padding, a key "
+             "update or a ticket)";
       break;
     }
     if (direct) {

@@ -45,11 +45,12 @@ public:
   // Sending, one thread at a time.
 
   /// Seals all of `iov` (advancing it) and writes the records to `fd`, a
-  /// blocking socket; false if the peer is gone.
+  /// blocking socket; false if the peer is gone, or the link sealed all
+  /// the records its key may (RFC 8446, 5.5).
   bool write(int fd, iovec* iov, int count);
 
-  /// Appends `n` bytes at `data`, sealed, to `out`.
-  void seal(const char* data, size_t n, std::vector<char>& out);
+  /// Appends `n` bytes at `data`, sealed, to `out`; false as `write`.
+  bool seal(const char* data, size_t n, std::vector<char>& out);
 
   // Reading, one thread at a time.
 
@@ -76,6 +77,12 @@ public:
     return why_;
   }
 
+  /// The alert that ended the link (RFC 8446, 6): 0 for the peer's
+  /// close_notify, or none.
+  int alert() const noexcept {
+    return alert_;
+  }
+
 private:
   struct direction;
 
@@ -93,6 +100,7 @@ private:
   std::vector<char> raw_;
   size_t plain_at_ = 0, plain_end_ = 0, raw_at_ = 0, raw_end_ = 0;
   std::string why_;
+  int alert_ = 0;
 };
 
 } // namespace lumen::detail

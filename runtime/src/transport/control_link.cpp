@@ -61,7 +61,8 @@ void serve_control(caf::actor_system& sys, caf::actor published, gate& g) {
     int fd = as_plain_socket(std::move(link), tls.get());
     if (fd < 0)
       return log_line("lost a control connection from " + peer +
-                      ": out of descriptors");
+                      ": could not relay its TLS link (out of descriptors "
+                      "or memory)");
     if (pulses)
       pulses->watch_admitted(fd, peer);
     // The broker's handler for a ready-made connection: it writes the
@@ -96,7 +97,8 @@ caf::actor connect_control(caf::actor_system& sys, const address& where,
                              creds.tls.get());
     if (fd < 0)
       throw error("cannot reach " + what + " at " + where.to_string() +
-                    ": this process is out of descriptors",
+                    ": could not relay its TLS link (out of descriptors or "
+                    "memory)",
                   errc::unreachable);
     // Watched from before CAF owns the socket, whose number it may reuse
     // (a link that fails here is closed, and no longer watched), and
