@@ -154,8 +154,11 @@ gated_socket pass_gate(const address& where, const credentials& creds,
   put_u16(hello.data() + gate_magic.size(), token.size());
   hello += token;
   std::array<char, 3> verdict{};
-  if (!write_all(link, hello.data(), hello.size()) ||
-      !read_all(link, verdict.data(), verdict.size())) {
+  bool sent = write_all(link, hello.data(), hello.size());
+  // Read even if the hello did not go out: a gate that refused this
+  // process's certificate said why before it closed.
+  bool answered = read_all(link, verdict.data(), verdict.size());
+  if (!sent || !answered) {
     if (link.tls && certificate_alert(link.tls->alert()))
       throw error(what + " at " + where.to_string() +
                     " did not accept this process's certificate (" +
