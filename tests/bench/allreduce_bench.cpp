@@ -24,6 +24,7 @@
 #include <vector>
 
 #include <lumen/ml.hpp>
+#include <lumen/util/huge_pages.hpp>
 
 #include "allreduce_procs.hpp"
 #include "bench_report.hpp"
@@ -212,6 +213,7 @@ int run(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
+  lumen::util::use_huge_pages();
   // Caught, so that the stack unwinds: the head, the members and the echo
   // server this run started end with it, also when a figure is wrong.
   try {

@@ -27,6 +27,7 @@
 #include <lumen/cli.hpp>
 #include <lumen/cluster.hpp>
 #include <lumen/lumen.hpp>
+#include <lumen/util/huge_pages.hpp>
 
 #include <openssl/evp.h>
 
@@ -71,6 +72,7 @@ double mb_per_s(double round_trips_per_s, size_t payload) {
 } // namespace
 
 int main(int argc, char** argv) {
+  lumen::util::use_huge_pages();
   if (argc > 1 && std::string{argv[1]} == "--serve")
     return lumen::cli_main(argc - 1, argv + 1);
   auto opts = lumen::bench::options_or_exit(

@@ -43,6 +43,7 @@
 #include <lumen/cli.hpp>
 #include <lumen/lumen.hpp>
 #include <lumen/ml.hpp>
+#include <lumen/util/huge_pages.hpp>
 
 #include "bench_nodes.hpp"
 #include "bench_report.hpp"
@@ -642,6 +643,7 @@ void across_processes(
 } // namespace
 
 int main(int argc, char** argv) {
+  lumen::util::use_huge_pages();
   // `ps_bench --serve start ...`: this program as a head or a node.
   if (argc > 1 && std::string{argv[1]} == "--serve")
     return lumen::cli_main(argc - 1, argv + 1);

@@ -49,6 +49,7 @@
 #include <lumen/ml/parameter_server.hpp>
 #include <lumen/ml/plot.hpp>
 #include <lumen/ml/sharded_server.hpp>
+#include <lumen/util/huge_pages.hpp>
 
 #include "allreduce_procs.hpp"
 #include "bench_nodes.hpp"
@@ -305,6 +306,7 @@ void draw(const std::string& path, const std::vector<figure>& figs, size_t n) {
 } // namespace
 
 int main(int argc, char** argv) {
+  lumen::util::use_huge_pages();
   if (argc > 1 && std::string{argv[1]} == "--serve")
     return lumen::cli_main(argc - 1, argv + 1);
   if (argc > 1 && std::string{argv[1]} == "--member")

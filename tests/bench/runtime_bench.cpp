@@ -22,6 +22,7 @@
 
 #include <lumen/caf_interop.hpp>
 #include <lumen/lumen.hpp>
+#include <lumen/util/huge_pages.hpp>
 
 #include "bench_report.hpp"
 
@@ -226,6 +227,7 @@ std::vector<figure> with_and_without_trace(Measure measure) {
 } // namespace
 
 int main(int argc, char** argv) {
+  lumen::util::use_huge_pages();
   auto opts = lumen::bench::options_or_exit(
     argc, argv, "runtime_bench",
     "tasks, actor calls, put and get per second, next to "

@@ -17,6 +17,7 @@
 
 #include <lumen/lumen.hpp>
 #include <lumen/sim.hpp>
+#include <lumen/util/huge_pages.hpp>
 
 #include "bench_report.hpp"
 
@@ -87,6 +88,7 @@ double sequential_calls(long calls, const std::string& node) {
 } // namespace
 
 int main(int argc, char** argv) {
+  lumen::util::use_huge_pages();
   auto opts = lumen::bench::options_or_exit(
     argc, argv, "sim_bench",
     "the simulated cluster's speed, next to the embedded cluster's for the "

@@ -38,6 +38,7 @@
 #include <lumen/lumen.hpp>
 #include <lumen/ml.hpp>
 #include <lumen/train.hpp>
+#include <lumen/util/huge_pages.hpp>
 
 #include "bench_report.hpp"
 
@@ -235,6 +236,7 @@ size_t flag_number(const std::string& flag, size_t at) {
 } // namespace
 
 int main(int argc, char** argv) {
+  lumen::util::use_huge_pages();
   auto opts = lumen::bench::parse_options(
     argc, argv,
     "trainer_bench: the data-parallel trainer on Fashion-MNIST beside a "

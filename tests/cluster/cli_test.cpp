@@ -4,6 +4,10 @@
 // The `lumen` command as scripts use it: exit codes, background start,
 // status and stop.
 
+#include <fstream>
+#include <iterator>
+#include <string>
+
 #include "cluster_fixture.hpp"
 #include "cluster_job.hpp"
 #include "slow_relay.hpp"
@@ -74,6 +78,18 @@ BOOST_AUTO_TEST_CASE(background_nodes_start_report_and_stop) {
   BOOST_REQUIRE(::stat((home + "/.lumen/cluster-token").c_str(), &st) == 0);
   BOOST_TEST((st.st_mode & 0777) == 0600u);
   auto node_pid = start_in_background({"--address", address}, env).pid;
+  // Where the system gives huge pages to those who ask, the nodes run with
+  // glibc's large blocks on them (lumen/util/huge_pages.hpp).
+  std::ifstream thp{"/sys/kernel/mm/transparent_hugepage/enabled"};
+  std::string setting;
+  std::getline(thp, setting);
+  for (auto pid : {head_pid, node_pid}) {
+    std::ifstream environ{"/proc/" + std::to_string(pid) + "/environ"};
+    std::string vars{std::istreambuf_iterator<char>{environ}, {}};
+    BOOST_TEST((vars.find("glibc.malloc.hugetlb=1") != std::string::npos) ==
+                 (setting.find("[madvise]") != std::string::npos),
+               "pid " << pid << ", THP " << setting);
+  }
   auto [status_code, status_out] =
     lumen::test::run({LUMEN_CLI, "status", "--address", address}, env);
   BOOST_TEST(status_code == 0);

@@ -6,10 +6,15 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <numeric>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include <lumen/util/huge_pages.hpp>
 
 #include "fixture.hpp"
 
@@ -247,6 +252,35 @@ BOOST_AUTO_TEST_CASE(timeouts_lose_no_item) {
     BOOST_TEST_REQUIRE(got[static_cast<size_t>(i)] == i);
   BOOST_TEST(q.empty());
   BOOST_TEST_MESSAGE(timeouts << " gets timed out");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// The setting passed to processes Lumen starts (lumen/util/huge_pages.hpp):
+// its own choice of the tunable stands, others are kept beside it.
+BOOST_AUTO_TEST_SUITE(huge_pages)
+
+BOOST_AUTO_TEST_CASE(nodes_get_huge_pages_where_the_system_leaves_them_to_ask) {
+  std::ifstream thp{"/sys/kernel/mm/transparent_hugepage/enabled"};
+  std::string setting;
+  std::getline(thp, setting);
+  bool asked = setting.find("[madvise]") != std::string::npos;
+  ::setenv("GLIBC_TUNABLES", "glibc.malloc.check=0", 1);
+  ::unsetenv("LUMEN_HUGE_PAGES");
+  BOOST_TEST(lumen::util::huge_pages_environment() ==
+               (asked ? "GLIBC_TUNABLES=glibc.malloc.check=0:"
+                        "glibc.malloc.hugetlb=1"
+                      : ""),
+             setting);
+  ::unsetenv("GLIBC_TUNABLES");
+  BOOST_TEST(lumen::util::huge_pages_environment() ==
+             (asked ? "GLIBC_TUNABLES=glibc.malloc.hugetlb=1" : ""));
+  ::setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=0", 1);
+  BOOST_TEST(lumen::util::huge_pages_environment().empty());
+  ::unsetenv("GLIBC_TUNABLES");
+  ::setenv("LUMEN_HUGE_PAGES", "0", 1);
+  BOOST_TEST(lumen::util::huge_pages_environment().empty());
+  ::unsetenv("LUMEN_HUGE_PAGES");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

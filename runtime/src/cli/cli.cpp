@@ -1,8 +1,10 @@
 #include "lumen/cli.hpp"
+#include "lumen/util/huge_pages.hpp"
 
 #include <iostream>
 
 #include "lumen/errors.hpp"
+#include "lumen/util/huge_pages.hpp"
 
 #include "cli/commands.hpp"
 #include "cli/flags.hpp"
@@ -97,6 +99,8 @@ void parse_seeds(const std::string& text, sim_command_options& o) {
 } // namespace
 
 int cli_main(int argc, char** argv, const std::vector<cli_verb>& verbs) {
+  // Heads, nodes and trainers move the large blocks.
+  util::use_huge_pages();
   for (auto& v : verbs)
     if (argc > 1 && v.name == argv[1])
       return v.run(argc - 1, argv + 1);

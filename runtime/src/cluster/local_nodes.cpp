@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "lumen/errors.hpp"
+#include "lumen/util/huge_pages.hpp"
 
 #include "core/log.hpp"
 #include "core/node_setup.hpp"
@@ -112,11 +113,16 @@ void local_nodes::start(int n, const std::string& head_address,
                                 std::string{token_env} + "=" + token_file,
                                 std::string{parent_env} + "=" +
                                   std::to_string(::getpid())};
+  // Nodes move the large blocks: on huge pages, whatever this process uses.
+  auto huge = lumen::util::huge_pages_environment();
+  if (!huge.empty())
+    vars.push_back(huge);
   std::vector<char*> envp;
   for (auto& v : vars)
     envp.push_back(v.data());
   for (auto e = environ; *e != nullptr; ++e)
-    if (std::strncmp(*e, "LUMEN_LOCAL_", 12) != 0)
+    if (std::strncmp(*e, "LUMEN_LOCAL_", 12) != 0 &&
+        (huge.empty() || std::strncmp(*e, "GLIBC_TUNABLES=", 15) != 0))
       envp.push_back(*e);
   envp.push_back(nullptr);
   // What main prints before lumen::init is the program's, not theirs.
