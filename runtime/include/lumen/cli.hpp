@@ -22,9 +22,7 @@ struct cli_verb {
 /// and `verbs`. A program of yours serves as a node, with its own remote
 /// functions and actors, by passing its arguments here:
 /// `./myjob start --address H:P`.
-/// Returns the exit code: 0 done, 1 failed, 2 bad usage. Call it first
-/// thing in `main`: it may start the program again, once, to put large
-/// blocks on huge pages (lumen/util/huge_pages.hpp).
+/// Returns the exit code: 0 done, 1 failed, 2 bad usage.
 int cli_main(int argc, char** argv, const std::vector<cli_verb>& verbs = {});
 
 /// Parses a verb's flags the way every `lumen` verb does: `parse` calls

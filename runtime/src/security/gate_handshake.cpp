@@ -101,6 +101,10 @@ private:
                                 ? tcp::socket::wait_read
                                 : tcp::socket::wait_write,
                               [self = shared_from_this()](error_code ec) {
+                                // Dropped meanwhile: its socket number may
+                                // be another's already.
+                                if (self->done_)
+                                  return;
                                 if (ec)
                                   return self->lost(ec);
                                 self->step_tls();

@@ -7,9 +7,10 @@
 // page faults each time one is made (190 ms in a virtual machine here, 6
 // ms on huge pages). glibc asks for huge pages when started with
 // GLIBC_TUNABLES=glibc.malloc.hugetlb=1, which only works from the start
-// of a process. Node processes Lumen starts get it (`lumen::cli_main`
-// asks for it); another program gets it by calling `use_huge_pages` first
-// thing in `main` (the benchmarks do).
+// of a process. Node processes Lumen starts get it: `lumen::cli_main`
+// asks for it, so a program that serves as a node calls `cli_main` before
+// it starts any thread; another program gets it by calling
+// `use_huge_pages` first thing in `main` (the benchmarks do).
 
 #include <string>
 
