@@ -264,7 +264,12 @@ BOOST_AUTO_TEST_CASE(nodes_get_huge_pages_where_the_system_leaves_them_to_ask) {
   std::ifstream thp{"/sys/kernel/mm/transparent_hugepage/enabled"};
   std::string setting;
   std::getline(thp, setting);
+  // AddressSanitizer's allocator, not glibc's, serves a sanitized build.
+#ifdef __SANITIZE_ADDRESS__
+  bool asked = false;
+#else
   bool asked = setting.find("[madvise]") != std::string::npos;
+#endif
   ::setenv("GLIBC_TUNABLES", "glibc.malloc.check=0", 1);
   ::unsetenv("LUMEN_HUGE_PAGES");
   BOOST_TEST(lumen::util::huge_pages_environment() ==

@@ -1,5 +1,6 @@
 #include "lumen/util/huge_pages.hpp"
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -21,11 +22,24 @@ bool only_when_asked() {
   return line.find("[madvise]") != std::string::npos;
 }
 
+/// Whether glibc's allocator serves this process: a sanitizer's (or a
+/// preloaded one) ignores glibc's tunables, and starting again would only
+/// pay the start twice (0.9 s for a program under AddressSanitizer here).
+bool glibc_allocates() {
+  void* libc = ::dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  if (libc == nullptr)
+    return false;
+  bool same = ::dlsym(RTLD_DEFAULT, "malloc") == ::dlsym(libc, "malloc");
+  ::dlclose(libc);
+  return same;
+}
+
 } // namespace
 
 std::string huge_pages_environment() {
   const char* off = std::getenv("LUMEN_HUGE_PAGES");
-  if ((off != nullptr && std::string{off} == "0") || !only_when_asked())
+  if ((off != nullptr && std::string{off} == "0") || !only_when_asked() ||
+      !glibc_allocates())
     return {};
   const char* now = std::getenv("GLIBC_TUNABLES");
   std::string mine = now != nullptr ? now : "";

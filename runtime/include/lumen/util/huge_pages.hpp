@@ -18,8 +18,9 @@ namespace lumen::util {
 
 /// Starts this program again (its own arguments, the same process), once,
 /// with glibc's large blocks on huge pages; returns at once where they are
-/// already, where THP is "always" or "never", with LUMEN_HUGE_PAGES=0, or
-/// if starting again fails. Call it before any thread exists: nothing done
+/// already, where THP is "always" or "never", where the allocator is not
+/// glibc's (a sanitizer's), with LUMEN_HUGE_PAGES=0, or if starting again
+/// fails. Call it before any thread exists: nothing done
 /// before it is undone.
 void use_huge_pages();
 
