@@ -22,9 +22,14 @@ if(LUMEN_SANITIZE)
   add_compile_options(-fsanitize=${LUMEN_SANITIZE} -fno-omit-frame-pointer)
   add_link_options(-fsanitize=${LUMEN_SANITIZE})
   if("undefined" IN_LIST lumen_sanitizers)
-    target_sources(lumen_sanitizer_options INTERFACE
+    # Compiled once and linked into each program: the suppressions file's
+    # path, a flag of this one source, keeps the other sources' flags the
+    # same in every build folder (compiler-cache hits in another clone).
+    add_library(lumen_sanitizer_options_object OBJECT
       "${CMAKE_CURRENT_LIST_DIR}/sanitizer_options.cpp")
-    target_compile_definitions(lumen_sanitizer_options INTERFACE
+    target_compile_definitions(lumen_sanitizer_options_object PRIVATE
       "LUMEN_UBSAN_SUPP=\"${CMAKE_CURRENT_LIST_DIR}/ubsan.supp\"")
+    target_sources(lumen_sanitizer_options INTERFACE
+      $<TARGET_OBJECTS:lumen_sanitizer_options_object>)
   endif()
 endif()

@@ -100,14 +100,14 @@ BOOST_AUTO_TEST_CASE(bad_ring_sizes_are_refused_with_the_fix) {
 
 #ifdef LUMEN_SCRATCH03_SOLUTION
 BOOST_AUTO_TEST_CASE(a_native_run_of_the_reference_replays_as_a_match) {
-  auto out = output_of(LUMEN_SCRATCH03_SOLUTION " --step=json");
+  auto out = output_of(std::string{LUMEN_SCRATCH03_SOLUTION} + " --step=json");
   auto v = sim::replay_ring(out);
   BOOST_TEST(v.matches, v.what);
   BOOST_TEST(v.steps == 6u);
 }
 
 BOOST_AUTO_TEST_CASE(the_untouched_starter_replays_with_its_first_difference) {
-  auto out = output_of(LUMEN_SCRATCH03_STARTER " --step=json");
+  auto out = output_of(std::string{LUMEN_SCRATCH03_STARTER} + " --step=json");
   auto v = sim::replay_ring(out);
   BOOST_TEST(!v.matches);
   BOOST_TEST(v.first_bad >= 1u);
