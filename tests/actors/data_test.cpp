@@ -126,6 +126,27 @@ BOOST_AUTO_TEST_CASE(the_node_copy_is_the_loaded_set_viewed_in_place) {
   BOOST_CHECK_THROW(node_fashion_mnist(split::test, 0, 0), lumen::usage_error);
 }
 
+BOOST_AUTO_TEST_CASE(the_first_rows_are_the_whole_set_s_first_rows) {
+  auto whole = load_fashion_mnist(split::test);
+  auto first = load_fashion_mnist(split::test, 300);
+  BOOST_TEST(first.size() == 300u);
+  BOOST_TEST(first.dim() == 784u);
+  std::vector<size_t> rows(300);
+  for (size_t i = 0; i < rows.size(); ++i)
+    rows[i] = i;
+  auto expected = whole.take(rows);
+  BOOST_TEST((first.features == expected.features));
+  BOOST_TEST((first.labels == expected.labels));
+  BOOST_TEST(load_fashion_mnist(split::test, 10000).size() == 10000u);
+  BOOST_CHECK_EXCEPTION(load_fashion_mnist(split::test, 10001),
+                        lumen::usage_error, [](const lumen::usage_error& e) {
+                          return std::string{e.what()}.find(
+                                   "test split, which has 10000; give 1 to "
+                                   "10000") != std::string::npos;
+                        });
+  BOOST_CHECK_THROW(load_fashion_mnist(split::test, 0), lumen::usage_error);
+}
+
 BOOST_AUTO_TEST_CASE(damaged_and_missing_files_are_named_with_the_fix) {
   temp_dir dir;
   BOOST_TEST(fails_with([&] { read_idx(dir.path + "/nothing.gz"); },
@@ -139,6 +160,11 @@ BOOST_AUTO_TEST_CASE(damaged_and_missing_files_are_named_with_the_fix) {
   BOOST_TEST(fails_with([&] { read_idx(text); }, "not an IDX file"));
   auto cut = dir.gz("cut.gz", idx_header({10, 28, 28}) + std::string(100, 'x'));
   BOOST_TEST(fails_with([&] { read_idx(cut); }, "truncated: 100 of the 7840"));
+  // Cut after the rows kept: the rest is read and found short all the same.
+  auto cut_later =
+    dir.gz("later.gz", idx_header({10, 28, 28}) + std::string(5000, 'x'));
+  BOOST_TEST(
+    fails_with([&] { read_idx(cut_later, 2); }, "truncated: 5000 of the 7840"));
   auto headless = dir.gz("headless.gz", idx_header({10, 28, 28}));
   BOOST_TEST(fails_with([&] { read_idx(headless); }, "truncated: 0 of"));
   auto half_dims = dir.gz("dims.gz", idx_header({10, 28, 28}).substr(0, 9));
@@ -158,6 +184,7 @@ BOOST_AUTO_TEST_CASE(damaged_and_missing_files_are_named_with_the_fix) {
     f.write("\xff\xff\xff\xff\xff\xff\xff\xff", 8);
   }
   BOOST_TEST(fails_with([&] { read_idx(good); }, good));
+  BOOST_TEST(fails_with([&] { read_idx(good, 1); }, good));
   // Images and labels that do not pair up.
   dir.gz("t10k-images-idx3-ubyte.gz",
          idx_header({3, 28, 28}) + std::string(3 * 784, '\x10'));

@@ -42,9 +42,10 @@ struct gz_closer {
 }
 
 /// Reads exactly `n` bytes, or throws `data_error` for a file cut short
-/// or damaged.
+/// or damaged; they are bytes `at` on of a part of `whole` bytes (the
+/// message counts in it).
 void read_exactly(gzFile f, const std::string& path, void* into, size_t n,
-                  const char* what) {
+                  const char* what, size_t at = 0, size_t whole = 0) {
   auto out = static_cast<char*>(into);
   size_t got = 0;
   while (got < n) {
@@ -60,9 +61,9 @@ void read_exactly(gzFile f, const std::string& path, void* into, size_t n,
     got += static_cast<size_t>(k);
   }
   if (got < n)
-    bad_file(path, "it is truncated: " + std::to_string(got) + " of the " +
-                     std::to_string(n) + " bytes of its " + what +
-                     " are there; download or reinstall it");
+    bad_file(path, "it is truncated: " + std::to_string(at + got) + " of the " +
+                     std::to_string(whole > 0 ? whole : n) + " bytes of its " +
+                     what + " are there; download or reinstall it");
 }
 
 uint32_t big_endian(const unsigned char* p) {
@@ -72,7 +73,7 @@ uint32_t big_endian(const unsigned char* p) {
 
 } // namespace
 
-idx_file read_idx(const std::string& path) {
+idx_file read_idx(const std::string& path, size_t rows) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
     bad_file(path, "it does not exist", errc::missing_file);
@@ -99,8 +100,21 @@ idx_file read_idx(const std::string& path) {
       bad_file(path, "its dimensions claim more than 8 GiB");
     total *= out.dims.back();
   }
-  out.bytes.resize(total);
-  read_exactly(f.get(), path, out.bytes.data(), total, "data");
+  size_t kept = total;
+  if (rows < out.dims[0]) {
+    kept = total / out.dims[0] * rows;
+    out.dims[0] = static_cast<uint32_t>(rows);
+  }
+  out.bytes.resize(kept);
+  read_exactly(f.get(), path, out.bytes.data(), kept, "data", 0, total);
+  // The rows not kept pass through a small buffer: the file's length and
+  // its gzip checksum are checked all the same.
+  std::vector<char> rest(std::min<size_t>(total - kept, 1 << 16));
+  for (size_t at = kept; at < total;) {
+    auto n = std::min(total - at, rest.size());
+    read_exactly(f.get(), path, rest.data(), n, "data", at, total);
+    at += n;
+  }
   char extra;
   int tail = gzread(f.get(), &extra, 1);
   if (tail > 0)
@@ -122,7 +136,8 @@ struct fashion_files {
   }
 };
 
-fashion_files read_fashion(split which, const std::string& dir) {
+fashion_files read_fashion(split which, const std::string& dir,
+                           size_t rows = SIZE_MAX) {
   fashion_files f;
   f.images_path = fashion_file(which, dir, "images-idx3");
   f.labels_path = fashion_file(which, dir, "labels-idx1");
@@ -134,8 +149,8 @@ fashion_files read_fashion(split which, const std::string& dir) {
                          "install dataset-fashion-mnist, or pass the "
                          "directory that holds the files",
                        errc::missing_file);
-  f.images = read_idx(f.images_path);
-  f.labels = read_idx(f.labels_path);
+  f.images = read_idx(f.images_path, rows);
+  f.labels = read_idx(f.labels_path, rows);
   auto& images = f.images;
   auto& labels = f.labels;
   if (images.dims.size() != 3 || images.dims[1] != 28 || images.dims[2] != 28)
@@ -168,7 +183,19 @@ void decode(const fashion_files& f, float* x, int32_t* y, float mean,
 } // namespace
 
 dataset load_fashion_mnist(split which, const std::string& dir) {
-  auto f = read_fashion(which, dir);
+  return load_fashion_mnist(which, SIZE_MAX, dir);
+}
+
+dataset load_fashion_mnist(split which, size_t rows, const std::string& dir) {
+  if (rows == 0)
+    throw usage_error("load_fashion_mnist: asked for 0 rows; give 1 or more");
+  auto f = read_fashion(which, dir, rows);
+  if (rows != SIZE_MAX && f.rows() < rows)
+    throw usage_error("load_fashion_mnist: asked for " + std::to_string(rows) +
+                      " rows of the " +
+                      (which == split::train ? "training" : "test") +
+                      " split, which has " + std::to_string(f.rows()) +
+                      "; give 1 to " + std::to_string(f.rows()));
   auto n = static_cast<int64_t>(f.rows());
   dataset out;
   out.features = tensor({n, 784});

@@ -68,17 +68,14 @@ struct problem {
 
 inline const problem& the_problem() {
   static const problem p = [] {
-    auto first = [](ml::dataset d, size_t n) {
-      std::vector<size_t> rows(n);
-      for (size_t i = 0; i < n; ++i)
-        rows[i] = i;
-      d = d.take(rows);
+    auto first = [](ml::split s, size_t n) {
+      auto d = ml::load_fashion_mnist(s, n);
       ml::standardize(d, 0.2860f, 0.3530f);
       return d;
     };
     problem p;
-    p.train = first(ml::load_fashion_mnist(ml::split::train), 8000);
-    p.test = first(ml::load_fashion_mnist(ml::split::test), 500);
+    p.train = first(ml::split::train, 8000);
+    p.test = first(ml::split::test, 500);
     return p;
   }();
   return p;

@@ -121,12 +121,9 @@ public:
     , params_(replicas, net_.init(seed))
     , grads_(replicas, std::vector<float>(net_.num_params()))
     , batch_(batch) {
-    auto all = lumen::ml::load_fashion_mnist(lumen::ml::split::train);
-    lumen::ml::standardize(all, 0.2860f, 0.3530f);
-    std::vector<size_t> rows(replicas * batch * 40);
-    for (size_t i = 0; i < rows.size(); ++i)
-      rows[i] = i;
-    data_ = all.take(rows);
+    data_ = lumen::ml::load_fashion_mnist(lumen::ml::split::train,
+                                          replicas * batch * 40);
+    lumen::ml::standardize(data_, 0.2860f, 0.3530f);
     for (size_t r = 0; r < replicas; ++r)
       opts_.emplace_back(
         lumen::ml::optimizer_config{lumen::ml::optimizer_kind::momentum, 0.05f},

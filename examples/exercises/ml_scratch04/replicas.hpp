@@ -71,7 +71,8 @@ inline double allreduce_seconds(size_t floats) {
 /// 40 of Fashion-MNIST's training set, loaded once in the process.
 inline lumen::ml::dataset shard(int rank, int k) {
   static const auto all = [] {
-    auto d = lumen::ml::load_fashion_mnist(lumen::ml::split::train);
+    auto d =
+      lumen::ml::load_fashion_mnist(lumen::ml::split::train, 40 * world * rows);
     lumen::ml::standardize(d, 0.2860f, 0.3530f);
     return d;
   }();
