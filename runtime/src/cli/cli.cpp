@@ -159,6 +159,12 @@ int cli_main(int argc, char** argv, const std::vector<cli_verb>& verbs) {
                  "counted failed (default 60)")
     ->type_name("SECONDS")
     ->check(CLI::Range(0.001, 86400.0));
+  sim_cmd
+    ->add_option("--jobs", sim.jobs,
+                 "runs at once (default: one a core); failures are reported "
+                 "in seed order all the same")
+    ->type_name("N")
+    ->check(CLI::Range(1u, 1024u));
   sim_cmd->add_option("args", sim.args,
                       "after --: arguments every run gets (e.g. "
                       "--sim-nodes=4)");

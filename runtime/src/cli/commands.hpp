@@ -45,6 +45,7 @@ struct sim_command_options {
   uint64_t first = 1; // --seeds=FIRST..LAST
   uint64_t last = 100;
   double timeout = 60;           // wall seconds a run may take
+  unsigned jobs = 0;             // runs at once (0: one a core)
   std::vector<std::string> args; // after --, to every run
 };
 

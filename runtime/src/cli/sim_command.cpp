@@ -1,7 +1,8 @@
 // `lumen sim SCRIPT --seeds=A..B [-- ARGS]`: runs a script once per seed
 // in a simulated cluster, each run a process of its own
-// (`SCRIPT --simulate=SEED ARGS`), and names the seeds whose run failed:
-// any one of them fails the same way again alone.
+// (`SCRIPT --simulate=SEED ARGS`), one a core at once, and names the seeds
+// whose run failed, in seed order: any one of them fails the same way again
+// alone.
 
 #include <fcntl.h>
 #include <poll.h>
@@ -10,12 +11,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <mutex>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "lumen/errors.hpp"
@@ -54,9 +60,13 @@ run_end run_once(const std::vector<std::string>& argv, const std::string& out,
   for (auto& a : argv)
     args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  // Other jobs' children must not hold this run's log open.
+  int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0)
     throw error("cannot write " + out);
+  // Made before fork: between fork and exec, with other jobs' threads
+  // holding locks, the child only writes.
+  auto cannot = "cannot run " + argv[0] + "\n";
   pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fd);
@@ -66,7 +76,7 @@ run_end run_once(const std::vector<std::string>& argv, const std::string& out,
     ::dup2(fd, 1);
     ::dup2(fd, 2);
     ::execv(args[0], args.data());
-    std::perror(args[0]);
+    [[maybe_unused]] auto n = ::write(2, cannot.data(), cannot.size());
     ::_exit(127);
   }
   ::close(fd);
@@ -104,27 +114,63 @@ int run_sim(const sim_command_options& o) {
   if (::mkdtemp(dir_template) == nullptr)
     throw error("cannot make a folder for the runs' output under /tmp");
   std::string dir = dir_template;
-  auto out = dir + "/run.log";
-  size_t failed = 0, runs = 0;
-  for (auto seed = o.first;; ++seed) {
-    std::vector<std::string> argv{o.script,
-                                  "--simulate=" + std::to_string(seed)};
-    argv.insert(argv.end(), o.args.begin(), o.args.end());
-    auto end = run_once(argv, out, std::chrono::duration<double>(o.timeout));
-    ++runs;
-    if (end.code != 0) {
-      ++failed;
-      std::cout << "seed " << seed << ": "
-                << (end.code > 0 ? "exit " + std::to_string(end.code)
-                                 : "signal " + std::to_string(-end.code))
-                << "\n"
-                << end.tail;
+  uint64_t runs = o.last - o.first + 1;
+  if (runs == 0)
+    throw usage_error("--seeds: the whole range of 64-bit seeds is more runs "
+                      "than anyone can wait for; give a smaller range");
+  unsigned jobs = o.jobs > 0 ? o.jobs : std::thread::hardware_concurrency();
+  jobs = static_cast<unsigned>(
+    std::clamp<uint64_t>(jobs, 1, std::min<uint64_t>(runs, 1024)));
+  // Runs that ended before one started earlier, kept until it is reported
+  // (a few, one a job at most): the report reads the same whatever the
+  // order the runs end in.
+  std::map<uint64_t, run_end> ended;
+  std::atomic<uint64_t> next{0};
+  std::mutex report;
+  uint64_t reported = 0, failed = 0;
+  std::exception_ptr broke;
+  auto run_seeds = [&](unsigned job) {
+    auto out = dir + "/run" + std::to_string(job) + ".log";
+    try {
+      for (uint64_t i; (i = next++) < runs;) {
+        std::vector<std::string> argv{o.script, "--simulate=" +
+                                                  std::to_string(o.first + i)};
+        argv.insert(argv.end(), o.args.begin(), o.args.end());
+        auto end =
+          run_once(argv, out, std::chrono::duration<double>(o.timeout));
+        std::lock_guard<std::mutex> lock{report};
+        ended.emplace(i, std::move(end));
+        for (auto at = ended.begin();
+             at != ended.end() && at->first == reported;
+             at = ended.erase(at), ++reported) {
+          auto& e = at->second;
+          if (e.code == 0)
+            continue;
+          ++failed;
+          std::cout << "seed " << o.first + reported << ": "
+                    << (e.code > 0 ? "exit " + std::to_string(e.code)
+                                   : "signal " + std::to_string(-e.code))
+                    << "\n"
+                    << e.tail << std::flush;
+        }
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock{report};
+      if (!broke)
+        broke = std::current_exception();
+      next = runs; // the other jobs start nothing more
     }
-    if (seed == o.last)
-      break;
-  }
-  std::remove(out.c_str());
+    std::remove(out.c_str());
+  };
+  std::vector<std::thread> others;
+  for (unsigned j = 1; j < jobs; ++j)
+    others.emplace_back(run_seeds, j);
+  run_seeds(0);
+  for (auto& t : others)
+    t.join();
   ::rmdir(dir.c_str());
+  if (broke)
+    std::rethrow_exception(broke);
   std::ostringstream args;
   for (auto& a : o.args)
     args << " " << a;
