@@ -10,6 +10,7 @@
 
 #include "cluster_fixture.hpp"
 #include "cluster_job.hpp"
+#include "huge_pages_expected.hpp"
 #include "slow_relay.hpp"
 
 using namespace lumen::test;
@@ -81,20 +82,13 @@ BOOST_AUTO_TEST_CASE(background_nodes_start_report_and_stop) {
   // Where the system gives huge pages to those who ask, the nodes run with
   // glibc's large blocks on them (lumen/util/huge_pages.hpp); under
   // AddressSanitizer, whose allocator is not glibc's, they start once.
-  std::ifstream thp{"/sys/kernel/mm/transparent_hugepage/enabled"};
-  std::string setting;
-  std::getline(thp, setting);
-#ifdef __SANITIZE_ADDRESS__
-  bool asked = false;
-#else
-  bool asked = setting.find("[madvise]") != std::string::npos;
-#endif
+  lumen::test::huge_pages_expected expected;
   for (auto pid : {head_pid, node_pid}) {
     std::ifstream environ{"/proc/" + std::to_string(pid) + "/environ"};
     std::string vars{std::istreambuf_iterator<char>{environ}, {}};
     BOOST_TEST((vars.find("glibc.malloc.hugetlb=1") != std::string::npos) ==
-                 asked,
-               "pid " << pid << ", THP " << setting);
+                 expected.asked,
+               "pid " << pid << ", THP " << expected.setting);
   }
   auto [status_code, status_out] =
     lumen::test::run({LUMEN_CLI, "status", "--address", address}, env);
