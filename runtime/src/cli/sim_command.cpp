@@ -121,8 +121,8 @@ int run_sim(const sim_command_options& o) {
   unsigned jobs = o.jobs > 0 ? o.jobs : std::thread::hardware_concurrency();
   jobs = static_cast<unsigned>(
     std::clamp<uint64_t>(jobs, 1, std::min<uint64_t>(runs, 1024)));
-  // Runs that ended before one started earlier, kept until it is reported
-  // (a few, one a job at most): the report reads the same whatever the
+  // Runs that ended while one started earlier still runs, kept until the
+  // runs before them are reported: the report reads the same whatever the
   // order the runs end in.
   std::map<uint64_t, run_end> ended;
   std::atomic<uint64_t> next{0};
