@@ -103,6 +103,18 @@ BOOST_AUTO_TEST_CASE(map_returns_results_in_input_order_using_every_actor) {
   BOOST_TEST(!pool.has_next());
 }
 
+// A call that ended between the pool's look at what is done and its look
+// at what is running once made the pool give up with get_timeout, though
+// no timeout was set (pool_and_queue failed so on a loaded machine): many
+// short rounds give the race its chances.
+BOOST_AUTO_TEST_CASE(a_call_ending_while_the_pool_looks_is_no_timeout) {
+  pool_t pool{workers(2)};
+  for (int round = 0; round < 300; ++round) {
+    auto ys = pool.map(square, std::vector<int>{1, 2, 3, 4});
+    BOOST_TEST_REQUIRE((ys == std::vector<int>{1, 4, 9, 16}));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(unordered_results_come_as_they_finish) {
   pool_t pool{workers(2)};
   auto ys = pool.map_unordered(nap, std::vector<int>{400, 10});

@@ -215,12 +215,15 @@ private:
     auto deadline = lumen::detail::deadline_after(timeout);
     for (;;) {
       dispatch();
-      if (done())
-        return;
+      // The running work first, then `done()`: work that ends between the
+      // two is still in `busy` (the wait returns at once), where the other
+      // order saw nothing running and nothing done, and gave up.
       std::vector<ObjectRef<R>> busy;
       for (auto& [index, job] : started_)
         if (!job.ref.ready())
           busy.push_back(job.ref);
+      if (done())
+        return;
       auto now = clock::now();
       if (busy.empty() || now >= deadline)
         throw get_timeout("lumen::util::actor_pool: no result was ready "
