@@ -35,8 +35,9 @@ R sim_runtime::at_head(const std::string& what, uint64_t bytes,
     try {
       auto r = op();
       size += back(r);
-      world_.send(0, from, size, what, work,
-                  [answer, r = std::move(r)] { *answer = r; });
+      world_.send(
+        0, from, size, what, work,
+        [answer, r = std::move(r)]() mutable { *answer = std::move(r); });
     } catch (...) {
       world_.send(0, from, size, what, work,
                   [thrown, e = std::current_exception()] { *thrown = e; });

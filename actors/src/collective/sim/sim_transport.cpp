@@ -46,10 +46,13 @@ sim_transport::~sim_transport() {
 void sim_transport::send(int peer, sim_hub::message m) {
   auto bytes =
     header_bytes + (m.is_op ? sizeof(op_descriptor) : m.bytes.size());
-  lumen::sim::send_to(hub_->nodes[static_cast<size_t>(peer)], bytes, label_,
-                      [hub = hub_, from = rank_, peer, m = std::move(m)] {
-                        hub->between(from, peer).push_back(std::move(m));
-                      });
+  // mutable: the message moves into the peer's box; a const capture would
+  // copy its bytes once more on every delivery.
+  lumen::sim::send_to(
+    hub_->nodes[static_cast<size_t>(peer)], bytes, label_,
+    [hub = hub_, from = rank_, peer, m = std::move(m)]() mutable {
+      hub->between(from, peer).push_back(std::move(m));
+    });
 }
 
 void sim_transport::post(int peer, const void* data, size_t n) {
