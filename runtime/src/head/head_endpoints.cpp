@@ -10,9 +10,9 @@ namespace {
 
 // A class, not a function: CAF 0.17 dereferences a null argument tuple
 // when it spawns a function actor with no arguments. UBSan reports that,
-// and matching the report to its suppression symbolizes it: the process's
-// first symbolization reads every library's debug sections (a sanitized
-// node's start spent 3% of its time there).
+// and matching the report to its suppression symbolizes it, which first
+// reads every library's debug sections: 3% of a sanitized training test's
+// time went there, once in each of its nodes.
 class endpoint_owner : public caf::event_based_actor {
 public:
   using caf::event_based_actor::event_based_actor;
