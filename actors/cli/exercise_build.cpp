@@ -32,47 +32,76 @@ using clock_type = std::chrono::steady_clock;
   ::_exit(127);
 }
 
-std::vector<std::string> compile_command(const installation& where,
-                                         const exercise& e,
-                                         const fs::path& source,
-                                         const fs::path& program) {
-  std::vector<std::string> cmd{toolchain::compiler};
-  for (auto& f : split(toolchain::flags, ' '))
-    cmd.push_back(f);
-  cmd.push_back("-fdiagnostics-color=never");
-  cmd.push_back("-iquote");
-  cmd.push_back(e.home.string()); // the exercise's harness
-  for (auto& inc : where.includes)
-    cmd.push_back("-I" + inc.string());
-  for (auto& inc : split(toolchain::system_includes, ';'))
-    if (inc != "/usr/include") // the compiler's own; -isystem would reorder it
-      cmd.push_back("-isystem" + inc);
-  cmd.push_back(source.string());
-  for (auto& extra : split(toolchain::extra_sources, ';'))
-    cmd.push_back(extra);
-  cmd.push_back("-o");
-  cmd.push_back(program.string());
-  for (auto& lib : where.libraries) {
-    cmd.push_back(lib.string());
-    if (lib.extension() == ".so") // a sanitized build's: found where it is
-      cmd.push_back("-Wl,-rpath," + lib.parent_path().string());
-  }
-  for (auto& lib : split(toolchain::system_libraries, ';'))
-    cmd.push_back(lib);
-  return cmd;
-}
+/// How a learner's file becomes a program: compiled in its own folder and
+/// named there without a path, so that a compiler cache (the build's, if
+/// it had one and it is still installed) finds the same file built before
+/// in another folder (a reset exercise, a copy of the reference, another
+/// checkout's run of the tests), then linked.
+struct build_commands {
+  fs::path folder; // where the compile runs
+  std::vector<std::string> compile, link;
 
-std::string joined(const std::vector<std::string>& cmd) {
+  std::string joined() const;
+};
+
+std::string join(const std::vector<std::string>& cmd) {
   std::string out;
   for (auto& c : cmd)
     out += (out.empty() ? "" : " ") + c;
   return out;
 }
 
-/// Runs `cmd` with its output into `log`; its exit code (-1 if it could
-/// not start).
-int run_to_log(const std::vector<std::string>& cmd, const fs::path& log) {
-  int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+std::string build_commands::joined() const {
+  return "cd " + folder.string() + " && " + join(compile) + "\n" + join(link);
+}
+
+build_commands commands_for(const installation& where, const exercise& e,
+                            const fs::path& source, const fs::path& program) {
+  build_commands b;
+  b.folder = source.parent_path();
+  auto object = program;
+  object += ".o";
+  std::error_code ec;
+  if (*toolchain::launcher != '\0' && fs::exists(toolchain::launcher, ec))
+    b.compile.push_back(toolchain::launcher);
+  b.compile.push_back(toolchain::compiler);
+  b.link.push_back(toolchain::compiler);
+  for (auto& f : split(toolchain::flags, ' ')) {
+    b.compile.push_back(f);
+    b.link.push_back(f);
+  }
+  b.compile.push_back("-fdiagnostics-color=never");
+  b.compile.push_back("-iquote");
+  b.compile.push_back(e.home.string()); // the exercise's harness
+  for (auto& inc : where.includes)
+    b.compile.push_back("-I" + inc.string());
+  for (auto& inc : split(toolchain::system_includes, ';'))
+    if (inc != "/usr/include") // the compiler's own; -isystem would reorder it
+      b.compile.push_back("-isystem" + inc);
+  b.compile.insert(b.compile.end(),
+                   {"-c", source.filename().string(), "-o", object.string()});
+  b.link.push_back(object.string());
+  for (auto& f : split(toolchain::extra_source_flags, ' '))
+    b.link.push_back(f);
+  for (auto& extra : split(toolchain::extra_sources, ';'))
+    b.link.push_back(extra);
+  b.link.push_back("-o");
+  b.link.push_back(program.string());
+  for (auto& lib : where.libraries) {
+    b.link.push_back(lib.string());
+    if (lib.extension() == ".so") // a sanitized build's: found where it is
+      b.link.push_back("-Wl,-rpath," + lib.parent_path().string());
+  }
+  for (auto& lib : split(toolchain::system_libraries, ';'))
+    b.link.push_back(lib);
+  return b;
+}
+
+/// Runs `cmd` in `folder` with its output added to `log`; its exit code
+/// (-1 if it could not start).
+int run_to_log(const std::vector<std::string>& cmd, const fs::path& folder,
+               const fs::path& log) {
+  int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0)
     return -1;
   pid_t pid = ::fork();
@@ -80,6 +109,11 @@ int run_to_log(const std::vector<std::string>& cmd, const fs::path& log) {
     ::dup2(fd, 1);
     ::dup2(fd, 2);
     ::setenv("LC_ALL", "C", 1); // plain quotes in messages, on any locale
+    if (::chdir(folder.c_str()) != 0) {
+      std::fprintf(stderr, "cannot enter %s: %s\n", folder.c_str(),
+                   std::strerror(errno));
+      ::_exit(127);
+    }
     exec(cmd);
   }
   ::close(fd);
@@ -107,7 +141,8 @@ std::string first_error(const std::string& log, const fs::path& source,
     ++errors;
     if (first_any.empty())
       first_any = m[1].str() + ", line " + m[2].str() + ": " + m[4].str();
-    if (first_mine.empty() && fs::path(m[1].str()) == source) {
+    // The compiler names the learner's file as it was given: its name.
+    if (first_mine.empty() && m[1].str() == source.filename().string()) {
       first_mine = m[4].str();
       mine_line = std::stoul(m[2].str());
       mine_col = std::stoul(m[3].str());
@@ -168,9 +203,9 @@ build_result build_program(const installation& where, const exercise& e,
   auto dir = program.parent_path();
   fs::create_directories(dir);
   r.program = program;
-  auto cmd = compile_command(where, e, source, r.program);
+  auto cmds = commands_for(where, e, source, r.program);
   auto stamp = dir / "command.txt";
-  bool fresh = read_file(stamp) == joined(cmd) &&
+  bool fresh = read_file(stamp) == cmds.joined() &&
                newer_than_its_inputs(where, e, source, r.program);
   if (fresh) {
     r.ok = true;
@@ -181,14 +216,17 @@ build_result build_program(const installation& where, const exercise& e,
   fs::remove(r.program, ec); // a failed build leaves no stale program
   auto start = clock_type::now();
   auto log = dir / "compile.log";
-  int rc = run_to_log(cmd, log);
+  fs::remove(log, ec);
+  int rc = run_to_log(cmds.compile, cmds.folder, log);
+  if (rc == 0)
+    rc = run_to_log(cmds.link, cmds.folder, log);
   r.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
   r.ok = rc == 0;
   if (r.ok) {
-    std::ofstream{stamp} << joined(cmd);
+    std::ofstream{stamp} << cmds.joined();
   } else {
     r.summary = rc == 127 || rc == -1
-                  ? "cannot run the compiler " + cmd[0] +
+                  ? "cannot run the compiler " + cmds.compile[0] +
                       "; install it with `apt-get install -y g++`"
                   : first_error(read_file(log), source, log);
   }

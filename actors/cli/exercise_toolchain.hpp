@@ -8,13 +8,18 @@
 namespace lumen::cli::toolchain {
 
 extern const char* const compiler;
+/// The build's compiler cache (ccache), or empty.
+extern const char* const launcher;
 /// The language, optimization and sanitizer flags of a learner's build.
 extern const char* const flags;
 /// How many times slower this build's programs run (sanitizers): the
 /// factor on a check's deadline.
 extern const int slowdown;
-/// Sources compiled into each learner's program (the sanitizers' options).
+/// Sources compiled into each learner's program (the sanitizers' options),
+/// with flags of their own: where the source tree is, which the learner's
+/// file's compile does not see, so that it is the same in any checkout.
 extern const char* const extra_sources;
+extern const char* const extra_source_flags;
 extern const char* const source_dir;
 extern const char* const build_libraries;
 /// The libraries' file names under an installation's libdir.
