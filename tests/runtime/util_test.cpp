@@ -1,11 +1,14 @@
 #define BOOST_TEST_MODULE util
 #include <boost/test/unit_test.hpp>
 
-// lumen::util::actor_pool and lumen::util::queue in one process (the
+// lumen::util in one process: actor_pool, queue, huge pages, files (the
 // cluster suite util_test runs them across processes).
+
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <numeric>
@@ -14,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include <lumen/util/files.hpp>
 #include <lumen/util/huge_pages.hpp>
 
 #include "fixture.hpp"
@@ -292,6 +296,36 @@ BOOST_AUTO_TEST_CASE(nodes_get_huge_pages_where_the_system_leaves_them_to_ask) {
   ::setenv("LUMEN_HUGE_PAGES", "0", 1);
   BOOST_TEST(lumen::util::huge_pages_environment().empty());
   ::unsetenv("LUMEN_HUGE_PAGES");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(files)
+
+BOOST_AUTO_TEST_CASE(the_rest_of_a_file_comes_whole_from_where_the_stream_is) {
+  // Larger than a block, and not a multiple of one, with zero bytes in it.
+  std::string text(3'000'001, '\0');
+  for (size_t i = 0; i < text.size(); ++i)
+    text[i] = static_cast<char>(i * 7919 % 251);
+  auto path = "/tmp/lumen-read-rest-" + std::to_string(::getpid());
+  std::ofstream{path, std::ios::binary} << text;
+  std::ifstream in{path, std::ios::binary};
+  BOOST_TEST((lumen::util::read_rest(in) == text));
+  std::ifstream again{path, std::ios::binary};
+  again.seekg(1000);
+  auto rest = lumen::util::read_rest<std::vector<char>>(again);
+  BOOST_TEST((rest == std::vector<char>(text.begin() + 1000, text.end())));
+  std::remove(path.c_str());
+}
+
+BOOST_AUTO_TEST_CASE(a_stream_of_no_known_size_and_a_missing_file) {
+  // /proc says a size of 0 for what it has: read until the end all the same.
+  std::ifstream status{"/proc/self/status"};
+  auto all = lumen::util::read_rest(status);
+  BOOST_TEST(all.find("Pid:") != std::string::npos);
+  BOOST_TEST(all.find("VmRSS:") != std::string::npos);
+  std::ifstream none{"/nonexistent/lumen-file"};
+  BOOST_TEST(lumen::util::read_rest(none).empty());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

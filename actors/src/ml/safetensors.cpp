@@ -8,11 +8,11 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "lumen/util/files.hpp"
 #include "ml/durable_file.hpp"
 
 namespace lumen::ml {
@@ -187,9 +187,7 @@ safetensors_file load_safetensors(const std::string& path) {
          "cannot be opened; check the path (checkpoints are written "
          "on the node that saved them)",
          errc::missing_file);
-  return parse_safetensors(
-    {std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}},
-    path);
+  return parse_safetensors(util::read_rest<std::vector<char>>(in), path);
 }
 
 safetensors_file parse_safetensors(const std::vector<char>& bytes,

@@ -4,9 +4,9 @@
 #include <array>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 
 #include "lumen/errors.hpp"
+#include "lumen/util/files.hpp"
 
 namespace fs = std::filesystem;
 
@@ -82,7 +82,7 @@ text_corpus load_text(const std::string& path) {
   std::string all;
   for (auto& file : out.files) {
     std::ifstream in{file, std::ios::binary};
-    std::string bytes{std::istreambuf_iterator<char>{in}, {}};
+    auto bytes = util::read_rest(in);
     check_text(file, bytes);
     all += bytes;
   }

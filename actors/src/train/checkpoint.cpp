@@ -5,10 +5,10 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 
 #include "lumen/ml/data.hpp"
 #include "lumen/train/trainer.hpp"
+#include "lumen/util/files.hpp"
 
 #include "ml/durable_file.hpp"
 #include "train/train_wire.hpp"
@@ -37,7 +37,7 @@ checkpoint checkpoint::from_directory(const std::string& dir) {
       continue;
     std::ifstream in{entry.path(), std::ios::binary};
     c.files[entry.path().filename().string()] =
-      std::vector<char>{std::istreambuf_iterator<char>{in}, {}};
+      util::read_rest<std::vector<char>>(in);
     if (!in && !in.eof())
       throw error("cannot read checkpoint file " + entry.path().string());
   }

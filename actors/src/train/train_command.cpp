@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <iterator>
 
 #include <CLI/CLI.hpp>
 
@@ -25,6 +24,7 @@
 #include "lumen/ml/data.hpp"
 #include "lumen/ml/model_file.hpp"
 #include "lumen/train/fashion_mnist.hpp"
+#include "lumen/util/files.hpp"
 #include "train/text_command.hpp"
 #include "train/train_flags.hpp"
 
@@ -67,7 +67,7 @@ resume_point read_checkpoint(const fs::path& path) {
                            ": cannot be opened; give a checkpoint's folder "
                            "or its model.safetensors",
                          errc::missing_file);
-  resume_point p{path, {std::istreambuf_iterator<char>{in}, {}}, {}};
+  resume_point p{path, util::read_rest<std::vector<char>>(in), {}};
   p.file = ml::parse_model_file(p.bytes, path.string());
   if (p.file.metadata.count("epochs_done") == 0)
     throw ml::data_error(path.string() +

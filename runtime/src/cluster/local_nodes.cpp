@@ -11,10 +11,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <thread>
 
 #include "lumen/errors.hpp"
+#include "lumen/util/files.hpp"
 #include "lumen/util/huge_pages.hpp"
 
 #include "core/log.hpp"
@@ -36,7 +36,7 @@ constexpr const char* parent_env = "LUMEN_LOCAL_PARENT";
 /// This program's arguments, as it was started.
 std::vector<std::string> own_arguments() {
   std::ifstream in{"/proc/self/cmdline", std::ios::binary};
-  std::string all{std::istreambuf_iterator<char>{in}, {}};
+  auto all = util::read_rest(in);
   std::vector<std::string> out;
   for (size_t at = 0; at < all.size();) {
     auto end = all.find('\0', at);
