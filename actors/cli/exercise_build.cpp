@@ -32,13 +32,16 @@ using clock_type = std::chrono::steady_clock;
   ::_exit(127);
 }
 
-/// How a learner's file becomes a program: compiled in its own folder and
-/// named there without a path, so that a compiler cache (the build's, if
-/// it had one and it is still installed) finds the same file built before
-/// in another folder (a reset exercise, a copy of the reference, another
-/// checkout's run of the tests), then linked.
+/// How a learner's file becomes a program: compiled, then linked. The
+/// compile runs in the program's folder and names every file of Lumen
+/// through a link there to where Lumen is, and the learner's file by its
+/// path from there, so that its command is the same in every folder and
+/// for every checkout: a compiler cache (the build's, if it had one and it
+/// is still installed) finds the same file built before (a reset
+/// exercise, a copy of the reference, another checkout's tests).
 struct build_commands {
-  fs::path folder; // where the compile runs
+  fs::path folder;    // where the compile runs
+  std::string source; // the learner's file as the compiler names it
   std::vector<std::string> compile, link;
 
   std::string joined() const;
@@ -55,13 +58,31 @@ std::string build_commands::joined() const {
   return "cd " + folder.string() + " && " + join(compile) + "\n" + join(link);
 }
 
+constexpr const char* lumen_link = "lumen";
+
+/// `p` as the compile in `folder` names it: through the link to Lumen's
+/// root if it is in it, else from the folder.
+std::string named(const installation& where, const fs::path& folder,
+                  const fs::path& p) {
+  auto in_root = p.lexically_relative(where.root);
+  if (!in_root.empty() && *in_root.begin() != "..")
+    return (fs::path(lumen_link) / in_root).string();
+  return p.lexically_relative(folder).string();
+}
+
 build_commands commands_for(const installation& where, const exercise& e,
                             const fs::path& source, const fs::path& program) {
   build_commands b;
-  b.folder = source.parent_path();
-  auto object = program;
-  object += ".o";
+  b.folder = program.parent_path();
+  b.source = named(where, b.folder, source);
+  auto link = b.folder / lumen_link;
   std::error_code ec;
+  if (fs::read_symlink(link, ec) != where.root) {
+    fs::remove(link, ec);
+    fs::create_directory_symlink(where.root, link);
+  }
+  auto object = program.filename();
+  object += ".o";
   if (*toolchain::launcher != '\0' && fs::exists(toolchain::launcher, ec))
     b.compile.push_back(toolchain::launcher);
   b.compile.push_back(toolchain::compiler);
@@ -72,15 +93,14 @@ build_commands commands_for(const installation& where, const exercise& e,
   }
   b.compile.push_back("-fdiagnostics-color=never");
   b.compile.push_back("-iquote");
-  b.compile.push_back(e.home.string()); // the exercise's harness
+  b.compile.push_back(named(where, b.folder, e.home)); // the harness
   for (auto& inc : where.includes)
-    b.compile.push_back("-I" + inc.string());
+    b.compile.push_back("-I" + named(where, b.folder, inc));
   for (auto& inc : split(toolchain::system_includes, ';'))
     if (inc != "/usr/include") // the compiler's own; -isystem would reorder it
       b.compile.push_back("-isystem" + inc);
-  b.compile.insert(b.compile.end(),
-                   {"-c", source.filename().string(), "-o", object.string()});
-  b.link.push_back(object.string());
+  b.compile.insert(b.compile.end(), {"-c", b.source, "-o", object.string()});
+  b.link.push_back((b.folder / object).string());
   for (auto& f : split(toolchain::extra_source_flags, ' '))
     b.link.push_back(f);
   for (auto& extra : split(toolchain::extra_sources, ';'))
@@ -125,9 +145,10 @@ int run_to_log(const std::vector<std::string>& cmd, const fs::path& folder,
 
 /// The compiler's first error, on the learner's line where it is in their
 /// file (a template's backtrace leads elsewhere, the learner's line is
-/// what they can change).
+/// what they can change). `given`: the learner's file as the compiler
+/// names it.
 std::string first_error(const std::string& log, const fs::path& source,
-                        const fs::path& log_file) {
+                        const std::string& given, const fs::path& log_file) {
   static const std::regex error_line{
     R"(^(.+?):(\d+):(\d+): (?:fatal )?error: (.*)$)"};
   std::istringstream in{log};
@@ -141,8 +162,7 @@ std::string first_error(const std::string& log, const fs::path& source,
     ++errors;
     if (first_any.empty())
       first_any = m[1].str() + ", line " + m[2].str() + ": " + m[4].str();
-    // The compiler names the learner's file as it was given: its name.
-    if (first_mine.empty() && m[1].str() == source.filename().string()) {
+    if (first_mine.empty() && m[1].str() == given) {
       first_mine = m[4].str();
       mine_line = std::stoul(m[2].str());
       mine_col = std::stoul(m[3].str());
@@ -228,7 +248,7 @@ build_result build_program(const installation& where, const exercise& e,
     r.summary = rc == 127 || rc == -1
                   ? "cannot run the compiler " + cmds.compile[0] +
                       "; install it with `apt-get install -y g++`"
-                  : first_error(read_file(log), source, log);
+                  : first_error(read_file(log), source, cmds.source, log);
   }
   return r;
 }

@@ -38,6 +38,7 @@ installation find_installation() {
   installation where;
   if (!ec && fs::is_directory(prefix / toolchain::exercisedir)) {
     where.installed = true;
+    where.root = prefix;
     where.exercises = prefix / toolchain::exercisedir;
     where.includes = {prefix / toolchain::includedir};
     where.references = prefix / toolchain::referencedir;
@@ -46,6 +47,7 @@ installation find_installation() {
     return where;
   }
   fs::path source{toolchain::source_dir};
+  where.root = source;
   where.exercises = source / "examples" / "exercises";
   if (!fs::is_directory(where.exercises))
     throw usage_error("the exercises are neither beside this lumen (" +

@@ -34,6 +34,7 @@ struct exercise {
 /// beside an installed `lumen` (PREFIX/share/lumen/exercises), or this
 /// build's source tree.
 struct installation {
+  fs::path root; // the source tree, or the prefix: all of the rest is in it
   fs::path exercises;
   std::vector<fs::path> includes;  // Lumen's headers
   std::vector<fs::path> libraries; // lumen_actors, lumen_runtime
