@@ -75,14 +75,9 @@ build_commands commands_for(const installation& where, const exercise& e,
   build_commands b;
   b.folder = program.parent_path();
   b.source = named(where, b.folder, source);
-  auto link = b.folder / lumen_link;
-  std::error_code ec;
-  if (fs::read_symlink(link, ec) != where.root) {
-    fs::remove(link, ec);
-    fs::create_directory_symlink(where.root, link);
-  }
   auto object = program.filename();
   object += ".o";
+  std::error_code ec;
   if (*toolchain::launcher != '\0' && fs::exists(toolchain::launcher, ec))
     b.compile.push_back(toolchain::launcher);
   b.compile.push_back(toolchain::compiler);
@@ -237,6 +232,11 @@ build_result build_program(const installation& where, const exercise& e,
   auto start = clock_type::now();
   auto log = dir / "compile.log";
   fs::remove(log, ec);
+  auto link = cmds.folder / lumen_link; // what the compile names Lumen by
+  if (fs::read_symlink(link, ec) != where.root) {
+    fs::remove(link, ec);
+    fs::create_directory_symlink(where.root, link);
+  }
   int rc = run_to_log(cmds.compile, cmds.folder, log);
   if (rc == 0)
     rc = run_to_log(cmds.link, cmds.folder, log);
