@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lumen/errors.hpp"
+#include "lumen/util/files.hpp"
 
 #include "exercise_toolchain.hpp"
 
@@ -26,9 +27,7 @@ std::vector<std::string> split(const std::string& s, char by) {
 
 std::string read_file(const fs::path& p) {
   std::ifstream in{p, std::ios::binary};
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
+  return util::read_rest(in);
 }
 
 installation find_installation() {
