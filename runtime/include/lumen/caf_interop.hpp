@@ -271,6 +271,29 @@ auto request(Self* self, const Handle& h, const caf::duration& timeout,
   return handle{id.response_id(), self};
 }
 
+/// While one lives on a thread, the large messages (1 MiB and more) the
+/// thread sends to processes on other hosts, typed requests (`call`,
+/// `request`) and the answers it delivers, are written by their
+/// connections' writer threads, all at once, instead of one after another
+/// before each send returns. Without it, a message to one peer goes out at
+/// the link's full rate before the next starts, which is best when this
+/// host's link is the bottleneck (a server answering its workers: the
+/// first answered pushes again while the others' answers go out). With
+/// it, no receiver whose own link is busy holds up the others (a
+/// gradient's parts to the shards of a server on the workers' hosts, and
+/// their answers). Either way a sender's messages to an actor arrive in
+/// order; a message must not change once sent, as any CAF message.
+class sends_at_once {
+public:
+  sends_at_once() noexcept;
+  ~sends_at_once();
+  sends_at_once(const sends_at_once&) = delete;
+  sends_at_once& operator=(const sends_at_once&) = delete;
+
+  /// True while one lives on this thread.
+  static bool on() noexcept;
+};
+
 /// Spawns the typed actor registered as `name` (LUMEN_TYPED_ACTOR) on the
 /// cluster node `node_id` (this process for `lumen::this_node_id()`), with
 /// constructor arguments `xs`. It is ended at `lumen::shutdown`. Throws

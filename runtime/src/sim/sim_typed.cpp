@@ -164,10 +164,12 @@ std::string sim_typed::node_of(const caf::actor_addr& who) {
 
 uint64_t sim_typed::size_of(const caf::message& msg) {
   uint64_t n = 0;
-  send_encoded(*sys_, msg, 0, [&n](std::vector<byte_span> parts, size_t) {
-    for (auto& part : parts)
-      n += part.size;
-  });
+  send_encoded(
+    *sys_, msg, 0,
+    [&n](std::vector<byte_span> parts, size_t, std::vector<const char*>) {
+      for (auto& part : parts)
+        n += part.size;
+    });
   return n;
 }
 

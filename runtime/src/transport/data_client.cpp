@@ -137,14 +137,15 @@ cancel_on(const std::shared_ptr<data_client>& data, uint64_t id) {
 
 bool data_client::typed(uint64_t actor, uint64_t sender,
                         const std::vector<byte_span>& message, size_t block_at,
-                        on_status done, on_fail fail, landing to) {
+                        on_status done, on_fail fail, landing to,
+                        frame_hold hold) {
   std::vector<byte_span> parts{
     {reinterpret_cast<const char*>(&actor), sizeof(actor)},
     {reinterpret_cast<const char*>(&sender), sizeof(sender)}};
   parts.insert(parts.end(), message.begin(), message.end());
   return send(frame_kind::typed, std::move(parts), std::move(done),
               std::move(fail), &trace::detail::typed_request_name,
-              std::move(to), block_at);
+              std::move(to), block_at, std::move(hold));
 }
 
 bool data_client::trace(const bytes& request, on_status done, on_fail fail) {
@@ -165,8 +166,8 @@ bool data_client::object(const bytes& request, on_status done, on_fail fail) {
 
 uint64_t data_client::send(frame_kind kind, std::vector<byte_span> parts,
                            on_status done, on_fail fail,
-                           const std::string* what, landing to,
-                           size_t block_at) {
+                           const std::string* what, landing to, size_t block_at,
+                           frame_hold hold) {
   // A request's id is also its arrow's id in a trace, where the arrows of
   // every process of the cluster meet: so not a count from 1.
   auto id = trace::detail::new_flow();
@@ -187,7 +188,8 @@ uint64_t data_client::send(frame_kind kind, std::vector<byte_span> parts,
   }
   // A failed write closes the connection; the reader then fails everything
   // pending on its own thread, never inside a caller that holds locks.
-  if (!conn_->send(kind, reply_status::ok, id, std::move(parts), block_at, to))
+  if (!conn_->send(kind, reply_status::ok, id, std::move(parts), block_at, to,
+                   std::move(hold)))
     conn_->close();
   return id;
 }

@@ -55,10 +55,13 @@ public:
   /// Sends `message`, a CAF-serialized message in pieces whose first
   /// large block starts at `block_at` of the payload (0: none), to the
   /// typed CAF actor `actor` of the peer's process on behalf of `sender`
-  /// (an actor id of this process, or 0); as `task` otherwise.
+  /// (an actor id of this process, or 0); as `task` otherwise. `hold`
+  /// keeps the message's blocks, so that a large one may be written after
+  /// this returns (data_connection::send).
   bool typed(uint64_t actor, uint64_t sender,
              const std::vector<byte_span>& message, size_t block_at,
-             on_status done, on_fail fail, landing to = {});
+             on_status done, on_fail fail, landing to = {},
+             frame_hold hold = {});
 
   /// Sends a trace request (see data_plane.hpp); as `typed` otherwise.
   bool trace(const bytes& request, on_status done, on_fail fail);
@@ -108,7 +111,7 @@ private:
   /// Returns the request's id, or 0 if the connection is gone.
   uint64_t send(frame_kind kind, std::vector<byte_span> parts, on_status done,
                 on_fail fail, const std::string* what = nullptr,
-                landing to = {}, size_t block_at = 0);
+                landing to = {}, size_t block_at = 0, frame_hold hold = {});
   void read_loop();
 
   std::string peer_;

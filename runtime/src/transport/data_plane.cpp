@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <vector>
 
 #include "objects/shared_arena.hpp"
@@ -75,7 +76,15 @@ payload_pool& pool() {
 data_connection::data_connection(gated_socket link)
   : link_(std::move(link)) {}
 
-data_connection::~data_connection() = default;
+data_connection::~data_connection() {
+  {
+    std::lock_guard<std::mutex> guard{later_mtx_};
+    stopping_ = true;
+  }
+  later_cv_.notify_all();
+  if (writer_.joinable())
+    writer_.join(); // what is queued is written (or fails at once if closed)
+}
 
 namespace {
 
@@ -93,7 +102,85 @@ constexpr size_t max_landings = 4096;
 
 bool data_connection::send(frame_kind kind, reply_status status, uint64_t id,
                            std::vector<byte_span> parts, size_t block_at,
-                           const landing& to) {
+                           const landing& to, frame_hold hold) {
+  size_t size = 0;
+  for (auto& p : parts)
+    size += p.size;
+  if (hold.owner && size >= written_later_from && !same_host_ && has_writer()) {
+    write_later(kind, status, id, parts, block_at, std::move(hold));
+    return true;
+  }
+  if (kind == frame_kind::typed) { // after the requests queued before it
+    std::unique_lock<std::mutex> lock{later_mtx_};
+    later_cv_.wait(lock, [this] { return later_.empty(); });
+  }
+  return write_frame(kind, status, id, parts, block_at, to);
+}
+
+void data_connection::write_later(frame_kind kind, reply_status status,
+                                  uint64_t id,
+                                  const std::vector<byte_span>& parts,
+                                  size_t block_at, frame_hold hold) {
+  later_frame f{kind, status, id, block_at, {}, {}, std::move(hold)};
+  auto held = [&f](const byte_span& p) {
+    auto& b = f.hold.blocks;
+    return std::find(b.begin(), b.end(), p.data) != b.end();
+  };
+  size_t copied = 0;
+  for (auto& p : parts)
+    copied += held(p) ? 0 : p.size;
+  f.copied.resize(copied);
+  copied = 0;
+  for (auto& p : parts) {
+    if (held(p) || p.size == 0) {
+      f.parts.push_back(p);
+      continue;
+    }
+    std::memcpy(f.copied.data() + copied, p.data, p.size);
+    f.parts.push_back({f.copied.data() + copied, p.size});
+    copied += p.size;
+  }
+  std::lock_guard<std::mutex> guard{later_mtx_};
+  later_.push_back(std::move(f)); // the copies stay where the parts say
+  later_cv_.notify_all();
+}
+
+bool data_connection::has_writer() {
+  std::lock_guard<std::mutex> guard{later_mtx_};
+  if (!writer_.joinable()) {
+    try {
+      writer_ = std::thread{[this] { writer_loop(); }};
+    } catch (const std::system_error&) {
+      return false; // no thread to spare: the caller writes it
+    }
+  }
+  return true;
+}
+
+void data_connection::writer_loop() {
+  std::unique_lock<std::mutex> lock{later_mtx_};
+  bool failed = false;
+  for (;;) {
+    later_cv_.wait(lock, [this] { return stopping_ || !later_.empty(); });
+    if (later_.empty())
+      return;
+    auto& f = later_.front(); // pushes behind it leave it where it is
+    lock.unlock();
+    if (!failed &&
+        !write_frame(f.kind, f.status, f.id, f.parts, f.block_at, {})) {
+      failed = true;
+      close(); // the reader fails what waits for an answer
+    }
+    lock.lock();
+    later_.pop_front();
+    later_cv_.notify_all();
+  }
+}
+
+bool data_connection::write_frame(frame_kind kind, reply_status status,
+                                  uint64_t id,
+                                  const std::vector<byte_span>& parts,
+                                  size_t block_at, const landing& to) {
   // Said in a reply's header where it fits (block_at is a multiple of 16).
   auto block16 = kind == frame_kind::reply && block_at / 16 <= UINT16_MAX
                    ? block_at / 16
@@ -221,10 +308,12 @@ bool data_connection::receive_header(frame_header& h, uint64_t max_length,
 }
 
 void data_connection::read_shared(std::shared_ptr<shared_arena> arena) {
+  same_host_ = true;
   reading_ = std::move(arena);
 }
 
 void data_connection::send_shared(std::shared_ptr<shared_arena> arena) {
+  same_host_ = true;
   std::lock_guard<std::mutex> guard{write_mtx_};
   sending_ = std::move(arena);
 }

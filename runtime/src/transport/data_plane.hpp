@@ -2,7 +2,9 @@
 
 // The data plane: tasks and actor calls between processes travel as frames
 // on plain TCP connections, straight from the caller's thread to the
-// socket, with one reader thread per connection publishing the replies.
+// socket (a large typed message to another host: from the connection's
+// writer thread), with one reader thread per connection publishing the
+// replies.
 // CAF's middleman stays the control plane (join, directory, spawn, failure
 // monitoring); its per-message path is an order of magnitude slower for
 // this traffic.
@@ -45,9 +47,13 @@
 // (typed_requests.hpp), so the actor sees one sender per remote requester. This
 // file is the wire; data_server.hpp and data_client.hpp are its two ends.
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -138,11 +144,23 @@ struct landed_block {
 std::shared_ptr<bytes> put_back_together(const bytes& frame,
                                          const landed_block& block);
 
+/// What keeps a frame's large blocks alive once `send` has returned: their
+/// owner (the message they are in) and where each starts. A frame with
+/// them may be written later, by the connection's writer.
+struct frame_hold {
+  std::shared_ptr<const void> owner;
+  std::vector<const char*> blocks;
+};
+
 class shared_arena;
 
 /// One framed connection; each frame is written whole, under a lock.
 class data_connection {
 public:
+  /// Frames from this size on, with a hold and to a peer that shares no
+  /// memory with this process, are written by the connection's writer.
+  static constexpr size_t written_later_from = size_t{1} << 20;
+
   explicit data_connection(gated_socket link);
   ~data_connection();
 
@@ -153,9 +171,15 @@ public:
   /// first large block at `block_at` (0: none; a typed message's, which
   /// a reader may put in place), and for a typed request, the landing
   /// its reply's block should go to; false if the peer is gone.
+  /// A frame of `written_later_from` bytes or more whose blocks `hold`
+  /// keeps, to a peer on another host, is queued instead (the rest of its
+  /// parts copied) and written by the connection's writer thread: the
+  /// caller (an actor's thread, a server answering its workers) does not
+  /// wait for the link, and frames to several peers stream at once. A
+  /// failed write closes the connection. Typed requests keep their order.
   bool send(frame_kind kind, reply_status status, uint64_t id,
             std::vector<byte_span> parts, size_t block_at = 0,
-            const landing& to = {});
+            const landing& to = {}, frame_hold hold = {});
 
   /// Reads the next frame; false on EOF, error, a malformed header or a
   /// payload above `max_length`. A block that came through shared memory
@@ -189,10 +213,40 @@ public:
   void close();
 
 private:
+  struct later_frame {
+    frame_kind kind;
+    reply_status status;
+    uint64_t id;
+    size_t block_at;
+    std::vector<byte_span> parts; // into `copied` and the held blocks
+    bytes copied;
+    frame_hold hold;
+  };
+
+  bool write_frame(frame_kind kind, reply_status status, uint64_t id,
+                   const std::vector<byte_span>& parts, size_t block_at,
+                   const landing& to);
+  /// Queues a frame for the writer, copying the parts `hold` does not keep.
+  void write_later(frame_kind kind, reply_status status, uint64_t id,
+                   const std::vector<byte_span>& parts, size_t block_at,
+                   frame_hold hold);
+  /// Starts the writer thread if it is not running; false if it cannot.
+  bool has_writer();
+  void writer_loop();
+
   gated_socket link_;
   std::mutex write_mtx_;
   std::shared_ptr<shared_arena> reading_;
   std::shared_ptr<shared_arena> sending_; // under write_mtx_
+  // Either side offered shared memory: the peer is on this host.
+  std::atomic<bool> same_host_{false};
+  // Frames for the writer thread, which starts with the first; a frame
+  // stays at the front until written.
+  std::mutex later_mtx_;
+  std::condition_variable later_cv_;
+  std::deque<later_frame> later_;
+  bool stopping_ = false; // under later_mtx_
+  std::thread writer_;
   // The landings the peer's requests named, by request id: where they
   // are in this process and in the peer's arena, and their size.
   struct named_landing {

@@ -21,6 +21,17 @@ namespace {
 // peer is not allowed to make them without end.
 constexpr size_t max_senders = 4096;
 
+thread_local int at_once_depth = 0;
+
+/// What keeps a message's blocks while it waits for its connection's
+/// writer: only where the sending thread asked for sends at once.
+frame_hold hold_if_at_once(std::shared_ptr<const caf::message> msg,
+                           std::vector<const char*> blocks) {
+  if (at_once_depth == 0)
+    return {};
+  return {std::move(msg), std::move(blocks)};
+}
+
 caf::message error_message(caf::sec code, std::string what) {
   return caf::make_message(caf::make_error(code, std::move(what)));
 }
@@ -30,10 +41,14 @@ void respond(caf::actor_system& sys, data_connection& c, uint64_t id,
              caf::message msg) {
   auto status =
     msg.match_elements<caf::error>() ? reply_status::failed : reply_status::ok;
-  auto reply = [&](std::vector<byte_span> parts, size_t block_at) {
-    c.send(frame_kind::reply, status, id, std::move(parts), block_at);
+  // Held, with its blocks, until a large answer is written.
+  auto held = std::make_shared<const caf::message>(std::move(msg));
+  auto reply = [&](std::vector<byte_span> parts, size_t block_at,
+                   std::vector<const char*> blocks) {
+    c.send(frame_kind::reply, status, id, std::move(parts), block_at, {},
+           hold_if_at_once(held, std::move(blocks)));
   };
-  if (!send_encoded(sys, msg, 0, reply)) {
+  if (!send_encoded(sys, *held, 0, reply)) {
     status = reply_status::failed;
     send_encoded(sys,
                  error_message(caf::sec::runtime_error,
@@ -132,8 +147,12 @@ bool send_typed(data_client& route, caf::actor_system& sys,
   auto shared_done = std::make_shared<typed_done>(std::move(done));
   bool sent = false;
   constexpr size_t before = 2 * sizeof(uint64_t); // actor and sender
+  // Held, with its blocks, until a large request is written.
+  auto held = std::make_shared<const caf::message>(msg);
   bool encoded = send_encoded(
-    sys, msg, before, [&](std::vector<byte_span> out, size_t block_at) {
+    sys, *held, before,
+    [&](std::vector<byte_span> out, size_t block_at,
+        std::vector<const char*> blocks) {
       sent = route.typed(
         target->id(), sender, out, block_at,
         [&sys, shared_done](reply_status s,
@@ -160,9 +179,25 @@ bool send_typed(data_client& route, caf::actor_system& sys,
             error_message(caf::sec::request_receiver_down, why);
           (*shared_done)(true, reply);
         },
-        std::move(to));
+        std::move(to), hold_if_at_once(held, std::move(blocks)));
     });
   return encoded && sent;
 }
 
 } // namespace lumen::detail
+
+namespace lumen {
+
+sends_at_once::sends_at_once() noexcept {
+  ++detail::at_once_depth;
+}
+
+sends_at_once::~sends_at_once() {
+  --detail::at_once_depth;
+}
+
+bool sends_at_once::on() noexcept {
+  return detail::at_once_depth > 0;
+}
+
+} // namespace lumen

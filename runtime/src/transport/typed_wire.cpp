@@ -75,6 +75,14 @@ public:
     return first_block_;
   }
 
+  /// Where each block starts, in the encoded message.
+  std::vector<const char*> blocks() const {
+    std::vector<const char*> out;
+    for (auto& b : blocks_)
+      out.push_back(b.second.data);
+    return out;
+  }
+
 protected:
   // Every other value goes into the buffer as CAF writes it.
 #define LUMEN_FORWARD(T)                                                       \
@@ -172,7 +180,7 @@ bool send_encoded(caf::actor_system& sys, const caf::message& msg,
   if (sink(msg))
     return false;
   auto parts = sink.parts(before);
-  send(std::move(parts), sink.first_block());
+  send(std::move(parts), sink.first_block(), sink.blocks());
   if (buffer.capacity() > kept_buffer)
     bytes{}.swap(buffer);
   return true;

@@ -20,10 +20,13 @@
 
 namespace lumen::detail {
 
-/// Takes an encoded message's parts, in order, and where its first large
-/// block starts in the payload (0: none).
+/// Takes an encoded message's parts, in order, where its first large
+/// block starts in the payload (0: none), and where each of its large
+/// blocks starts: parts that are in the message itself, valid while it
+/// is; the others are valid until the sender returns.
 using encoded_sender =
-  std::function<void(std::vector<byte_span> parts, size_t block_at)>;
+  std::function<void(std::vector<byte_span> parts, size_t block_at,
+                     std::vector<const char*> blocks)>;
 
 /// Encodes `msg` to go after `before` bytes of a payload and gives it to
 /// `send`; false if it does not encode (a type this process did not
