@@ -62,6 +62,7 @@ inline void push_step(pusher::pointer self, std::shared_ptr<push_run> run) {
   run->start = clock_type::now();
   run->pending = run->shards.size();
   auto numel = run->grad.numel();
+  lumen::sends_at_once at_once; // as data_parallel_worker pushes
   for (size_t i = 0; i < run->shards.size(); ++i) {
     auto part = ml::shard_range(numel, run->shards.size(), i);
     lumen::request(self, run->shards[i], caf::infinite, ml::push_atom::value,

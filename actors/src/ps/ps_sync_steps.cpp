@@ -1,10 +1,12 @@
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include <caf/actor_cast.hpp>
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "lumen/caf_interop.hpp"
 #include "lumen/trace.hpp"
 
 #include "ps/ps_server_state.hpp"
@@ -13,8 +15,8 @@ namespace lumen::ml::ps_detail {
 
 tensor weights_of(const ps_core& core) {
   // No copy: the server's next update writes a copy of its own while
-  // this answer is still held (an answer to another process is written
-  // out before deliver returns).
+  // this answer is still held (by a message waiting for its connection's
+  // writer, too).
   auto w = core.shared_weights();
   if (w->empty())
     return tensor{}; // a view needs numbers to point at
@@ -58,6 +60,9 @@ void answer_step(server_pointer self) {
   span.arg("version", static_cast<int64_t>(st.core->version()))
     .arg("callers", static_cast<int64_t>(st.waiting.size()));
   step_answer answer{st};
+  std::optional<lumen::sends_at_once> at_once;
+  if (st.core->config().answers_at_once)
+    at_once.emplace();
   for (auto& deliver : st.waiting)
     deliver(answer);
   st.waiting.clear();

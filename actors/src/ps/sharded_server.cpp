@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <future>
 
 #include <lumen/caf_interop.hpp>
 #include <lumen/lumen.hpp>
@@ -12,9 +11,6 @@
 namespace lumen::ml {
 
 namespace {
-
-/// Parts of a push from this size on are sent from threads of their own.
-constexpr size_t parallel_part_bytes = size_t{1} << 20;
 
 /// `call()`, its answer landing at range `r` of `into` (none without one).
 template <class Call>
@@ -77,10 +73,14 @@ sharded_server::sharded_server(const ps_config& cfg,
                       "parameters, which no one shard sees; clip on the "
                       "workers (clip_by_global_norm before pushing), or use "
                       "one server");
+  // Each worker is answered by every shard: one busy worker's link must
+  // not hold up a shard's answers to the others.
+  auto shard_cfg = cfg;
+  shard_cfg.answers_at_once = nodes.size() > 1;
   for (size_t s = 0; s < nodes.size(); ++s) {
     auto r = shard_range(initial.size(), nodes.size(), s);
     servers_.push_back(spawn_parameter_server(
-      cfg,
+      shard_cfg,
       {initial.begin() + static_cast<std::ptrdiff_t>(r.begin),
        initial.begin() + static_cast<std::ptrdiff_t>(r.end)},
       nodes[s]));
@@ -92,29 +92,21 @@ std::tuple<uint64_t, tensor> sharded_server::push(uint64_t version,
   if (grads.type() != dtype::float32 || grads.numel() != numel_)
     throw usage_error("sharded_server::push: a gradient " + grads.describe() +
                       " for " + std::to_string(numel_) + " float32 parameters");
-  std::vector<lumen::ObjectRef<std::tuple<uint64_t, tensor>>> refs(
-    servers_.size());
-  std::vector<std::future<void>> sending;
+  std::vector<lumen::ObjectRef<std::tuple<uint64_t, tensor>>> refs;
   auto into = answers_buffer();
+  // [at-once]
+  // Every part on its way at once: no shard's busy link holds up the rest.
+  lumen::sends_at_once at_once;
   for (size_t s = 0; s < servers_.size(); ++s) {
     auto r = shard_range(numel_, servers_.size(), s);
-    auto send = [&, s, r] {
-      refs[s] = landed_call(into, r, [&] {
-        // A view: the part is written to the wire from the caller's tensor.
-        return lumen::call(servers_[s], push_atom::value, version,
-                           grads.rows(r.begin, r.end));
-      });
-    };
-    // A call to another process writes its message before it returns:
-    // large parts sent one after another would stream one at a time.
-    bool last = s + 1 == servers_.size();
-    if (!last && r.size() * sizeof(float) >= parallel_part_bytes)
-      sending.push_back(std::async(std::launch::async, send));
-    else
-      send();
+    refs.push_back(landed_call(into, r, [&] {
+      // A view: the part is written to the wire from the caller's tensor,
+      // which this call holds until every shard has answered.
+      return lumen::call(servers_[s], push_atom::value, version,
+                         grads.rows(r.begin, r.end));
+    }));
   }
-  for (auto& f : sending)
-    f.get();
+  // [/at-once]
   return answered(lumen::get(refs), into);
 }
 

@@ -150,6 +150,8 @@ void push_and_go(worker_pointer self,
       train_from(self, st.held);
     }
   };
+  // Every part on its way at once: no shard's busy link holds up the rest.
+  lumen::sends_at_once at_once;
   for (size_t k = 0; k < st.shards.size(); ++k)
     lumen::request(self, st.shards[k], caf::infinite, push_update_atom::value,
                    st.versions[k], (*parts)[k])

@@ -62,6 +62,14 @@ struct ps_config {
   // this version, which brings every replica (one pulled at another version
   // too) back to the server's weights exactly. 0: never.
   uint64_t rebroadcast_every = 20;
+  // Sync: a step's answers to workers on other hosts written all at once
+  // (lumen::sends_at_once) instead of one after another. One after another
+  // is faster when the server's own link is the bottleneck: a worker
+  // answered early pushes its next gradient while the others' answers go
+  // out. At once is faster when the workers' links are: shards on the
+  // workers' hosts, each worker answered by every shard (sharded_server
+  // sets it).
+  bool answers_at_once = false;
 };
 
 /// A config as CAF messages carry it (to a node that spawns a server).
@@ -74,7 +82,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ps_config& x) {
   return f(x.mode, x.workers, x.backup, x.optimizer, x.clip_norm,
            x.max_staleness, x.staleness_lr, x.step_timeout_ms, x.broadcast,
-           x.rebroadcast_every);
+           x.rebroadcast_every, x.answers_at_once);
 }
 
 /// Why a gradient was not taken.
