@@ -23,13 +23,14 @@ constexpr size_t max_senders = 4096;
 
 thread_local int at_once_depth = 0;
 
-/// What keeps a message's blocks while it waits for its connection's
-/// writer: only where the sending thread asked for sends at once.
-frame_hold hold_if_at_once(std::shared_ptr<const caf::message> msg,
+/// What keeps the blocks of `msg`, being sent, while it waits for its
+/// connection's writer (a copy of a message shares its contents): only
+/// where the sending thread asked for sends at once.
+frame_hold hold_if_at_once(const caf::message& msg,
                            std::vector<const char*> blocks) {
   if (at_once_depth == 0)
     return {};
-  return {std::move(msg), std::move(blocks)};
+  return {std::make_shared<const caf::message>(msg), std::move(blocks)};
 }
 
 caf::message error_message(caf::sec code, std::string what) {
@@ -41,20 +42,19 @@ void respond(caf::actor_system& sys, data_connection& c, uint64_t id,
              caf::message msg) {
   auto status =
     msg.match_elements<caf::error>() ? reply_status::failed : reply_status::ok;
-  // Held, with its blocks, until a large answer is written.
-  auto held = std::make_shared<const caf::message>(std::move(msg));
+  const caf::message* sending = &msg;
   auto reply = [&](std::vector<byte_span> parts, size_t block_at,
                    std::vector<const char*> blocks) {
     c.send(frame_kind::reply, status, id, std::move(parts), block_at, {},
-           hold_if_at_once(held, std::move(blocks)));
+           hold_if_at_once(*sending, std::move(blocks)));
   };
-  if (!send_encoded(sys, *held, 0, reply)) {
+  if (!send_encoded(sys, msg, 0, reply)) {
     status = reply_status::failed;
-    send_encoded(sys,
-                 error_message(caf::sec::runtime_error,
-                               "the typed actor's response has a type this "
-                               "process did not announce (LUMEN_MESSAGE_TYPE)"),
-                 0, reply);
+    auto why = error_message(caf::sec::runtime_error,
+                             "the typed actor's response has a type this "
+                             "process did not announce (LUMEN_MESSAGE_TYPE)");
+    sending = &why;
+    send_encoded(sys, why, 0, reply);
   }
 }
 
@@ -147,10 +147,8 @@ bool send_typed(data_client& route, caf::actor_system& sys,
   auto shared_done = std::make_shared<typed_done>(std::move(done));
   bool sent = false;
   constexpr size_t before = 2 * sizeof(uint64_t); // actor and sender
-  // Held, with its blocks, until a large request is written.
-  auto held = std::make_shared<const caf::message>(msg);
   bool encoded = send_encoded(
-    sys, *held, before,
+    sys, msg, before,
     [&](std::vector<byte_span> out, size_t block_at,
         std::vector<const char*> blocks) {
       sent = route.typed(
@@ -179,7 +177,7 @@ bool send_typed(data_client& route, caf::actor_system& sys,
             error_message(caf::sec::request_receiver_down, why);
           (*shared_done)(true, reply);
         },
-        std::move(to), hold_if_at_once(held, std::move(blocks)));
+        std::move(to), hold_if_at_once(msg, std::move(blocks)));
     });
   return encoded && sent;
 }
