@@ -289,9 +289,6 @@ public:
   ~sends_at_once();
   sends_at_once(const sends_at_once&) = delete;
   sends_at_once& operator=(const sends_at_once&) = delete;
-
-  /// True while one lives on this thread.
-  static bool on() noexcept;
 };
 
 /// Spawns the typed actor registered as `name` (LUMEN_TYPED_ACTOR) on the

@@ -194,8 +194,4 @@ sends_at_once::~sends_at_once() {
   --detail::at_once_depth;
 }
 
-bool sends_at_once::on() noexcept {
-  return detail::at_once_depth > 0;
-}
-
 } // namespace lumen

@@ -2,9 +2,10 @@
 
 // Typed CAF actors' requests on the data plane (data_plane.hpp, frame kind
 // `typed`): the message goes in CAF's binary form, as CAF's middleman would
-// send it, but straight from the caller's thread to the socket and back
-// from the peer's reader thread, without the middleman's per-message cost
-// (typed_wire.hpp: how the message is encoded and decoded in the frame).
+// send it, but straight from the caller's thread to the socket (a large one
+// sent under lumen::sends_at_once: from the connection's writer thread) and
+// back from the peer's reader thread, without the middleman's per-message
+// cost (typed_wire.hpp: how the message is encoded and decoded in the frame).
 
 #include <cstdint>
 #include <memory>
