@@ -12,11 +12,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +42,7 @@ constexpr auto deadline = seconds(30);
 std::string head_address;
 std::string token_file;
 std::string cut_command;
+std::string b_connections; // host b's TCP connections (topology)
 
 double seconds_since(steady_clock::time_point t) {
   return duration<double>(steady_clock::now() - t).count();
@@ -216,6 +220,54 @@ BOOST_AUTO_TEST_CASE(large_sends_at_once_do_not_wait_for_the_link) {
   BOOST_TEST(echoed(second, tiny));
 }
 
+// Two nodes whose typed actors call each other at the same moment link on
+// the data plane alone. Had each opened a CAF link to the other, as they
+// did, CAF 0.17 could close both as redundant (each side sees the other's
+// first): what was on its way was dropped, a parameter server's answer
+// among it, and the step hung.
+BOOST_AUTO_TEST_CASE(nodes_calling_each_other_at_once_open_no_control_link) {
+  auto calc_b = lumen::spawn_on<calculator>("node-1", "calculator");
+  auto calc_c = lumen::spawn_on<calculator>("node-2", "calculator");
+  auto relay_b = lumen::spawn_on<relay_actor>("node-1", "relay");
+  auto relay_c = lumen::spawn_on<relay_actor>("node-2", "relay");
+  for (int round = 0; round < 3; ++round) {
+    auto from_b = lumen::call(relay_b, add_atom::value, calc_c, round, 1);
+    auto from_c = lumen::call(relay_c, add_atom::value, calc_b, round, 2);
+    BOOST_TEST(lumen::get(from_b, deadline) == round + 1);
+    BOOST_TEST(lumen::get(from_c, deadline) == round + 2);
+  }
+  auto ip = [](const std::string& end) {
+    return end.substr(0, end.rfind(':'));
+  };
+  std::set<std::string> control, hosts; // the nodes' control endpoints
+  for (auto& n : lumen::nodes())
+    if (n.id == "node-1" || n.id == "node-2") {
+      control.insert(n.address);
+      hosts.insert(ip(n.address));
+    }
+  BOOST_REQUIRE(hosts.size() == 2);
+  std::unique_ptr<FILE, int (*)(FILE*)> ss{::popen(b_connections.c_str(), "r"),
+                                           ::pclose};
+  BOOST_REQUIRE(ss);
+  std::string listing;
+  char buf[4096];
+  while (size_t got = std::fread(buf, 1, sizeof buf, ss.get()))
+    listing.append(buf, got);
+  std::istringstream lines{listing};
+  size_t seen = 0;
+  for (std::string line; std::getline(lines, line); ++seen) {
+    std::istringstream cols{line};
+    std::vector<std::string> words{std::istream_iterator<std::string>{cols},
+                                   {}};
+    BOOST_REQUIRE(words.size() >= 2);
+    auto local = words[words.size() - 2], peer = words.back();
+    bool between = std::set<std::string>{ip(local), ip(peer)} == hosts;
+    BOOST_TEST(!(between && (control.count(local) + control.count(peer)) > 0),
+               "a control link between the nodes: " << line);
+  }
+  BOOST_TEST(seen > 0); // host b's links to the head at least
+}
+
 BOOST_AUTO_TEST_CASE(a_cut_link_fails_the_hosts_work_within_two_seconds) {
   auto victim = std::string{"node-2"};
   auto actor = lumen::actor<Counter>(0).on_node(victim).remote();
@@ -227,6 +279,12 @@ BOOST_AUTO_TEST_CASE(a_cut_link_fails_the_hosts_work_within_two_seconds) {
   auto channel = listener.accept(deadline);
   channel.set_timeout(seconds(10)); // a failure to notice fails, not hangs
   auto call = actor.call(&Counter::nap, 60000);
+  // A typed request from the other node's actor, on the data plane alone
+  // (nodes_calling_each_other_at_once_open_no_control_link): no control
+  // link of node-1's tells it the host is gone, the head does.
+  auto relay = lumen::spawn_on<relay_actor>("node-1", "relay");
+  auto silent = lumen::spawn_on<silent_actor>(victim, "silent");
+  auto asked = lumen::call(relay, ask_atom::value, silent);
   auto pinned = lumen::task(busy).on_node(victim).remote(60000);
   std::vector<lumen::ObjectRef<std::string>> spread;
   for (int i = 0; i < 6; ++i)
@@ -245,6 +303,8 @@ BOOST_AUTO_TEST_CASE(a_cut_link_fails_the_hosts_work_within_two_seconds) {
   while (!dead && seconds_since(cut_at) < 2.0)
     dead = ids(false).count(victim) > 0;
   BOOST_TEST(dead);
+  BOOST_CHECK_THROW(lumen::get(asked, deadline), lumen::actor_died);
+  BOOST_TEST(seconds_since(cut_at) < 2.0);
   // The kernel's probes find the channel's peer gone.
   char byte = 0;
   BOOST_CHECK_THROW(channel.recv(&byte, 1), lumen::channel_error);
@@ -290,7 +350,8 @@ int run_controller(const char* self) {
                       with_job({"--address", head, "--host",
                                 topology::address(2), "--token-file", token}),
                       home, ignored);
-  process driver{net.in(0, {self, "--driver", head, token, net.cut(2)})};
+  process driver{net.in(
+    0, {self, "--driver", head, token, net.cut(2), net.tcp_connections(1)})};
   driver.await_output(std::string(1, '\0'), minutes(5));
   auto code = driver.wait();
   std::cout << driver.output();
@@ -303,10 +364,11 @@ int run_controller(const char* self) {
 } // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 5 && std::string{argv[1]} == "--driver") {
+  if (argc >= 6 && std::string{argv[1]} == "--driver") {
     head_address = argv[2];
     token_file = argv[3];
     cut_command = argv[4];
+    b_connections = argv[5];
     char* args[] = {argv[0], nullptr};
     return boost::unit_test::unit_test_main(&init_unit_test, 1, args);
   }

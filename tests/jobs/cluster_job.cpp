@@ -351,12 +351,19 @@ tally::behavior_type tally_impl(tally::stateful_pointer<tally_state> self) {
 relay_actor::behavior_type relay_impl(relay_actor::pointer self) {
   return {[=](add_atom, const calculator& c, int32_t x,
               int32_t y) -> caf::result<int32_t> {
-    auto rp = self->make_response_promise<int32_t>();
-    lumen::request(self, c, caf::infinite, add_atom::value, x, y)
-      .then([rp](int32_t sum) mutable { rp.deliver(sum); },
-            [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
-    return rp;
-  }};
+            auto rp = self->make_response_promise<int32_t>();
+            lumen::request(self, c, caf::infinite, add_atom::value, x, y)
+              .then([rp](int32_t sum) mutable { rp.deliver(sum); },
+                    [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+            return rp;
+          },
+          [=](ask_atom, const silent_actor& s) -> caf::result<int32_t> {
+            auto rp = self->make_response_promise<int32_t>();
+            lumen::request(self, s, caf::infinite, ask_atom::value)
+              .then([rp](int32_t x) mutable { rp.deliver(x); },
+                    [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+            return rp;
+          }};
 }
 
 struct silent_state {
@@ -382,3 +389,4 @@ LUMEN_TYPED_ACTOR("silent", silent_impl);
 LUMEN_TYPED_ACTOR("tally", tally_impl);
 LUMEN_TYPED_ACTOR("relay", relay_impl);
 LUMEN_MESSAGE_TYPE(calculator, "lumen_test::calculator");
+LUMEN_MESSAGE_TYPE(silent_actor, "lumen_test::silent_actor");

@@ -56,11 +56,6 @@ using calculator =
 using tally =
   caf::typed_actor<caf::replies_to<add_atom, int32_t>::with<int64_t>>;
 
-// Asks the calculator it is given: the request carries an actor handle,
-// and the relay_actor's own request goes from its node to the calculator's.
-using relay_actor = caf::typed_actor<
-  caf::replies_to<add_atom, calculator, int32_t, int32_t>::with<int32_t>>;
-
 // A byte block that a process receiving it from another reads in place
 // where it can (lumen::view_received_bytes), remembering whether it did.
 struct byte_block {
@@ -92,3 +87,10 @@ using bulk_sink = caf::typed_actor<
 
 // Never answers: its requests stay open until it or its node is gone.
 using silent_actor = caf::typed_actor<caf::replies_to<ask_atom>::with<int32_t>>;
+
+// Asks the calculator or the silent actor it is given: the request carries
+// an actor handle, and the relay_actor's own request goes from its node to
+// the other actor's.
+using relay_actor = caf::typed_actor<
+  caf::replies_to<add_atom, calculator, int32_t, int32_t>::with<int32_t>,
+  caf::replies_to<ask_atom, silent_actor>::with<int32_t>>;

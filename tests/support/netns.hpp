@@ -101,6 +101,12 @@ struct topology {
     return "ip -n " + sw + " link set " + port(i) + " down";
   }
 
+  /// The shell command that lists host `i`'s established TCP connections,
+  /// a line each ending in the local and the peer's IP:PORT.
+  std::string tcp_connections(size_t i) const {
+    return "ip netns exec " + hosts[i] + " ss -Htn state established";
+  }
+
   /// Host `i`'s link limited to `rate` (tc's form: "1gbit") each way:
   /// what leaves the host at its end, what reaches it at the switch's.
   void shape(size_t i, const std::string& rate) const {

@@ -63,10 +63,17 @@ void cluster_client::run_funerals() {
     funeral f;
     {
       std::unique_lock<std::mutex> guard{funeral_mtx_};
-      funeral_cv_.wait(guard,
-                       [this] { return stopping_ || !funerals_.empty(); });
+      bool woken =
+        funeral_cv_.wait_for(guard, data_links_checked_every, [this] {
+          return stopping_ || !funerals_.empty();
+        });
       if (stopping_)
         return;
+      if (!woken) {
+        guard.unlock();
+        lose_dead_data_links();
+        continue;
+      }
       f = std::move(funerals_.front());
       funerals_.pop_front();
     }
@@ -74,6 +81,21 @@ void cluster_client::run_funerals() {
       f.data->fail_all("node " + f.node + " went down (" + f.why + ")");
     actors_.rescue(f.node, f.why);
   }
+}
+
+void cluster_client::lose_dead_data_links() {
+  auto linked = links_.data_only();
+  if (linked.empty())
+    return;
+  std::vector<node_info> known;
+  try {
+    known = directory_.fetch();
+  } catch (const error&) {
+    return; // the head's loss is head_link's to handle
+  }
+  for (auto& n : known)
+    if (!n.alive && linked.count(n.id) > 0)
+      links_.lose(n.id, nullptr, "the head found it dead");
 }
 
 void cluster_client::on_down(const caf::down_msg& msg) {
@@ -170,35 +192,27 @@ cluster_client::typed_route(const caf::node_id& nid) {
     if (unroutable_.count(nid) > 0)
       return nullptr;
   }
-  // A handle that came from elsewhere (a message, a reply): which node it
-  // lives on shows only once connected there. Each node is asked once. A
-  // node out of reach for now is passed over, not taken for the handle's
-  // (whose message would go through CAF's control link: a large one holds
-  // up everything else on it), and the handle is looked for again next
-  // time.
-  std::vector<node_info> known;
+  // A handle that came from elsewhere (a message, a reply): the head knows
+  // which node's process it lives in. Only the data plane is connected:
+  // the typed actors' requests need nothing else, and every node sending
+  // to every other at the start of a step would otherwise open CAF links
+  // to each other at once (node_links::data).
+  std::optional<std::string> node;
   try {
-    known = nodes();
+    node = head_.ask_for_string(process_node_atom::value, nid);
   } catch (const error&) {
     return nullptr; // the head is out of reach: CAF's path remains
   }
-  bool passed_over = false;
-  for (auto& n : known) {
-    if (!n.alive || n.id == this_node())
-      continue;
-    try {
-      auto link = links_.get(n.id);
-      if (link.manager.node() == nid)
-        return link.data;
-    } catch (const error&) {
-      passed_over = true;
-    }
-  }
-  if (passed_over)
+  if (!node) {
+    std::lock_guard<std::mutex> guard{unroutable_mtx_};
+    unroutable_.insert(nid); // a driver's, or an outside process's
     return nullptr;
-  std::lock_guard<std::mutex> guard{unroutable_mtx_};
-  unroutable_.insert(nid);
-  return nullptr;
+  }
+  try {
+    return links_.data(*node, nid);
+  } catch (const error&) {
+    return nullptr; // its death is the failure detector's news
+  }
 }
 
 std::vector<std::pair<std::string, std::shared_ptr<data_client>>>

@@ -137,6 +137,14 @@ private:
   void bury(std::string node_id, std::string why,
             std::shared_ptr<data_client> data);
   void run_funerals();
+
+  /// A node linked on the data plane alone (node_links::data) has no
+  /// control link whose pulses would tell of its death: the head's
+  /// directory does, asked every `data_links_checked_every` while there
+  /// are such links.
+  void lose_dead_data_links();
+  static constexpr auto data_links_checked_every =
+    std::chrono::milliseconds(300);
   void send_task(std::shared_ptr<task_spec> t, int retries_left);
 
   caf::actor_system& sys_;

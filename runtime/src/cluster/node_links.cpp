@@ -15,53 +15,93 @@ node_links::node_links(process_services& rt, credentials creds, head_link& head,
   , directory_(directory)
   , on_lost_(std::move(on_lost)) {}
 
-node_links::link node_links::get(const std::string& node_id) {
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    auto i = links_.find(node_id);
-    if (i != links_.end() && !i->second.data->closed())
-      return i->second;
-  }
-  std::string address, data_address;
+node_info node_links::entry_of(const std::string& node_id) {
   auto entry = directory_.find(node_id);
   if (!entry) {
     // A handle from another process may name a node this one has not seen.
     directory_.learn_of(node_id);
     entry = directory_.find(node_id);
   }
-  if (entry) {
-    address = entry->address;
-    data_address = entry->data_address;
-  }
-  auto& sys = rt_.system();
-  link fresh;
-  if (node_id == "head") {
-    fresh.manager = head_.get();
-  } else {
-    fresh.manager =
-      connect_control(sys, parse_address(address), creds_, "node " + node_id);
-    say_hello(sys, fresh.manager, "driver", "node " + node_id);
-  }
-  fresh.data =
+  return entry ? *entry : node_info{};
+}
+
+std::shared_ptr<data_client>
+node_links::connect_data(const std::string& node_id,
+                         const std::string& data_address) {
+  auto data =
     std::make_shared<data_client>(data_address, creds_, "node " + node_id);
-  fresh.data->start();
+  data->start();
+  return data;
+}
+
+bool node_links::keep_or_drop(link& slot, std::shared_ptr<data_client> fresh) {
+  if (slot.data && !slot.data->closed()) {
+    // Another thread connected first: use its connection, drop ours.
+    if (fresh && fresh != slot.data) {
+      retired_.push_back(fresh);
+      fresh->fail_all("superseded");
+    }
+    return false;
+  }
+  if (slot.data)
+    retired_.push_back(std::move(slot.data)); // closed, see above
+  slot.data = std::move(fresh);
+  return true;
+}
+
+node_links::link node_links::get(const std::string& node_id) {
+  std::shared_ptr<data_client> data;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto i = links_.find(node_id);
+    if (i != links_.end() && !i->second.data->closed()) {
+      if (i->second.manager)
+        return i->second;
+      data = i->second.data; // a data-plane link alone: the control link too
+    }
+  }
+  auto entry = entry_of(node_id);
+  auto& sys = rt_.system();
+  caf::actor manager;
+  if (node_id == "head") {
+    manager = head_.get();
+  } else {
+    manager = connect_control(sys, parse_address(entry.address), creds_,
+                              "node " + node_id);
+    say_hello(sys, manager, "driver", "node " + node_id);
+  }
+  if (!data)
+    data = connect_data(node_id, entry.data_address);
+  link out;
   {
     std::lock_guard<std::mutex> guard{mtx_};
     auto& slot = links_[node_id];
-    if (slot.data && !slot.data->closed()) {
-      // Another thread connected first: use its link, drop ours.
-      retired_.push_back(fresh.data);
-      fresh.data->fail_all("superseded");
-      return slot;
-    }
-    if (slot.data)
-      retired_.push_back(std::move(slot.data)); // closed, see above
-    slot = fresh;
+    bool ours = keep_or_drop(slot, data) || slot.data == data;
+    if (slot.manager && !ours)
+      return slot; // another thread linked it first
+    slot.manager = manager;
+    slot.process = manager.node();
+    out = slot;
   }
-  rt_.run_as_requester([mgr = fresh.manager](caf::event_based_actor* self) {
-    self->monitor(mgr);
-  });
-  return fresh;
+  rt_.run_as_requester(
+    [manager](caf::event_based_actor* self) { self->monitor(manager); });
+  return out;
+}
+
+std::shared_ptr<data_client> node_links::data(const std::string& node_id,
+                                              const caf::node_id& process) {
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto i = links_.find(node_id);
+    if (i != links_.end() && !i->second.data->closed())
+      return i->second.data;
+  }
+  auto fresh = connect_data(node_id, entry_of(node_id).data_address);
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto& slot = links_[node_id];
+  if (keep_or_drop(slot, std::move(fresh)))
+    slot.process = process;
+  return slot.data;
 }
 
 void node_links::lose(const std::string& node_id, const data_client* failed,
@@ -84,7 +124,7 @@ void node_links::lose(const std::string& node_id, const data_client* failed,
 std::shared_ptr<data_client> node_links::linked(const caf::node_id& nid) {
   std::lock_guard<std::mutex> guard{mtx_};
   for (auto& [id, l] : links_)
-    if (l.manager.node() == nid && !l.data->closed())
+    if (l.process == nid && !l.data->closed())
       return l.data;
   return nullptr;
 }
@@ -99,12 +139,21 @@ std::string node_links::first_node(Match match) {
 }
 
 std::string node_links::node_of(const caf::node_id& nid) {
-  return first_node([&](const link& l) { return l.manager.node() == nid; });
+  return first_node([&](const link& l) { return l.process == nid; });
 }
 
 std::string node_links::node_of(const caf::actor_addr& manager) {
   return first_node(
-    [&](const link& l) { return l.manager.address() == manager; });
+    [&](const link& l) { return l.manager && l.manager.address() == manager; });
+}
+
+std::set<std::string> node_links::data_only() {
+  std::set<std::string> out;
+  std::lock_guard<std::mutex> guard{mtx_};
+  for (auto& [id, l] : links_)
+    if (!l.manager)
+      out.insert(id);
+  return out;
 }
 
 void node_links::close_all() {

@@ -3,6 +3,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -20,13 +21,15 @@ namespace lumen::detail {
 /// A driver's connections to the nodes it works with, made on first use:
 /// for each node, its manager's handle on the control plane (monitored, so
 /// that a node's death is heard even on a cut link) and a data-plane
-/// client. A failed connection is retired once: the first to see it fail
+/// client, or the data-plane client alone where only typed actors' requests
+/// need it. A failed connection is retired once: the first to see it fail
 /// marks the node dead and hands the connection on to `on_lost`.
 class node_links {
 public:
   struct link {
-    caf::actor manager;
+    caf::actor manager; // null for a data-plane link alone
     std::shared_ptr<data_client> data;
+    caf::node_id process; // the node's CAF node
   };
 
   /// Receives a lost node's id, why, and its retired connection (to fail
@@ -40,6 +43,15 @@ public:
   /// The link to `node_id`, connecting and saying hello if needed; throws
   /// `error` if the node cannot be reached.
   link get(const std::string& node_id);
+
+  /// The data-plane client of `node_id`, whose CAF node is `process`,
+  /// connecting if needed but opening no control link: two processes that
+  /// open CAF links to each other at the same moment can both close theirs
+  /// as redundant (CAF 0.17's BASP), which drops what is on its way and
+  /// takes every handle of the other process for dead. Throws `error` if
+  /// the node cannot be reached.
+  std::shared_ptr<data_client> data(const std::string& node_id,
+                                    const caf::node_id& process);
 
   /// The connection of `node_id` that is `failed` (any, if null) is gone
   /// for `why`. Does nothing if the node has a newer connection already.
@@ -56,11 +68,25 @@ public:
   /// The linked node whose CAF node is `nid`, or "" if none.
   std::string node_of(const caf::node_id& nid);
 
+  /// The nodes linked on the data plane alone.
+  std::set<std::string> data_only();
+
   /// Closes every connection and waits for their readers, so that no
   /// callback runs afterwards.
   void close_all();
 
 private:
+  /// The directory's entry of `node_id`, asking the head again if it is
+  /// not there; empty addresses if the head does not know it either.
+  node_info entry_of(const std::string& node_id);
+
+  std::shared_ptr<data_client> connect_data(const std::string& node_id,
+                                            const std::string& data_address);
+
+  /// Puts `fresh` in `slot` unless another thread put an open connection
+  /// there first (then `fresh` is dropped); true if it did. Under mtx_.
+  bool keep_or_drop(link& slot, std::shared_ptr<data_client> fresh);
+
   /// The id of the first linked node whose link matches, or "".
   template <class Match>
   std::string first_node(Match match);

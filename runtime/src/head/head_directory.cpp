@@ -85,6 +85,13 @@ bool head_directory::alive(const std::string& id) const {
   return false;
 }
 
+std::string head_directory::node_of_process(const caf::node_id& process) const {
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].alive && managers_[i].node() == process)
+      return nodes_[i].id;
+  return {};
+}
+
 node_info* head_directory::by_manager(const caf::actor_addr& manager) {
   for (size_t i = 0; i < nodes_.size(); ++i)
     if (managers_[i] == manager)

@@ -62,6 +62,10 @@ public:
     return nodes_;
   }
 
+  /// The id of the live node whose manager runs in the CAF node
+  /// `process`, or "" if none does.
+  std::string node_of_process(const caf::node_id& process) const;
+
   /// The actor count node `manager` reported.
   void count_actors(const caf::actor_addr& manager, int count);
 

@@ -34,6 +34,13 @@ caf::message_handler head_handlers(manager_actor* self) {
         return {false, std::string{}, std::string{}, caf::actor{}};
       return {true, found->cls, found->node, found->handle};
     },
+    [=](process_node_atom,
+        const caf::node_id& process) -> caf::result<bool, std::string> {
+      auto node = process == self->node()
+                    ? std::string{"head"}
+                    : self->state.directory.node_of_process(process);
+      return {!node.empty(), node};
+    },
     [=](endpoint_atom, const std::string& name, const std::string& address,
         const caf::actor& owner) {
       if (!self->state.directory.bind_endpoint(name,

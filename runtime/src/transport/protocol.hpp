@@ -50,6 +50,7 @@ using join_atom = caf::atom_constant<caf::atom("lmjoin")>;
 using name_atom = caf::atom_constant<caf::atom("lmname")>;
 using spawn_typed_atom = caf::atom_constant<caf::atom("lmspawnt")>;
 using lookup_atom = caf::atom_constant<caf::atom("lmlookup")>;
+using process_node_atom = caf::atom_constant<caf::atom("lmprocnd")>;
 using alive_atom = caf::atom_constant<caf::atom("lmalive")>;
 using actors_atom = caf::atom_constant<caf::atom("lmactors")>;
 using used_atom = caf::atom_constant<caf::atom("lmused")>;
