@@ -4,6 +4,7 @@
 #include "nn/layers.hpp"
 
 #include <algorithm>
+#include <vector>
 
 #include "lumen/errors.hpp"
 
@@ -183,30 +184,42 @@ public:
   }
 
   /// Each window's gradient goes to the first of its inputs, in scan
-  /// order, that equals its maximum.
+  /// order, that equals its maximum (the first input if none does: a
+  /// NaN). Row by row of the windows, each input written once, without
+  /// branches: searching window by window and scattering into a zeroed
+  /// gradient took longer than the convolution's forward pass.
   void backward(const float*, const matrix& x, const matrix& y,
                 const matrix& dy, matrix* dx, float*) const override {
     if (dx == nullptr)
       return;
-    dx->setZero(x.rows(), idx(in().size()));
-    auto h = in().height, w = in().width;
-    for (Eigen::Index i = 0; i < x.rows(); ++i) {
-      const float* xi = x.row(i).data();
-      auto largest = [&](size_t first, float top) {
-        for (size_t ky = 0; ky < k_; ++ky)
-          for (size_t kx = 0; kx < k_; ++kx)
-            if (xi[first + ky * w + kx] == top)
-              return first + ky * w + kx;
-        return first; // a NaN
-      };
+    auto h = in().height, w = in().width, oh = out().height, ow = out().width;
+    // Inputs past the last whole window get no gradient.
+    if (h % k_ == 0 && w % k_ == 0)
+      dx->resize(x.rows(), idx(in().size()));
+    else
+      dx->setZero(x.rows(), idx(in().size()));
+    std::vector<float> left(ow); // each window's gradient not yet placed
+    for (Eigen::Index i = 0; i < x.rows(); ++i)
       for (size_t c = 0; c < out().channels; ++c)
-        for (size_t oy = 0; oy < out().height; ++oy)
-          for (size_t ox = 0; ox < out().width; ++ox) {
-            auto at = idx((c * out().height + oy) * out().width + ox);
-            auto best = largest((c * h + oy * k_) * w + ox * k_, y(i, at));
-            (*dx)(i, idx(best)) += dy(i, at);
-          }
-    }
+        for (size_t oy = 0; oy < oh; ++oy) {
+          auto at = (c * oh + oy) * ow, first = (c * h + oy * k_) * w;
+          const float* top = y.row(i).data() + at;
+          const float* g = dy.row(i).data() + at;
+          const float* xr = x.row(i).data() + first;
+          float* d = dx->row(i).data() + first;
+          std::copy(g, g + ow, left.begin());
+          for (size_t ky = 0; ky < k_; ++ky)
+            for (size_t kx = 0; kx < k_; ++kx) {
+              auto off = ky * w + kx;
+              for (size_t ox = 0; ox < ow; ++ox) {
+                bool hit = xr[off + ox * k_] == top[ox];
+                d[off + ox * k_] = hit ? left[ox] : 0.0f;
+                left[ox] = hit ? 0.0f : left[ox];
+              }
+            }
+          for (size_t ox = 0; ox < ow; ++ox)
+            d[ox * k_] += left[ox];
+        }
   }
 
 private:

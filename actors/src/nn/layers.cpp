@@ -171,15 +171,30 @@ private:
   void apply_mask(const matrix& x, matrix& m) const {
     auto keep = 1.0f - float(percent_) / 100.0f;
     auto cut = uint64_t(double(percent_) / 100.0 * 18446744073709551615.0);
+    constexpr Eigen::Index lanes = 8;
     for (Eigen::Index i = 0; i < x.rows(); ++i) {
-      uint64_t seed = mix(uint64_t(i) + 0x9e3779b97f4a7c15ULL);
+      // The row's seed hashes its values in eight independent chains: one
+      // chain through them all cost more than the layer's other work.
+      uint64_t lane[lanes];
+      for (Eigen::Index l = 0; l < lanes; ++l)
+        lane[l] = mix(uint64_t(i) + 0x9e3779b97f4a7c15ULL * uint64_t(l + 1));
       const float* row = x.row(i).data();
-      for (Eigen::Index j = 0; j < x.cols(); ++j) {
+      Eigen::Index j = 0;
+      for (; j + lanes <= x.cols(); j += lanes)
+        for (Eigen::Index l = 0; l < lanes; ++l) {
+          uint32_t bits;
+          std::memcpy(&bits, row + j + l, sizeof bits);
+          lane[l] = mix(lane[l] ^ bits);
+        }
+      for (; j < x.cols(); ++j) {
         uint32_t bits;
         std::memcpy(&bits, row + j, sizeof bits);
-        seed = mix(seed ^ bits);
+        lane[0] = mix(lane[0] ^ bits);
       }
-      for (Eigen::Index j = 0; j < x.cols(); ++j)
+      uint64_t seed = 0;
+      for (auto l : lane)
+        seed = mix(seed ^ l);
+      for (j = 0; j < x.cols(); ++j)
         m(i, j) = mix(seed + uint64_t(j)) < cut ? 0.0f : m(i, j) / keep;
     }
   }
