@@ -43,8 +43,12 @@ public:
     for (Eigen::Index i = 0; i < x.rows(); ++i) {
       im2col(x.row(i).data(), cols);
       matrix_map yi{y.row(i).data(), idx(out().channels), places()};
-      yi.noalias() = weights(p) * cols;
-      yi.colwise() += biases(p);
+      // The biases first, a channel's row at a time, then the product
+      // added: adding them after, column by column across rows, cost a
+      // tenth of the product.
+      for (Eigen::Index c = 0; c < yi.rows(); ++c)
+        yi.row(c).setConstant(biases(p)(c));
+      yi.noalias() += weights(p) * cols;
     }
   }
 
