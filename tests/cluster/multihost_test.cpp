@@ -220,12 +220,13 @@ BOOST_AUTO_TEST_CASE(large_sends_at_once_do_not_wait_for_the_link) {
   BOOST_TEST(echoed(second, tiny));
 }
 
-// Two nodes whose typed actors call each other at the same moment link on
-// the data plane alone. Had each opened a CAF link to the other, as they
-// did, CAF 0.17 could close both as redundant (each side sees the other's
-// first): what was on its way was dropped, a parameter server's answer
-// among it, and the step hung.
-BOOST_AUTO_TEST_CASE(nodes_calling_each_other_at_once_open_no_control_link) {
+// Two nodes whose typed actors call each other, or whose tasks send each
+// other tasks, at the same moment link on the data plane alone. Had each
+// opened a CAF link to the other, as they did, CAF 0.17 could close both
+// as redundant (each side sees the other's first): what was on its way
+// was dropped, a parameter server's answer among it, and the step hung.
+BOOST_AUTO_TEST_CASE(
+  nodes_sending_each_other_work_at_once_open_no_control_link) {
   auto calc_b = lumen::spawn_on<calculator>("node-1", "calculator");
   auto calc_c = lumen::spawn_on<calculator>("node-2", "calculator");
   auto relay_b = lumen::spawn_on<relay_actor>("node-1", "relay");
@@ -235,6 +236,10 @@ BOOST_AUTO_TEST_CASE(nodes_calling_each_other_at_once_open_no_control_link) {
     auto from_c = lumen::call(relay_c, add_atom::value, calc_b, round, 2);
     BOOST_TEST(lumen::get(from_b, deadline) == round + 1);
     BOOST_TEST(lumen::get(from_c, deadline) == round + 2);
+    auto task_b = lumen::task(relay).on_node("node-1").remote("node-2", 4);
+    auto task_c = lumen::task(relay).on_node("node-2").remote("node-1", 5);
+    BOOST_TEST(lumen::get(task_b, deadline) == 4.0);
+    BOOST_TEST(lumen::get(task_c, deadline) == 5.0);
   }
   auto ip = [](const std::string& end) {
     return end.substr(0, end.rfind(':'));
@@ -280,7 +285,7 @@ BOOST_AUTO_TEST_CASE(a_cut_link_fails_the_hosts_work_within_two_seconds) {
   channel.set_timeout(seconds(10)); // a failure to notice fails, not hangs
   auto call = actor.call(&Counter::nap, 60000);
   // A typed request from the other node's actor, on the data plane alone
-  // (nodes_calling_each_other_at_once_open_no_control_link): no control
+  // (nodes_sending_each_other_work_at_once_open_no_control_link): no control
   // link of node-1's tells it the host is gone, the head does.
   auto relay = lumen::spawn_on<relay_actor>("node-1", "relay");
   auto silent = lumen::spawn_on<silent_actor>(victim, "silent");

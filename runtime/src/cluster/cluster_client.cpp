@@ -16,7 +16,7 @@ cluster_client::cluster_client(process_services& rt, const address& head,
   , head_(rt, head, creds, role)
   , endpoints_(rt, head_)
   , directory_(sys_, head_)
-  , links_(rt, std::move(creds), head_, directory_,
+  , links_(rt, std::move(creds), head_, directory_, role == "client",
            [this](std::string node, std::string why,
                   std::shared_ptr<data_client> data) {
              bury(std::move(node), std::move(why), std::move(data));
@@ -130,7 +130,7 @@ void cluster_client::send_task(std::shared_ptr<task_spec> t, int retries_left) {
     return;
   }
   std::string node;
-  node_links::link link;
+  std::shared_ptr<data_client> link;
   bytes args, resources;
   try {
     args = t->encode_args();
@@ -143,7 +143,7 @@ void cluster_client::send_task(std::shared_ptr<task_spec> t, int retries_left) {
   for (;;) {
     try {
       node = directory_.pick(t->where, t->resources);
-      link = links_.get(node);
+      link = links_.for_work(node);
       break;
     } catch (...) {
       // A spread task tries another node when one cannot be reached.
@@ -158,7 +158,7 @@ void cluster_client::send_task(std::shared_ptr<task_spec> t, int retries_left) {
     }
   }
   auto lost = [this, t, node, retries_left,
-               client = link.data.get()](const std::string& why) {
+               client = link.get()](const std::string& why) {
     links_.lose(node, client, why);
     // A task that was spread may run on another node; one pinned to this
     // node cannot.
@@ -171,12 +171,12 @@ void cluster_client::send_task(std::shared_ptr<task_spec> t, int retries_left) {
       actor_died("task " + t->function().name + " was lost with node " + node +
                  ": " + why)));
   };
-  auto id = link.data->task(t->function().name, resources, args,
-                            publish_reply(t), lost);
+  auto id =
+    link->task(t->function().name, resources, args, publish_reply(t), lost);
   if (id == 0)
     lost("the connection to node " + node + " is gone");
   else
-    t->forward_cancel(cancel_on(link.data, id));
+    t->forward_cancel(cancel_on(link, id));
 }
 
 caf::actor cluster_client::manager_of(const std::string& node_id) {

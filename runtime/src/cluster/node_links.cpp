@@ -8,11 +8,13 @@
 namespace lumen::detail {
 
 node_links::node_links(process_services& rt, credentials creds, head_link& head,
-                       directory_cache& directory, lost_fn on_lost)
+                       directory_cache& directory, bool data_alone,
+                       lost_fn on_lost)
   : rt_(rt)
   , creds_(std::move(creds))
   , head_(head)
   , directory_(directory)
+  , data_alone_(data_alone)
   , on_lost_(std::move(on_lost)) {}
 
 node_info node_links::entry_of(const std::string& node_id) {
@@ -93,13 +95,16 @@ std::shared_ptr<data_client> node_links::data(const std::string& node_id,
   {
     std::lock_guard<std::mutex> guard{mtx_};
     auto i = links_.find(node_id);
-    if (i != links_.end() && !i->second.data->closed())
+    if (i != links_.end() && !i->second.data->closed()) {
+      if (i->second.process == caf::node_id{})
+        i->second.process = process; // linked for work first
       return i->second.data;
+    }
   }
   auto fresh = connect_data(node_id, entry_of(node_id).data_address);
   std::lock_guard<std::mutex> guard{mtx_};
   auto& slot = links_[node_id];
-  if (keep_or_drop(slot, std::move(fresh)))
+  if (keep_or_drop(slot, std::move(fresh)) || slot.process == caf::node_id{})
     slot.process = process;
   return slot.data;
 }

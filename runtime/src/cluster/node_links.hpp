@@ -37,8 +37,10 @@ public:
   using lost_fn = std::function<void(std::string node, std::string why,
                                      std::shared_ptr<data_client> data)>;
 
+  /// `data_alone`: tasks and actor calls go on the data plane alone
+  /// (for_work), as a node's do.
   node_links(process_services& rt, credentials creds, head_link& head,
-             directory_cache& directory, lost_fn on_lost);
+             directory_cache& directory, bool data_alone, lost_fn on_lost);
 
   /// The link to `node_id`, connecting and saying hello if needed; throws
   /// `error` if the node cannot be reached.
@@ -52,6 +54,15 @@ public:
   /// the node cannot be reached.
   std::shared_ptr<data_client> data(const std::string& node_id,
                                     const caf::node_id& process);
+
+  /// The connection that tasks and actor calls to `node_id` go on: with a
+  /// control link (`get`) in a driver, whose pulses tell of the node's
+  /// death soonest; alone (`data`) in a node, since two nodes that send
+  /// each other work at the same moment would otherwise open CAF links to
+  /// each other at once. Throws `error` if the node cannot be reached.
+  std::shared_ptr<data_client> for_work(const std::string& node_id) {
+    return data_alone_ ? data(node_id, {}) : get(node_id).data;
+  }
 
   /// The connection of `node_id` that is `failed` (any, if null) is gone
   /// for `why`. Does nothing if the node has a newer connection already.
@@ -95,6 +106,7 @@ private:
   credentials creds_;
   head_link& head_;
   directory_cache& directory_;
+  bool data_alone_;
   lost_fn on_lost_;
   std::mutex mtx_;
   std::unordered_map<std::string, link> links_;

@@ -167,7 +167,7 @@ std::shared_ptr<data_client> remote_actors::route(const std::string& node,
                                                   const std::string& address) {
   if (!address.empty())
     return rt_.connect_to(address);
-  return links_.get(node).data;
+  return links_.for_work(node);
 }
 
 void remote_actors::kill(actor_core& core) {
