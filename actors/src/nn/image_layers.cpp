@@ -132,19 +132,31 @@ private:
         }
   }
 
+  // The runs are a row of the image at most: plain loops, told that the
+  // two sides do not overlap, are vectorized without a check or a call
+  // to memmove (measured alternately: 0.6 ms of a 31 ms batch of 64 for
+  // im2col, 1.1 ms for col2im).
   void im2col(const float* x, matrix& cols) const {
     cols.resize(idx(patch()), places());
-    each_run([&](long row, long at, long from,
-                 long n) { std::copy(x + from, x + from + n, &cols(row, at)); },
-             [&](long row, long at, long n) {
-               std::fill(&cols(row, 0) + at, &cols(row, 0) + at + n, 0.0f);
-             });
+    each_run(
+      [&](long row, long at, long from, long n) {
+        float* to = &cols(row, at);
+#pragma GCC ivdep
+        for (long j = 0; j < n; ++j)
+          to[j] = x[from + j];
+      },
+      [&](long row, long at, long n) {
+        float* to = &cols(row, at);
+        for (long j = 0; j < n; ++j)
+          to[j] = 0.0f;
+      });
   }
 
   void col2im(const matrix& cols, float* dx) const {
     each_run(
       [&](long row, long at, long to, long n) {
         const float* from = &cols(row, at);
+#pragma GCC ivdep
         for (long j = 0; j < n; ++j)
           dx[to + j] += from[j];
       },
