@@ -123,6 +123,16 @@ inline std::vector<double> rate(int reps, long n,
   return out;
 }
 
+/// `rate` after a pass of `body` left out: for a steady rate whose first
+/// pass pays, once a process, for what both ends keep (fresh buffers'
+/// page faults: a 64 MiB round trip's first repetition ran at a fifth of
+/// the others'), in ours and the baseline alike.
+inline std::vector<double> warm_rate(int reps, long n,
+                                     const std::function<void()>& body) {
+  body();
+  return rate(reps, n, body);
+}
+
 /// Sets `f.baseline` and `f.ratio` against `base`.
 inline void compare(figure& f, const figure& base) {
   f.baseline = base.name;

@@ -64,6 +64,7 @@ using lumen::bench::figure;
 using lumen::bench::rate;
 using lumen::bench::serve;
 using lumen::bench::verify;
+using lumen::bench::warm_rate;
 
 double mb_per_s(double round_trips_per_s, size_t payload) {
   return round_trips_per_s * 2.0 * static_cast<double>(payload) / 1e6;
@@ -101,7 +102,7 @@ int main(int argc, char** argv) {
   for (auto& [label, bytes] : tensors) {
     std::vector<char> payload(bytes, 'x');
     int n = opts.smoke ? 2 : (bytes > (8u << 20) ? 3 : 20);
-    auto rts = rate(opts.reps, n, [&] {
+    auto rts = warm_rate(opts.reps, n, [&] {
       for (int i = 0; i < n; ++i)
         tcp->round_trip(payload, back);
       verify(back == payload, "tcp echo");
@@ -229,7 +230,7 @@ int main(int argc, char** argv) {
       std::vector<float> payload(bytes / sizeof(float), 1.5f);
       auto ref = lumen::put(payload);
       int n = opts.smoke ? 2 : (bytes > (8u << 20) ? 3 : 20);
-      auto rts = rate(opts.reps, n, [&] {
+      auto rts = warm_rate(opts.reps, n, [&] {
         for (int i = 0; i < n; ++i)
           verify(lumen::get(echo.call(&Echo::echo, ref)).size() ==
                    payload.size(),
@@ -247,7 +248,7 @@ int main(int argc, char** argv) {
       auto made =
         lumen::get(lumen::task(make_tensor).on_node("head").remote(floats));
       int n = opts.smoke ? 2 : 3;
-      auto rts = rate(opts.reps, n, [&] {
+      auto rts = warm_rate(opts.reps, n, [&] {
         for (int i = 0; i < n; ++i)
           verify(lumen::get(
                    lumen::task(tensor_size).on_node("node-1").remote(made)) ==
