@@ -8,6 +8,15 @@
 
 #include "lumen/errors.hpp"
 
+// GCC's and clang's (the playground's em++) words for "no iteration
+// reads what another writes".
+#if defined(__clang__)
+#define LUMEN_INDEPENDENT_ITERATIONS                                           \
+  _Pragma("clang loop vectorize(assume_safety)")
+#else
+#define LUMEN_INDEPENDENT_ITERATIONS _Pragma("GCC ivdep")
+#endif
+
 namespace lumen::nn {
 
 namespace {
@@ -141,7 +150,7 @@ private:
     each_run(
       [&](long row, long at, long from, long n) {
         float* to = &cols(row, at);
-#pragma GCC ivdep
+        LUMEN_INDEPENDENT_ITERATIONS
         for (long j = 0; j < n; ++j)
           to[j] = x[from + j];
       },
@@ -156,7 +165,7 @@ private:
     each_run(
       [&](long row, long at, long to, long n) {
         const float* from = &cols(row, at);
-#pragma GCC ivdep
+        LUMEN_INDEPENDENT_ITERATIONS
         for (long j = 0; j < n; ++j)
           dx[to + j] += from[j];
       },
