@@ -7,6 +7,7 @@
 //   ./.build/examples/ml/ps_training --straggler=3            # worker 0 3x
 //   slower
 //   ./.build/examples/ml/ps_training --straggler=3 --backup=1 # ... left behind
+//   ./.build/examples/ml/ps_training --deadline=3 # steps cut at 3 medians
 //   ./.build/examples/ml/ps_training --mode=async --clip=5    # on arrival
 // In a cluster, two terminals: a head and a node, then the script:
 //   ./.build/examples/ml/ps_training start --head --block &
@@ -41,12 +42,15 @@ int main(int argc, char** argv) {
   size_t workers = 4, backup = 0;
   uint64_t steps = 600, seed = 1;
   float lr = 0.1f, clip = 0;
-  double straggler = 1;
+  double straggler = 1, deadline = 0;
   lumen::init_options opts;
   app.add_option("--mode", mode, "sync or async")
     ->check(CLI::IsMember({"sync", "async"}));
   app.add_option("--workers", workers, "workers")->check(CLI::Range(1, 64));
   app.add_option("--backup", backup, "sync: close a step without the last B");
+  app.add_option("--deadline", deadline,
+                 "sync: close a step at D times the median step with what "
+                 "it has (0: none)");
   app.add_option("--steps", steps, "server steps (async: x workers updates)")
     ->check(CLI::PositiveNumber);
   app.add_option("--lr", lr, "learning rate")->check(CLI::PositiveNumber);
@@ -70,6 +74,7 @@ int main(int argc, char** argv) {
     cfg.mode = mode == "sync" ? ml::ps_mode::sync : ml::ps_mode::async;
     cfg.workers = workers;
     cfg.backup = backup;
+    cfg.step_deadline = deadline;
     cfg.optimizer.lr = lr;
     cfg.clip_norm = clip;
     ml::model_spec model{"mlp", 784, {128}, 10};

@@ -172,6 +172,14 @@ BOOST_AUTO_TEST_CASE(configs_that_cannot_work_are_refused) {
   BOOST_CHECK_NO_THROW((ps_core{cfg, {0.0f}}));
   cfg.broadcast = static_cast<codec>(7);
   BOOST_CHECK_THROW((ps_core{cfg, {0.0f}}), lumen::usage_error);
+  // A deadline at or under the median step would close most steps early.
+  cfg.broadcast = codec::none;
+  for (double deadline : {1.0, 0.5, -2.0, std::nan("")}) {
+    cfg.step_deadline = deadline;
+    BOOST_CHECK_THROW((ps_core{cfg, {0.0f}}), lumen::usage_error);
+  }
+  cfg.step_deadline = 3;
+  BOOST_CHECK_NO_THROW((ps_core{cfg, {0.0f}}));
 }
 
 // The seed's program without actors: three workers on shards of the

@@ -170,4 +170,31 @@ BOOST_AUTO_TEST_CASE(the_step_timer_closes_a_step_with_what_it_has) {
   BOOST_TEST(!d->version);
 }
 
+BOOST_AUTO_TEST_CASE(a_step_closes_at_its_deadline_with_what_it_has) {
+  using namespace std::chrono_literals;
+  auto cfg = sgd_config(ps_mode::sync, 3, 1.0f);
+  cfg.step_timeout_ms = 60000; // far off: only the deadline can fire
+  cfg.step_deadline = 3;
+  auto ps = server(cfg, {0.0f});
+  // Three steps of 10 ms each: the median the deadline goes by.
+  for (uint64_t v = 0; v < 3; ++v) {
+    sched->clock().advance_time(10ms);
+    for (int k = 0; k < 3; ++k)
+      push(ps, v, {1.0f});
+  }
+  auto a = push(ps, 3, {2.0f});
+  auto b = push(ps, 3, {4.0f});
+  // Open until 30 ms after the last step closed, then closed with two.
+  sched->clock().advance_time(29ms);
+  settle();
+  BOOST_TEST(!a->version);
+  sched->clock().advance_time(1ms);
+  settle();
+  BOOST_REQUIRE(a->version);
+  BOOST_TEST(*a->version == 4u);
+  BOOST_TEST(*b->version == 4u);
+  // Three steps of -1 each, then the mean of the two: -3 - 3.
+  BOOST_TEST(a->weights.data<float>()[0] == -6.0f);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
+#include <string>
 
 #include <lumen/errors.hpp>
 #include <lumen/trace.hpp>
@@ -12,6 +14,17 @@
 #include "lumen/ml/tensor.hpp"
 
 namespace lumen::ml {
+
+namespace {
+
+/// A setting as a user would write it: 0.5, not 0.500000.
+std::string setting(double x) {
+  char out[32];
+  std::snprintf(out, sizeof out, "%g", x);
+  return out;
+}
+
+} // namespace
 
 const char* to_string(ps_mode m) noexcept {
   return m == ps_mode::sync ? "sync" : "async";
@@ -47,8 +60,13 @@ ps_core::ps_core(ps_config cfg, std::vector<float> initial)
                       "; a step needs one gradient at least");
   if (cfg.clip_norm < 0 || !std::isfinite(cfg.clip_norm))
     throw usage_error("parameter server: a clipping norm of " +
-                      std::to_string(cfg.clip_norm) +
+                      setting(cfg.clip_norm) +
                       "; give a positive one, or 0 for none");
+  if (cfg.step_deadline != 0 && !(cfg.step_deadline > 1))
+    throw usage_error("parameter server: a step deadline of " +
+                      setting(cfg.step_deadline) +
+                      " times the median step; give more than 1, or 0 for "
+                      "none");
   if (cfg.broadcast != codec::none && cfg.mode != ps_mode::sync)
     throw usage_error(std::string{"parameter server: a "} +
                       to_string(cfg.broadcast) +

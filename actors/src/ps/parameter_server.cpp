@@ -61,7 +61,7 @@ Promise take(server_pointer self, uint64_t version, const float* g, size_t n,
   }
   if (st.core->pending() == 1) {
     st.opened = self->clock().now();
-    set_step_timer(self, step_limit(st));
+    set_step_timer(self, step_due(st));
   }
   return rp;
 }

@@ -77,11 +77,11 @@ tensor weights_of(const ps_core& core);
 /// The step that just closed: its callers get the new weights.
 void answer_step(server_pointer self);
 
-/// How long a sync step may stay open.
-clock::duration step_limit(const server_state& st);
+/// When the open sync step closes with what it has.
+clock::time_point step_due(const server_state& st);
 
-/// Sync: the open step is to be looked at `after` from now.
-void set_step_timer(server_pointer self, clock::duration after);
+/// Sync: the open step is to be looked at `due`.
+void set_step_timer(server_pointer self, clock::time_point due);
 
 /// Sync: a step open too long closes with what it has.
 void on_step_timer(server_pointer self, uint64_t id);

@@ -68,37 +68,51 @@ void answer_step(server_pointer self) {
   st.waiting.clear();
 }
 
-/// How long a sync step may stay open: step_timeout_ms, or by default
-/// 20 times the recent steps' median (500 ms at least; 10 s until there
-/// are steps to go by), so that stragglers are waited for but a worker
-/// gone silent is not.
-clock::duration step_limit(const server_state& st) {
-  using std::chrono::milliseconds;
-  if (auto fixed = st.core->config().step_timeout_ms; fixed > 0)
-    return milliseconds{fixed};
+/// The recent steps' median duration; none before three steps.
+std::optional<clock::duration> recent_median(const server_state& st) {
   if (st.recorded < 3)
-    return std::chrono::seconds{10};
+    return std::nullopt;
   auto kept = st.step_seconds.size();
   std::vector<float> recent;
   for (size_t i = 0; i < std::min<size_t>(kept, 64); ++i)
     recent.push_back(st.step_seconds[(st.recorded - 1 - i) % kept_steps]);
   std::nth_element(recent.begin(), recent.begin() + recent.size() / 2,
                    recent.end());
-  auto median = std::chrono::duration<float>(recent[recent.size() / 2]);
-  return std::max<clock::duration>(
-    milliseconds{500},
-    std::chrono::duration_cast<clock::duration>(20 * median));
+  return std::chrono::duration_cast<clock::duration>(
+    std::chrono::duration<float>(recent[recent.size() / 2]));
 }
 
-/// Sync: the open step is to be looked at `after` from now, unless a
-/// timer comes sooner. Only the latest timer set counts.
-void set_step_timer(server_pointer self, clock::duration after) {
+/// When a sync step closes with what it has: step_timeout_ms after its
+/// first gradient, or by default 20 times the recent steps' median (500
+/// ms at least; 10 s until there are steps to go by), so that stragglers
+/// are waited for but a worker gone silent is not; or sooner,
+/// step_deadline times the median after the step began.
+clock::time_point step_due(const server_state& st) {
+  using std::chrono::milliseconds;
+  auto& cfg = st.core->config();
+  auto median = recent_median(st);
+  clock::duration limit = std::chrono::seconds{10};
+  if (cfg.step_timeout_ms > 0)
+    limit = milliseconds{cfg.step_timeout_ms};
+  else if (median)
+    limit = std::max<clock::duration>(milliseconds{500}, 20 * *median);
+  auto due = st.opened + limit;
+  if (cfg.step_deadline > 0 && median)
+    due =
+      std::min(due, st.last_step + std::chrono::duration_cast<clock::duration>(
+                                     cfg.step_deadline * *median));
+  return due;
+}
+
+/// Sync: the open step is to be looked at `due`, unless a timer comes
+/// sooner. Only the latest timer set counts.
+void set_step_timer(server_pointer self, clock::time_point due) {
   auto& st = self->state;
-  auto due = self->clock().now() + after;
   if (st.timer_set && st.timer_due <= due)
     return;
   st.timer_set = true;
   st.timer_due = due;
+  auto after = std::max(clock::duration::zero(), due - self->clock().now());
   caf::delayed_anon_send(caf::actor_cast<caf::actor>(self), after,
                          step_timer_atom::value, ++st.timer_id);
 }
@@ -112,10 +126,8 @@ void on_step_timer(server_pointer self, uint64_t id) {
   st.timer_set = false;
   if (st.core->pending() == 0)
     return;
-  auto limit = step_limit(st);
-  auto age = self->clock().now() - st.opened;
-  if (age < limit) {
-    set_step_timer(self, limit - age); // a later step, opened since
+  if (auto due = step_due(st); self->clock().now() < due) {
+    set_step_timer(self, due); // a later step, opened since
     return;
   }
   size_t missing = 0;

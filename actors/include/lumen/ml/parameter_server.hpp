@@ -65,7 +65,7 @@ struct ps_report {
   // too_stale, late (refused[i] counts ps_refusal(i + 1)).
   std::vector<uint64_t> refused;
   std::vector<uint64_t> staleness; // async: gradients by staleness 0, 1, ...
-  uint64_t timed_out = 0;          // sync: steps closed by step_timeout_ms
+  uint64_t timed_out = 0;          // sync: steps closed by a time limit
   uint64_t workers_lost = 0;       // sync: pushers ended or given up on
   std::vector<float> step_seconds; // the last 4096 steps' durations, in order
   float drift = 0;     // compressed broadcast: the last step's (broadcaster)

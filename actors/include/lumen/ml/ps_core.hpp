@@ -52,6 +52,12 @@ struct ps_config {
   // times the recent steps' median, 500 ms at least (10 s for the first
   // steps). A worker whose actor ends is not waited for at all.
   uint64_t step_timeout_ms = 0;
+  // Sync: a step lasting this many times the recent steps' median closes
+  // then with what it has, the workers it lacked given up on as above:
+  // a deadline that bounds the tail of step times, which backup workers
+  // alone cannot when stragglers overlap (ps_bench's tail figures). Above
+  // 1; 0: none.
+  double step_deadline = 0;
   // Sync: what the answer to a worker's push (push_update) carries. none:
   // the weights. fp16, int8: the change since the replica the workers
   // hold, compressed (a half or a quarter of the bytes); the server keeps
@@ -81,8 +87,8 @@ typename Inspector::result_type inspect(Inspector& f, optimizer_config& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ps_config& x) {
   return f(x.mode, x.workers, x.backup, x.optimizer, x.clip_norm,
-           x.max_staleness, x.staleness_lr, x.step_timeout_ms, x.broadcast,
-           x.rebroadcast_every, x.answers_at_once);
+           x.max_staleness, x.staleness_lr, x.step_timeout_ms, x.step_deadline,
+           x.broadcast, x.rebroadcast_every, x.answers_at_once);
 }
 
 /// Why a gradient was not taken.
