@@ -171,15 +171,16 @@ inline void print(const std::string& bench, const std::vector<figure>& figs,
     }
     return;
   }
-  std::printf("%s (min and median over repetitions)\n", bench.c_str());
-  std::printf("%-34s %14s %14s %-7s %s\n", "figure", "min", "median", "unit",
-              "vs baseline");
+  std::printf("%s (min, median and max over repetitions)\n", bench.c_str());
+  std::printf("%-34s %12s %12s %12s %-7s %s\n", "figure", "min", "median",
+              "max", "unit", "vs baseline");
   for (auto& f : figs) {
     // Small figures (GB/s) keep three significant digits.
-    const char* format = f.median() < 100 ? "%-34s %14.3g %14.3g %-7s"
-                                          : "%-34s %14.0f %14.0f %-7s";
+    const char* format = f.median() < 100 ? "%-34s %12.3g %12.3g %12.3g %-7s"
+                                          : "%-34s %12.0f %12.0f %12.0f %-7s";
     auto& row = f.label.empty() ? f.name : f.label;
-    std::printf(format, row.c_str(), f.min(), f.median(), f.unit.c_str());
+    std::printf(format, row.c_str(), f.min(), f.median(), f.max(),
+                f.unit.c_str());
     if (!f.baseline.empty())
       std::printf(" %.2fx %s", *f.ratio, f.baseline_label.c_str());
     std::printf("\n");

@@ -5,18 +5,24 @@
 //               (b = 1) to reach the loss sync ends with, over sync's time
 //   no straggler  async's final loss against sync's
 //   tail        each step a 5% chance of a 10x delay per worker, 5
-//               workers: p99 step time of sync over backup's, accuracy
+//               workers, 2,000 steps: p99 step time of sync over backup's
+//               (b = 1, 2; b = 1 with a deadline of 3 median steps),
+//               accuracy
 //   codecs      bytes on the wire and accuracy of fp16, int8 with and
 //               without error feedback, against fp32
 //   prefetch    a worker's time waiting for data, with and without
 //   accuracy    softmax regression and the MLP trained through the server
+//   simulated   the straggler and tail runs on a simulated cluster, a
+//               node each, as on machines that share no cores: the rules'
+//               figures, the same for a seed on any machine
 //   processes   the server on another node: the MLP's gradient pushed and
 //               the weights back, small requests, beside raw TCP of the
 //               same bytes; a 10M-parameter model's pushes to 1, 2 and 4
 //               shards, each in a process of its own
-// Each repetition (--reps) trains with seeds of its own (weights, batch
-// orders, slowdowns): a figure's min, median and max (--json) are over
-// those draws.
+// Each repetition (--reps, 5 by default) trains with seeds of its own
+// (weights, batch orders, slowdowns): a figure's min, median and max are
+// over those draws. Losses and accuracies are means over the snapshots of
+// a tenth of a run's gradients, not one snapshot's draw.
 // Run:  ./.build/tests/bench/ps_bench [--json] [--reps=N] [--plot=FILE]
 //                                    [--only=GROUP]
 // (--plot: the stragglers' loss against time as SVG; ps_bench_loss.svg
@@ -43,6 +49,7 @@
 #include <lumen/cli.hpp>
 #include <lumen/lumen.hpp>
 #include <lumen/ml.hpp>
+#include <lumen/sim.hpp>
 #include <lumen/util/huge_pages.hpp>
 
 #include "bench_nodes.hpp"
@@ -52,7 +59,6 @@
 namespace ml = lumen::ml;
 using lumen::bench::figure;
 using lumen::bench::verify;
-using steady = std::chrono::steady_clock;
 
 namespace {
 
@@ -90,35 +96,54 @@ struct setup {
   uint64_t seed = 1;
 };
 
-/// What a run left: the server's weights every few milliseconds, the
-/// reports, the time it took.
+/// What a run left: the server's weights and version every few
+/// milliseconds, the reports, the time it took.
 struct outcome {
   std::vector<double> at; // seconds since the start
+  std::vector<uint64_t> versions;
   std::vector<ml::tensor> weights;
   double seconds = 0;
   ml::ps_report server;
   std::vector<ml::worker_report> workers;
+  size_t per_version = 1; // gradients a version takes
 };
+
+size_t per_version(const setup& s) {
+  return s.server.mode == ml::ps_mode::async
+           ? 1
+           : s.server.workers - s.server.backup;
+}
+
+/// Where a run's server (0) and worker w (w + 1) go: this node, or on a
+/// simulated cluster a node each, as on machines of their own.
+std::string node_of(size_t k) {
+  return lumen::sim::active() ? "node-" + std::to_string(k)
+                              : lumen::this_node_id();
+}
 
 outcome run(const data& d, const setup& s) {
   auto net = ml::make_model(s.workers.front().model);
-  auto here = lumen::this_node_id();
   auto ps = ml::spawn_parameter_server(
-    s.server, net->init(ml::derive_seed(s.seed, 0)), here);
+    s.server, net->init(ml::derive_seed(s.seed, 0)), node_of(0));
   std::vector<ml::data_parallel_worker> workers;
   for (size_t w = 0; w < s.workers.size(); ++w)
     workers.push_back(ml::spawn_worker(
-      s.workers[w], ml::shard_of(d.train, w, s.workers.size(), 3), here));
+      s.workers[w], ml::shard_of(d.train, w, s.workers.size(), 3),
+      node_of(w + 1)));
+  // A simulated step takes ten times a real one (compute charged at 10
+  // GFLOP/s): snapshots as many steps apart.
+  auto every = std::chrono::milliseconds(lumen::sim::active() ? 50 : 5);
   outcome o;
-  auto start = steady::now();
+  o.per_version = per_version(s);
+  auto start = lumen::now();
   std::vector<lumen::ObjectRef<ml::worker_report>> runs;
   for (auto& w : workers)
     runs.push_back(lumen::call(w, ml::train_atom::value, ps, s.until));
   for (;;) {
-    auto done = lumen::wait(runs, runs.size(), std::chrono::milliseconds(20));
+    auto done = lumen::wait(runs, runs.size(), every);
     auto [version, w] = lumen::get(lumen::call(ps, ml::pull_atom::value));
-    o.at.push_back(
-      std::chrono::duration<double>(steady::now() - start).count());
+    o.at.push_back(std::chrono::duration<double>(lumen::now() - start).count());
+    o.versions.push_back(version);
     o.weights.push_back(w);
     if (done.pending.empty())
       break;
@@ -138,24 +163,71 @@ float loss_at(const ml::model& net, const ml::tensor& w, const ml::dataset& d) {
   return net.loss(w.data<float>(), d);
 }
 
-/// When the run's loss on `d` first came to `target`, if it did.
-std::optional<double> time_to(const ml::model& net, const outcome& o,
-                              const ml::dataset& d, float target) {
-  for (size_t i = 0; i < o.weights.size(); ++i)
-    if (loss_at(net, o.weights[i], d) <= target)
+double gradients_at(const outcome& o, size_t snapshot) {
+  return static_cast<double>(o.versions[snapshot] * o.per_version);
+}
+
+/// A run's loss on `d` at each snapshot, as the mean over the snapshots
+/// of the last `window` gradients: a step's weights are one draw of SGD's
+/// noise; the mean of a window is the curve.
+std::vector<double> loss_curve(const ml::model& net, const outcome& o,
+                               const ml::dataset& d, double window) {
+  std::vector<double> at(o.weights.size()), out(o.weights.size());
+  double sum = 0;
+  size_t first = 0;
+  for (size_t i = 0; i < o.weights.size(); ++i) {
+    at[i] = loss_at(net, o.weights[i], d);
+    sum += at[i];
+    while (first < i && gradients_at(o, i) - gradients_at(o, first) >= window)
+      sum -= at[first++];
+    out[i] = sum / static_cast<double>(i - first + 1);
+  }
+  return out;
+}
+
+/// `f` of the weights, as the mean over the snapshots of a run's last
+/// `window` gradients.
+template <class F>
+double final_mean(const outcome& o, double window, F f) {
+  auto last = gradients_at(o, o.weights.size() - 1);
+  double sum = 0;
+  size_t n = 0;
+  for (size_t i = o.weights.size(); i-- > 0;) {
+    if (n > 0 && last - gradients_at(o, i) >= window)
+      break;
+    sum += f(o.weights[i]);
+    ++n;
+  }
+  return sum / static_cast<double>(n);
+}
+
+double final_loss(const ml::model& net, const outcome& o, const ml::dataset& d,
+                  double window) {
+  return final_mean(o, window,
+                    [&](const ml::tensor& w) { return loss_at(net, w, d); });
+}
+
+/// The test accuracy (percent) at the end of a run.
+double final_accuracy(const ml::model& net, const outcome& o,
+                      const ml::dataset& d, double window) {
+  return 100.0 * final_mean(o, window, [&](const ml::tensor& w) {
+           return net.accuracy(w.data<float>(), d);
+         });
+}
+
+/// When a run's smoothed loss first came to `target`, if it did.
+std::optional<double> time_to(const std::vector<double>& curve,
+                              const outcome& o, double target) {
+  for (size_t i = 0; i < curve.size(); ++i)
+    if (curve[i] <= target)
       return o.at[i];
   return std::nullopt;
 }
 
 /// The loss curve, every snapshot.
-ml::series curve(const ml::model& net, const outcome& o, const ml::dataset& d,
+ml::series curve(const std::vector<double>& loss, const outcome& o,
                  const std::string& name) {
-  ml::series s{name, {}, {}};
-  for (size_t i = 0; i < o.weights.size(); ++i) {
-    s.x.push_back(o.at[i]);
-    s.y.push_back(loss_at(net, o.weights[i], d));
-  }
-  return s;
+  return ml::series{name, o.at, loss};
 }
 
 double quantile(std::vector<float> v, double q) {
@@ -180,6 +252,7 @@ uint64_t bytes_sent(const outcome& o) {
 /// Collects one sample per repetition for each named figure.
 struct table {
   std::vector<figure> figs;
+  std::string suffix; // of every name added: "_sim" on the simulated cluster
 
   figure& at(const std::string& name, const std::string& unit, long n = 0) {
     for (auto& f : figs)
@@ -190,7 +263,7 @@ struct table {
   }
   void add(const std::string& name, const std::string& unit, double v,
            long n = 0) {
-    at(name, unit, n).samples.push_back(v);
+    at(name + suffix, unit, n).samples.push_back(v);
   }
 };
 
@@ -226,9 +299,15 @@ setup async_of(setup s) {
   return s;
 }
 
+/// The gradients a run's figures are averaged over: a tenth of what `s`
+/// takes.
+double window_of(const setup& s) {
+  return static_cast<double>(s.until * per_version(s)) / 10.0;
+}
+
 struct scale {
   ml::model_spec mlp, softmax, big_mlp;
-  uint64_t steps, accuracy_steps, big_steps;
+  uint64_t steps, tail_steps, accuracy_steps, big_steps;
   uint64_t seed = 1; // the repetition's
 };
 
@@ -242,18 +321,22 @@ void stragglers(const data& d, const scale& z, table& t,
   backup.until = 2 * z.steps; // room to get there: fewer gradients a step
   auto async = async_of(sync);
   auto s = run(d, sync), a = run(d, async), b = run(d, backup);
-  auto target = loss_at(*net, s.weights.back(), d.eval);
-  for (auto [name, o] : {std::pair{"straggler_async_time_ratio", &a},
-                         std::pair{"straggler_backup_time_ratio", &b}}) {
-    auto when = time_to(*net, *o, d.eval, target);
+  auto window = window_of(sync);
+  auto ls = loss_curve(*net, s, d.eval, window);
+  auto la = loss_curve(*net, a, d.eval, window);
+  auto lb = loss_curve(*net, b, d.eval, window);
+  for (auto [name, o, l] :
+       {std::tuple{"straggler_async_time_ratio", &a, &la},
+        std::tuple{"straggler_backup_time_ratio", &b, &lb}}) {
+    auto when = time_to(*l, *o, ls.back());
     // Not there by the end: the whole run, which is then an upper bound.
     t.add(name, "ratio", (when ? *when : o->seconds) / s.seconds);
   }
   t.add("straggler_sync_seconds", "s", s.seconds, static_cast<long>(z.steps));
   if (plot) {
-    plot->push_back(curve(*net, s, d.eval, "sync"));
-    plot->push_back(curve(*net, a, d.eval, "async (lr / staleness)"));
-    plot->push_back(curve(*net, b, d.eval, "backup b = 1"));
+    plot->push_back(curve(ls, s, "sync"));
+    plot->push_back(curve(la, a, "async (lr / staleness)"));
+    plot->push_back(curve(lb, b, "backup b = 1"));
   }
 }
 
@@ -261,14 +344,14 @@ void no_straggler(const data& d, const scale& z, table& t) {
   auto net = ml::make_model(z.mlp);
   auto sync = sync_setup(z.mlp, 4, z.steps, 0.1f, z.seed);
   auto s = run(d, sync), a = run(d, async_of(sync));
-  auto ls = loss_at(*net, s.weights.back(), d.test);
-  auto la = loss_at(*net, a.weights.back(), d.test);
+  auto ls = final_loss(*net, s, d.test, window_of(sync));
+  auto la = final_loss(*net, a, d.test, window_of(sync));
   t.add("no_straggler_async_loss_gap", "ratio", (la - ls) / ls);
 }
 
 void tail(const data& d, const scale& z, table& t) {
   auto net = ml::make_model(z.mlp);
-  auto sync = sync_setup(z.mlp, 5, z.steps, 0.1f, z.seed);
+  auto sync = sync_setup(z.mlp, 5, z.tail_steps, 0.1f, z.seed);
   for (auto& w : sync.workers) {
     w.slow.chance = 0.05;
     w.slow.chance_factor = 10;
@@ -276,21 +359,29 @@ void tail(const data& d, const scale& z, table& t) {
   // As many gradients as sync takes: a backup step has fewer.
   auto b1 = sync, b2 = sync;
   b1.server.backup = 1;
-  b1.until = z.steps * 5 / 4;
+  b1.until = z.tail_steps * 5 / 4;
   b2.server.backup = 2;
-  b2.until = z.steps * 5 / 3;
-  auto s = run(d, sync), o1 = run(d, b1), o2 = run(d, b2);
+  b2.until = z.tail_steps * 5 / 3;
+  // Backup b = 1 and a deadline of three median steps.
+  auto dl = b1;
+  dl.server.step_deadline = 3;
+  auto s = run(d, sync), o1 = run(d, b1), o2 = run(d, b2), od = run(d, dl);
   auto p99 = [](const outcome& o) {
     return quantile(o.server.step_seconds, 0.99);
   };
   t.add("p99_step_speedup_backup", "ratio", p99(s) / p99(o1));
   t.add("p99_step_speedup_backup2", "ratio", p99(s) / p99(o2));
+  t.add("p99_step_speedup_deadline", "ratio", p99(s) / p99(od));
   t.add("mean_step_speedup_backup", "ratio",
         mean(s.server.step_seconds) / mean(o1.server.step_seconds));
+  t.add("gradients_per_step_deadline", "ratio",
+        static_cast<double>(od.server.applied) /
+          static_cast<double>(od.server.version));
   auto acc = [&](const outcome& o) {
-    return 100.0 * net->accuracy(o.weights.back().data<float>(), d.test);
+    return final_accuracy(*net, o, d.test, window_of(sync));
   };
   t.add("accuracy_delta_backup_pts", "points", acc(o1) - acc(s));
+  t.add("accuracy_delta_deadline_pts", "points", acc(od) - acc(s));
 }
 
 void codecs(const data& d, const scale& z, table& t) {
@@ -305,7 +396,7 @@ void codecs(const data& d, const scale& z, table& t) {
     return run(d, s);
   };
   auto acc = [&](const outcome& o) {
-    return 100.0 * net->accuracy(o.weights.back().data<float>(), d.test);
+    return final_accuracy(*net, o, d.test, window_of(base));
   };
   auto fp32 = with(ml::codec::none, false);
   auto fp16 = with(ml::codec::fp16, true);
@@ -652,12 +743,9 @@ int main(int argc, char** argv) {
     "ps_bench: the parameter server's figures on Fashion-MNIST\n"
     "  --plot=FILE  the stragglers' loss against time (ps_bench_loss.svg)\n"
     "  --only=GROUP stragglers, no_straggler, tail, codecs, prefetch,\n"
-    "               accuracy or processes");
+    "               accuracy, simulated or processes");
   std::string plot_path = opts.smoke ? "" : "ps_bench_loss.svg";
   std::string only; // a group of figures, or all
-  bool reps_given = false;
-  for (int i = 1; i < argc; ++i)
-    reps_given = reps_given || std::string{argv[i]}.rfind("--reps=", 0) == 0;
   for (auto& flag : opts.rest) {
     if (flag.rfind("--plot=", 0) == 0) {
       plot_path = flag.substr(7);
@@ -669,8 +757,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  // A repetition is a minute and a half of training: one unless asked.
-  int reps = reps_given ? opts.reps : 1;
+  // Each repetition trains with seeds of its own: a training figure's
+  // spread is over that many draws (five by default).
+  int reps = opts.reps;
   try {
     lumen::bench::tcp_echo tcp; // forks: before any thread
     std::vector<std::unique_ptr<lumen::bench::tcp_echo>> echoes;
@@ -683,6 +772,8 @@ int main(int argc, char** argv) {
     z.softmax = {"softmax_regression", 784, {}, 10};
     z.big_mlp = {"mlp", 784, {256, 128}, 10};
     z.steps = opts.smoke ? 20 : 500;
+    // The p99 of 2,000 steps is the mean of their 20 longest.
+    z.tail_steps = opts.smoke ? 20 : 2000;
     z.accuracy_steps = opts.smoke ? 20 : 3000;
     z.big_steps = opts.smoke ? 10 : 1800;
     if (opts.smoke)
@@ -700,7 +791,7 @@ int main(int argc, char** argv) {
       if (plot)
         ml::write_svg_plot(plot_path,
                            "Loss with one of 4 workers 3x slower "
-                           "(Fashion-MNIST MLP)",
+                           "(Fashion-MNIST MLP; mean over 200 gradients)",
                            "seconds", "test loss", curves);
       if (wanted("no_straggler"))
         no_straggler(d, z, t);
@@ -714,6 +805,26 @@ int main(int argc, char** argv) {
         accuracy(d, z, t);
     }
     lumen::shutdown();
+    // The straggler and tail runs again, each worker and the server on a
+    // simulated node of its own, as on machines that share no cores:
+    // virtual time, compute charged by the FLOPs, 10 Gbit/s links.
+    if (wanted("simulated")) {
+      table sim;
+      sim.suffix = "_sim";
+      for (int r = 0; r < reps; ++r) {
+        z.seed = 1 + static_cast<uint64_t>(r);
+        lumen::init_options cluster;
+        cluster.sim.enabled = true;
+        cluster.sim.seed = z.seed;
+        cluster.sim.nodes = 6; // the server's and five workers'
+        lumen::init(cluster);
+        stragglers(d, z, sim, nullptr);
+        tail(d, z, sim);
+        lumen::shutdown();
+      }
+      for (auto& f : sim.figs)
+        t.figs.push_back(std::move(f));
+    }
     if (wanted("processes"))
       across_processes(opts.reps, opts.smoke, tcp, echoes, t);
     for (auto& f : t.figs)
