@@ -7,7 +7,8 @@
 //   ./.build/examples/ml/ps_training --straggler=3            # worker 0 3x
 //   slower
 //   ./.build/examples/ml/ps_training --straggler=3 --backup=1 # ... left behind
-//   ./.build/examples/ml/ps_training --deadline=3 # steps cut at 3 medians
+//   ./.build/examples/ml/ps_training --tail=0.05 --deadline=3 # a step cut
+//   at 3 median steps when a worker takes 10x
 //   ./.build/examples/ml/ps_training --mode=async --clip=5    # on arrival
 // In a cluster, two terminals: a head and a node, then the script:
 //   ./.build/examples/ml/ps_training start --head --block &
@@ -42,7 +43,7 @@ int main(int argc, char** argv) {
   size_t workers = 4, backup = 0;
   uint64_t steps = 600, seed = 1;
   float lr = 0.1f, clip = 0;
-  double straggler = 1, deadline = 0;
+  double straggler = 1, tail = 0, deadline = 0;
   lumen::init_options opts;
   app.add_option("--mode", mode, "sync or async")
     ->check(CLI::IsMember({"sync", "async"}));
@@ -59,6 +60,11 @@ int main(int argc, char** argv) {
                  "the run's seed; every other is drawn from it");
   app.add_option("--straggler", straggler, "worker 0 takes this many times")
     ->check(CLI::Range(1.0, 100.0));
+  app
+    .add_option("--tail", tail,
+                "every worker's step takes 10 times as long with this "
+                "chance")
+    ->check(CLI::Range(0.0, 1.0));
   app.add_option("--address", opts.address, "a cluster's head, HOST:PORT");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -90,6 +96,7 @@ int main(int argc, char** argv) {
       wcfg.batch_size = 64;
       wcfg.seed = ml::derive_seed(seed, 1 + w); // each its own batch order
       wcfg.slow.factor = w == 0 ? straggler : 1;
+      wcfg.slow.chance = tail;
       ml::node_shard shard; // read on the worker's node, from its one copy
       shard.worker = w;
       shard.workers = workers;
@@ -110,8 +117,10 @@ int main(int argc, char** argv) {
     }
     auto stats = lumen::get(lumen::call(ps, ml::ps_stats_atom::value));
     auto late = stats.refused[size_t(ml::ps_refusal::late) - 1];
-    std::printf("server: %llu gradients applied in %llu steps, %llu late\n",
-                ull(stats.applied), ull(stats.steps), ull(late));
+    std::printf("server: %llu gradients applied in %llu steps, %llu late, "
+                "%llu steps closed by a time limit\n",
+                ull(stats.applied), ull(stats.steps), ull(late),
+                ull(stats.timed_out));
     size_t w = 0;
     for (auto& r : lumen::get(runs)) {
       std::printf("worker %zu on %s: %llu gradients, compute %.2f s, waiting "
