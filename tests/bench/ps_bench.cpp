@@ -167,38 +167,45 @@ double gradients_at(const outcome& o, size_t snapshot) {
   return static_cast<double>(o.versions[snapshot] * o.per_version);
 }
 
-/// A run's loss on `d` at each snapshot, as the mean over the snapshots
-/// of the last `window` gradients: a step's weights are one draw of SGD's
-/// noise; the mean of a window is the curve.
+/// The first snapshot of the window of `window` gradients that ends at
+/// snapshot `last`: a step's weights are one draw of SGD's noise, the
+/// mean over a window is the curve.
+size_t window_first(const outcome& o, size_t last, double window) {
+  auto first = last;
+  while (first > 0 &&
+         gradients_at(o, last) - gradients_at(o, first - 1) < window)
+    --first;
+  return first;
+}
+
+/// The mean of `at` over snapshots [first, last].
+double mean_of(const std::vector<double>& at, size_t first, size_t last) {
+  double sum = 0;
+  for (auto i = first; i <= last; ++i)
+    sum += at[i];
+  return sum / static_cast<double>(last - first + 1);
+}
+
+/// A run's loss on `d` at each snapshot, as the mean over its window.
 std::vector<double> loss_curve(const ml::model& net, const outcome& o,
                                const ml::dataset& d, double window) {
   std::vector<double> at(o.weights.size()), out(o.weights.size());
-  double sum = 0;
-  size_t first = 0;
   for (size_t i = 0; i < o.weights.size(); ++i) {
     at[i] = loss_at(net, o.weights[i], d);
-    sum += at[i];
-    while (first < i && gradients_at(o, i) - gradients_at(o, first) >= window)
-      sum -= at[first++];
-    out[i] = sum / static_cast<double>(i - first + 1);
+    out[i] = mean_of(at, window_first(o, i, window), i);
   }
   return out;
 }
 
 /// `f` of the weights, as the mean over the snapshots of a run's last
-/// `window` gradients.
+/// `window` gradients (only those evaluated).
 template <class F>
 double final_mean(const outcome& o, double window, F f) {
-  auto last = gradients_at(o, o.weights.size() - 1);
-  double sum = 0;
-  size_t n = 0;
-  for (size_t i = o.weights.size(); i-- > 0;) {
-    if (n > 0 && last - gradients_at(o, i) >= window)
-      break;
-    sum += f(o.weights[i]);
-    ++n;
-  }
-  return sum / static_cast<double>(n);
+  auto last = o.weights.size() - 1, first = window_first(o, last, window);
+  std::vector<double> at(o.weights.size());
+  for (auto i = first; i <= last; ++i)
+    at[i] = f(o.weights[i]);
+  return mean_of(at, first, last);
 }
 
 double final_loss(const ml::model& net, const outcome& o, const ml::dataset& d,
