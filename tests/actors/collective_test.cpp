@@ -203,6 +203,59 @@ BOOST_AUTO_TEST_CASE(async_forms_overlap_other_work_and_keep_their_order) {
     BOOST_TEST(e.empty(), e);
 }
 
+BOOST_AUTO_TEST_CASE(an_allreduce_buffer_is_read_where_it_lies_until_all_did) {
+  const int n = 3;
+  const size_t length = 50000, half = length / 2;
+  auto g = fresh_group();
+  auto errors = on_ranks(n, g, [&](int r) {
+    allreduce_buffer staged{length, g};
+#ifdef LUMEN_TEST_PROCESSES
+    EXPECT(staged.shared()); // the members share this machine's memory
+#else
+    EXPECT(!staged.shared());
+#endif
+    EXPECT(staged.size() == length);
+    std::vector<float> mean(length);
+    for (int step = 0; step < 30; ++step) {
+      staged.reuse();
+      for (size_t i = 0; i < length; ++i)
+        staged.data()[i] = input(r, i) + float(step);
+      // In two pieces, as a gradient's buckets.
+      auto first = allreduce_start(staged.data(), mean.data(), half, g,
+                                   reduce_op::average);
+      auto second = allreduce_start(staged.data() + half, mean.data() + half,
+                                    length - half, g, reduce_op::average);
+      // The last member reads the others' buffers late: had they written
+      // the next step's values before it was done, it would sum those.
+      if (r == n - 1 && step % 5 == 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      first.wait();
+      second.wait();
+      bool right = true;
+      for (size_t i = 0; i < length; ++i) {
+        float sum = input(0, i) + float(step);
+        for (int q = 1; q < n; ++q)
+          sum += input(q, i) + float(step);
+        right = right && mean[i] == sum / float(n) &&
+                staged.data()[i] == input(r, i) + float(step);
+      }
+      EXPECT(right);
+    }
+    // In place from the buffer: its data are what the others read, so
+    // they go through a copy.
+    staged.reuse();
+    for (size_t i = 0; i < length; ++i)
+      staged.data()[i] = input(r, i);
+    allreduce_start(staged.data(), length, g, reduce_op::max).wait();
+    bool right = true;
+    for (size_t i = 0; i < length; ++i)
+      right = right && staged.data()[i] == expected(reduce_op::max, n, i);
+    EXPECT(right);
+  });
+  for (auto& e : errors)
+    BOOST_TEST(e.empty(), e);
+}
+
 BOOST_AUTO_TEST_CASE(send_and_recv_pass_buffers_between_two_ranks) {
   auto g = fresh_group();
   auto errors = on_ranks(3, g, [&](int r) {

@@ -1,5 +1,8 @@
 #include "lumen/collective/collective.hpp"
 
+#include <cstring>
+#include <utility>
+
 #include "collective/operations.hpp"
 
 // The all-reduce of members in one process, by its two algorithms.
@@ -171,7 +174,13 @@ ObjectRef<void> allreduce_async(std::vector<float>& buf,
 started_allreduce allreduce_start(float* data, size_t numel,
                                   const std::string& group, reduce_op op,
                                   call_site site) {
-  started_allreduce out;
+  return allreduce_start(data, data, numel, group, op, site);
+}
+
+started_allreduce allreduce_start(const float* in, float* out, size_t numel,
+                                  const std::string& group, reduce_op op,
+                                  call_site site) {
+  started_allreduce started;
   auto& m = member_of(group);
   if (m.lane)
     m.lane->drain();
@@ -179,21 +188,78 @@ started_allreduce allreduce_start(float* data, size_t numel,
   if (m.net && m.net->world() > 1 && bytes <= host_segment::region_bytes)
     if (auto* segment = m.net->segment()) {
       m.net->begin_call(site, "allreduce_start", bytes);
-      out.call_ = m.net->calls();
-      out.net_ = m.net;
-      recorded(*m.net, out.call_, [&] {
-        out.seq_ =
-          segment->start(reinterpret_cast<char*>(data), ml::dtype::float32,
-                         numel, op, site, out.call_);
+      started.call_ = m.net->calls();
+      started.net_ = m.net;
+      recorded(*m.net, started.call_, [&] {
+        started.seq_ = segment->start(
+          reinterpret_cast<const char*>(in), reinterpret_cast<char*>(out),
+          ml::dtype::float32, numel, op, site, started.call_);
         return false;
       });
-      return out;
+      return started;
     }
-  out.ref_ = later(group, [site, data, numel, op](const membership& who) {
-    allreduce_in_place(who, reinterpret_cast<char*>(data), ml::dtype::float32,
+  if (in != out)
+    std::memcpy(out, in, bytes);
+  started.ref_ = later(group, [site, out, numel, op](const membership& who) {
+    allreduce_in_place(who, reinterpret_cast<char*>(out), ml::dtype::float32,
                        numel, op, site);
   });
-  return out;
+  return started;
+}
+
+allreduce_buffer::allreduce_buffer(size_t numel, const std::string& group)
+  : numel_(numel) {
+  auto& m = member_of(group);
+  if (m.lane)
+    m.lane->drain();
+  if (m.net && m.net->world() > 1)
+    if (auto* segment = m.net->segment())
+      if (auto* place = segment->keep(numel * sizeof(float))) {
+        net_ = m.net;
+        data_ = reinterpret_cast<float*>(place);
+        return;
+      }
+  own_.resize(numel);
+  data_ = own_.data();
+}
+
+allreduce_buffer::~allreduce_buffer() {
+  give_back();
+}
+
+allreduce_buffer::allreduce_buffer(allreduce_buffer&& other) noexcept {
+  *this = std::move(other);
+}
+
+allreduce_buffer&
+allreduce_buffer::operator=(allreduce_buffer&& other) noexcept {
+  if (this != &other) {
+    give_back();
+    net_ = std::move(other.net_);
+    own_ = std::move(other.own_);
+    data_ = std::exchange(other.data_, nullptr);
+    numel_ = std::exchange(other.numel_, 0);
+  }
+  return *this;
+}
+
+void allreduce_buffer::reuse() {
+  if (net_)
+    net_->open_segment()->wait_all_done();
+}
+
+void allreduce_buffer::give_back() noexcept {
+  if (!net_)
+    return;
+  auto* segment = net_->open_segment();
+  try {
+    // The others may still read it.
+    segment->wait_all_done();
+  } catch (const collective_error&) {
+    // A broken group reads nothing more.
+  }
+  segment->release(reinterpret_cast<const char*>(data_));
+  net_.reset();
 }
 
 bool started_allreduce::test() {

@@ -29,6 +29,8 @@ bucketed_allreduce::bucketed_allreduce(const ml::model& net, std::string group,
   , overlap_(cfg.overlap)
   , buckets_(plan_buckets(net.layers(), cfg))
   , alone_(collective::get_world_size(group_) == 1) {
+  if (!alone_)
+    own_grad_ = collective::allreduce_buffer{net.num_params(), group_};
   bucket_of_.resize(net.layers().size());
   for (size_t b = 0; b < buckets_.size(); ++b)
     for (auto l = buckets_[b].first_layer; l <= buckets_[b].last_layer; ++l)
@@ -66,8 +68,10 @@ float bucketed_allreduce::loss_and_mean_gradient(const float* params,
           .arg("bucket", static_cast<int64_t>(b))
           .arg("bytes", static_cast<int64_t>(r.size() * sizeof(float))));
     timeline_.started[b] = since(start);
-    // In place: the pass does not touch a bucket's layers again.
-    running_[b] = collective::allreduce_start(grad + r.begin, r.size(), group_,
+    // The bucket's part of this member's gradient, where the pass wrote
+    // it, to the mean's.
+    running_[b] = collective::allreduce_start(own_grad_.data() + r.begin,
+                                              grad + r.begin, r.size(), group_,
                                               collective::reduce_op::average);
     ++begun;
   };
@@ -82,15 +86,20 @@ float bucketed_allreduce::loss_and_mean_gradient(const float* params,
     while (over < begun && running_[over].test())
       finished(over++);
   };
+  auto on_layer = [&](size_t layer) {
+    auto b = bucket_of_[layer];
+    if (--layers_left_[b] == 0 && overlap_)
+      begin(b);
+    drive();
+  };
   float loss;
   {
     trace::span pass{"forward+backward", "train"};
-    loss = net_.loss_and_gradient(params, batch, grad, [&](size_t layer) {
-      auto b = bucket_of_[layer];
-      if (--layers_left_[b] == 0 && overlap_)
-        begin(b);
-      drive();
-    });
+    // [staged]
+    // The others may still read the last step's gradient.
+    own_grad_.reuse();
+    loss = net_.loss_and_gradient(params, batch, own_grad_.data(), on_layer);
+    // [/staged]
   }
   timeline_.backward_end = since(start);
   if (!overlap_)

@@ -253,8 +253,9 @@ public:
   void wait();
 
 private:
-  friend started_allreduce allreduce_start(float*, size_t, const std::string&,
-                                           reduce_op, call_site);
+  friend started_allreduce allreduce_start(const float*, float*, size_t,
+                                           const std::string&, reduce_op,
+                                           call_site);
 
   std::shared_ptr<detail::net_group> net_; // the members' shared memory
   uint64_t seq_ = 0;
@@ -276,6 +277,57 @@ started_allreduce allreduce_start(float* data, size_t numel,
                                   const std::string& group,
                                   reduce_op op = reduce_op::sum,
                                   call_site site = call_site::here());
+
+/// As allreduce_start, but the result goes to `out` and `in` stays as it
+/// was (the two must not overlap). Where `in` lies in an
+/// allreduce_buffer of the group, it is read there: no copy.
+started_allreduce allreduce_start(const float* in, float* out, size_t numel,
+                                  const std::string& group,
+                                  reduce_op op = reduce_op::sum,
+                                  call_site site = call_site::here());
+
+/// Memory for what allreduce_start takes again and again (a gradient,
+/// step after step), read where it lies: on a group whose members share
+/// this machine, a place in their shared memory (up to 64 MiB a member),
+/// which takes the copy into it out of every allreduce_start from there;
+/// elsewhere, ordinary memory. Every member makes its buffers at the same
+/// point of its calls to the group, as a collective, and calls `reuse`
+/// before it writes one again:
+///   allreduce_buffer staged{numel, "ddp"};
+///   staged.reuse(); ... the gradient written to staged.data() ...
+///   allreduce_start(staged.data(), mean, numel, "ddp", reduce_op::average)
+class allreduce_buffer {
+public:
+  allreduce_buffer() = default;
+  allreduce_buffer(size_t numel, const std::string& group);
+  ~allreduce_buffer();
+  allreduce_buffer(allreduce_buffer&& other) noexcept;
+  allreduce_buffer& operator=(allreduce_buffer&& other) noexcept;
+
+  float* data() noexcept {
+    return data_;
+  }
+  size_t size() const noexcept {
+    return numel_;
+  }
+  /// True if the buffer lies in the members' shared memory.
+  bool shared() const noexcept {
+    return net_ != nullptr;
+  }
+
+  /// Returns once every member is done with the all-reduces this member
+  /// started, so that what they read of the buffer may be written again;
+  /// throws collective_error as allreduce does.
+  void reuse();
+
+private:
+  void give_back() noexcept;
+
+  std::shared_ptr<detail::net_group> net_; // whose shared memory it is in
+  std::vector<float> own_;                 // or ordinary memory
+  float* data_ = nullptr;
+  size_t numel_ = 0;
+};
 
 /// As allreduce, but only rank `dst_rank` gets the result; the others'
 /// buffers stay as they were.

@@ -71,6 +71,9 @@ private:
   std::vector<size_t> bucket_of_;   // by layer
   bool alone_;                      // a group of one: nothing to all-reduce
   std::vector<size_t> layers_left_; // by bucket, this step
+  // Where the pass writes this member's gradient: the all-reduces read it
+  // there (in the members' shared memory, if they share a machine).
+  collective::allreduce_buffer own_grad_;
   std::vector<collective::started_allreduce> running_;
   step_timeline timeline_;
 };

@@ -79,9 +79,12 @@ size_t header_bytes(int world) {
   return page + state_bytes * static_cast<size_t>(world);
 }
 
+/// A member's kept part and its places for copies.
+constexpr size_t member_bytes =
+  host_segment::kept_bytes + host_segment::region_bytes;
+
 size_t segment_bytes_for(int world) {
-  return header_bytes(world) +
-         static_cast<size_t>(world) * host_segment::region_bytes;
+  return header_bytes(world) + static_cast<size_t>(world) * member_bytes;
 }
 
 void* map_segment(int fd, size_t bytes) {
@@ -186,7 +189,32 @@ host_segment::member_state& host_segment::state(int rank) const noexcept {
 
 char* host_segment::region(int rank) const noexcept {
   return static_cast<char*>(map_) + header_bytes(world_) +
-         static_cast<size_t>(rank) * region_bytes;
+         static_cast<size_t>(rank) * member_bytes;
+}
+
+char* host_segment::keep(size_t bytes) {
+  bytes = (bytes + 63) / 64 * 64; // each place on cache lines of its own
+  size_t begin = 0;
+  for (auto& k : kept_) // by place: the lowest gap that holds it
+    if (begin + bytes > k.begin)
+      begin = k.end;
+    else
+      break;
+  if (bytes == 0 || begin + bytes > kept_bytes)
+    return nullptr;
+  kept_.insert(
+    std::upper_bound(kept_.begin(), kept_.end(), begin,
+                     [](size_t b, const used& u) { return b < u.begin; }),
+    {0, begin, begin + bytes});
+  return region(rank_) + begin;
+}
+
+void host_segment::release(const char* place) noexcept {
+  auto at = reinterpret_cast<uintptr_t>(place) -
+            reinterpret_cast<uintptr_t>(region(rank_));
+  kept_.erase(std::remove_if(kept_.begin(), kept_.end(),
+                             [&](const used& k) { return k.begin == at; }),
+              kept_.end());
 }
 
 void host_segment::ring() noexcept {
@@ -231,20 +259,44 @@ void host_segment::wait_for(Behind behind, const char* what) {
   }
 }
 
-uint64_t host_segment::start(char* data, ml::dtype type, size_t numel,
-                             reduce_op op, const call_site& site,
+uint64_t host_segment::start(const char* in, char* out, ml::dtype type,
+                             size_t numel, reduce_op op, const call_site& site,
                              uint64_t call) {
   if (auto cause = links_.broken(); !cause.empty())
     links_.fail(cause);
   auto bytes = numel * ml::size_of(type);
   auto seq = started_ + 1;
   // A descriptor's place is free once every member is done with the
-  // operation ring_ops before; a region's bytes once every member is done
-  // with the operations that used them. The lowest free place is taken,
-  // so that a training step reuses the last one's bytes, still in the
-  // cache, rather than walking through the whole region.
+  // operation ring_ops before.
   if (seq > ring_ops)
     wait_done(seq - ring_ops);
+  // Where `in` is in the kept part, the numbers say; comparing pointers
+  // into other objects would not.
+  auto at = reinterpret_cast<uintptr_t>(in) -
+            reinterpret_cast<uintptr_t>(region(rank_));
+  bool kept =
+    in != out && std::any_of(kept_.begin(), kept_.end(), [&](const used& k) {
+      return at >= k.begin && at + bytes <= k.end;
+    });
+  auto offset = kept ? at : kept_bytes + copy_in(in, bytes, seq);
+  auto& me = state(rank_);
+  auto& d = me.ops[seq % ring_ops];
+  d = {
+    seq, offset, numel, static_cast<uint32_t>(type), static_cast<uint32_t>(op),
+    {},  call};
+  call_site_text(site, d.site);
+  me.published.store(seq, std::memory_order_release);
+  ring();
+  started_ = seq;
+  pending_.push_back({seq, out, type, numel, op, call});
+  return seq;
+}
+
+size_t host_segment::copy_in(const char* in, size_t bytes, uint64_t seq) {
+  // A place's bytes are free once every member is done with the
+  // operations that used them. The lowest free place is taken, so that a
+  // training step reuses the last one's bytes, still in the cache, rather
+  // than walking through the whole region.
   size_t begin = 0;
   for (;;) {
     forget_done();
@@ -259,24 +311,13 @@ uint64_t host_segment::start(char* data, ml::dtype type, size_t numel,
                 [](const used& a, const used& b) { return a.seq < b.seq; })
                 ->seq); // the oldest, wherever it is
   }
-  auto end = begin + bytes;
   if (bytes > 0)
-    std::memcpy(region(rank_) + begin, data, bytes);
-  auto& me = state(rank_);
-  auto& d = me.ops[seq % ring_ops];
-  d = {
-    seq, begin, numel, static_cast<uint32_t>(type), static_cast<uint32_t>(op),
-    {},  call};
-  call_site_text(site, d.site);
-  me.published.store(seq, std::memory_order_release);
-  ring();
+    std::memcpy(region(rank_) + kept_bytes + begin, in, bytes);
   used_.insert(
     std::upper_bound(used_.begin(), used_.end(), begin,
                      [](size_t b, const used& u) { return b < u.begin; }),
-    {seq, begin, end});
-  started_ = seq;
-  pending_.push_back({seq, data, type, numel, op, call});
-  return seq;
+    {seq, begin, begin + bytes});
+  return begin;
 }
 
 uint64_t host_segment::all_done() const noexcept {
@@ -335,7 +376,7 @@ bool host_segment::progress(uint64_t seq, bool block) {
           errc::mismatch);
       copies_[static_cast<size_t>(q)] = region(q) + d.offset;
     }
-    reduce_in_rank_order(copies_, p.data, p.type, p.numel, p.op);
+    reduce_in_rank_order(copies_, p.out, p.type, p.numel, p.op);
     done_ = p.seq;
     pending_.pop_front();
     auto& me = state(rank_);

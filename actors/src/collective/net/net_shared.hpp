@@ -7,8 +7,9 @@
 //
 // The segment holds, per member, a state block (what it published, what
 // it finished) and a data region. Starting operation k, a
-// member copies its buffer into its region, writes a descriptor (where,
-// how many elements, which op) and publishes k. Once every member
+// member copies its buffer into its region (unless the buffer lies in the
+// region's kept part, below), writes a descriptor (where, how many
+// elements, which op) and publishes k. Once every member
 // published k, each reduces all members' copies in rank order into its
 // own buffer, so all get the same bits, and marks k done; a region's
 // bytes are written again only once every member is done with the
@@ -16,6 +17,12 @@
 // spins briefly, then sleeps on a futex in the segment, and looks at its
 // channels to the others between naps: a dead peer or a peer's abort
 // (net_link.hpp) fails the group as on the sockets.
+//
+// A region begins with a kept part: places a member holds for as long as
+// it likes (an allreduce_buffer: the gradient a model writes there, step
+// after step), which operations read where they lie, no copy. The member
+// writes such a place again only once every member is done with what it
+// started (wait_all_done).
 //
 // Only members whose channels to each other run over loopback take part
 // (members on other machines, or in network namespaces of their own,
@@ -38,9 +45,11 @@ namespace lumen::collective::detail {
 
 class host_segment {
 public:
-  /// Bytes of a member's data region: a larger operation goes over the
-  /// channels. Untouched pages of the segment take no memory.
+  /// Bytes of a member's data region for copies: a larger operation goes
+  /// over the channels. Untouched pages of the segment take no memory.
   static constexpr size_t region_bytes = size_t{64} << 20;
+  /// And of its kept part, before them.
+  static constexpr size_t kept_bytes = size_t{64} << 20;
 
   /// Called by every member of the group at the same point (the first
   /// allreduce_start): the segment, or nullptr where the members do not all
@@ -51,12 +60,26 @@ public:
   host_segment(const host_segment&) = delete;
   host_segment& operator=(const host_segment&) = delete;
 
-  /// Publishes `data` (`numel` elements of `type`), called at `site` as
+  /// Publishes `in` (`numel` elements of `type`), called at `site` as
   /// the member's operation `call` in the group (what errors name), as
-  /// the segment's next operation and returns its number there; `data`
-  /// must stay untouched until it is done.
-  uint64_t start(char* data, ml::dtype type, size_t numel, reduce_op op,
-                 const call_site& site, uint64_t call);
+  /// the segment's next operation and returns its number there; the
+  /// result goes to `out` (which may be `in`, or not overlap it). `in` is
+  /// read where it lies if it is in a kept place (and is not `out`),
+  /// else copied in; either way it must stay untouched until the
+  /// operation is done.
+  uint64_t start(const char* in, char* out, ml::dtype type, size_t numel,
+                 reduce_op op, const call_site& site, uint64_t call);
+
+  /// A place of `bytes` in this member's kept part, or nullptr if none is
+  /// free; give it back with `release`.
+  char* keep(size_t bytes);
+  void release(const char* place) noexcept;
+
+  /// Finishes this member's started operations and waits until every
+  /// member is done with them: then their kept places may be written.
+  void wait_all_done() {
+    wait_done(started_);
+  }
 
   /// Finishes the started operations up to `seq`, in order; without
   /// `block`, only those whose peers' data are all in. True once `seq`
@@ -73,7 +96,7 @@ private:
   struct descriptor;
   struct pending {
     uint64_t seq;
-    char* data;
+    char* out;
     ml::dtype type;
     size_t numel;
     reduce_op op;
@@ -87,6 +110,7 @@ private:
   host_segment(net_links& links, void* map, size_t map_size);
 
   member_state& state(int rank) const noexcept;
+  /// A member's kept part, then the places for copies.
   char* region(int rank) const noexcept;
   /// Waits until `behind(q)` holds for no member q, watching the peers
   /// and the timeout (whose error names the members still behind).
@@ -98,6 +122,10 @@ private:
   uint64_t all_done() const noexcept;
   /// Drops the places of operations every member is done with.
   void forget_done();
+  /// Copies `bytes` of `in` to the lowest place for copies that no
+  /// operation reads any more, waiting for one if need be, for operation
+  /// `seq`; returns the place.
+  size_t copy_in(const char* in, size_t bytes, uint64_t seq);
   /// Finishes this member's operations up to `seq` and waits until every
   /// member did.
   void wait_done(uint64_t seq);
@@ -109,6 +137,7 @@ private:
   uint64_t started_ = 0, done_ = 0;
   std::deque<pending> pending_;
   std::vector<used> used_;          // places in the region still read, by place
+  std::vector<used> kept_;          // places kept, by place (seq unused)
   std::vector<const char*> copies_; // the members' copies of an operation
 };
 
