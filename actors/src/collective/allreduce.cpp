@@ -39,15 +39,10 @@ void direct_allreduce(const membership& m, slot s, reduce_op op) {
   auto reduce_all = [&](const std::vector<slot>&) {
     if (bytes == 0)
       return;
-    std::memcpy(data, group.staged(0, round), bytes);
-    with_type(type, [&](auto t) {
-      using T = decltype(t);
-      auto acc = reinterpret_cast<T*>(data);
-      for (int q = 1; q < group.world(); ++q)
-        reduce_into(acc, reinterpret_cast<const T*>(group.staged(q, round)),
-                    numel, op);
-      finish(acc, numel, op, static_cast<size_t>(group.world()));
-    });
+    std::vector<const char*> copies(static_cast<size_t>(group.world()));
+    for (int q = 0; q < group.world(); ++q)
+      copies[static_cast<size_t>(q)] = group.staged(q, round);
+    reduce_in_rank_order(copies, data, type, numel, op);
   };
   group.run(
     m.rank, std::move(s),
