@@ -218,11 +218,17 @@ private:
     }
     // Members of one process come close together: a short spin answers
     // small operations in microseconds, sleeping on the condition variable
-    // costs tens of them.
+    // costs tens of them. The first microseconds stay on the core, as a
+    // yield alone costs about one (a system call); then the core is let
+    // go to whoever needs it.
     lock.unlock();
-    util::spin_until(
-      [&] { return generation_.load(std::memory_order_acquire) != generation; },
-      clock::now() + std::chrono::microseconds(50), util::poll_pause::yield);
+    auto moved = [&] {
+      return generation_.load(std::memory_order_acquire) != generation;
+    };
+    auto now = clock::now();
+    if (!util::spin_until(moved, now + std::chrono::microseconds(5)))
+      util::spin_until(moved, now + std::chrono::microseconds(50),
+                       util::poll_pause::yield);
     lock.lock();
     auto woken = [&] { return generation_ != generation || broken_; };
     // Only the start of an operation has a deadline: once every member is
