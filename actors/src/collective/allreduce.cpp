@@ -39,7 +39,8 @@ void direct_allreduce(const membership& m, slot s, reduce_op op) {
   auto reduce_all = [&](const std::vector<slot>&) {
     if (bytes == 0)
       return;
-    std::vector<const char*> copies(static_cast<size_t>(group.world()));
+    thread_local std::vector<const char*> copies;
+    copies.resize(static_cast<size_t>(group.world()));
     for (int q = 0; q < group.world(); ++q)
       copies[static_cast<size_t>(q)] = group.staged(q, round);
     reduce_in_rank_order(copies, data, type, numel, op);
@@ -47,7 +48,7 @@ void direct_allreduce(const membership& m, slot s, reduce_op op) {
   group.run(
     m.rank, std::move(s),
     [](const std::vector<slot>& all) { return check_same(all, true); },
-    {reduce_all}, false);
+    reduce_all, false);
 }
 
 /// Runs `step` of started all-reduce `call` (whether it is done), ending
@@ -82,9 +83,9 @@ void allreduce_in_place(const membership& m, char* data, ml::dtype type,
   m.group->run(
     m.rank, std::move(s),
     [](const std::vector<slot>& all) { return check_same(all, true); },
-    {[&](const std::vector<slot>& all) {
+    [&](const std::vector<slot>& all) {
       reduce_slice_everywhere(all, rank, numel, type, op);
-    }});
+    });
 }
 
 } // namespace

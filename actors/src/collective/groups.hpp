@@ -64,6 +64,9 @@ inline std::string root_out_of_range(const std::vector<slot>& slots) {
          std::to_string(world - 1);
 }
 
+/// What the members' slots have wrong together (empty: nothing).
+using slot_check = std::function<std::string(const std::vector<slot>&)>;
+
 /// The members of one group in this process, and the operation under way.
 /// An operation goes in rounds: every member posts its slot and waits for
 /// the others (the last one checks that the slots agree), then each stage
@@ -121,41 +124,40 @@ public:
   }
 
   /// Runs one operation for `rank`: posts `mine`, checks all slots with
-  /// `check` (an empty answer means they agree), then runs each stage,
-  /// all members finishing a stage before any starts the next.
-  /// `end_meeting` false skips the meeting after the last stage, for a
-  /// last stage that touches only the member's own memory.
-  void
-  run(int rank, slot mine,
-      const std::function<std::string(const std::vector<slot>&)>& check,
-      const std::vector<std::function<void(const std::vector<slot>&)>>& stages,
-      bool end_meeting = true) {
-    {
-      std::unique_lock<std::mutex> lock{mtx_};
-      slots_[static_cast<size_t>(rank)] = std::move(mine);
-      arrive(lock, rank, true, [&] {
-        verdict_code_ = errc::mismatch;
-        auto why = check(slots_);
-        if (why.empty()) {
-          verdict_code_ = errc::usage;
-          why = root_out_of_range(slots_);
-        }
-        for (size_t r = 0; r < slots_.size() && why.empty(); ++r)
-          why = slots_[r].problem;
-        return why;
-      });
-      ++rounds_[static_cast<size_t>(rank)];
-      if (!verdict_.empty())
-        throw collective_error("group '" + name_ + "': " + verdict_,
-                               verdict_code_);
-    }
-    for (size_t i = 0; i < stages.size(); ++i) {
-      stages[i](slots_);
-      if (i + 1 == stages.size() && !end_meeting)
-        return;
-      std::unique_lock<std::mutex> lock{mtx_};
-      arrive(lock, rank, false, nullptr);
-    }
+  /// `check` (an empty answer means they agree), then runs `stage` on the
+  /// slots, all members finishing it before any goes on. `end_meeting`
+  /// false skips that meeting, for a stage that touches only the member's
+  /// own memory. A template, so that a call costs no allocation.
+  template <class Stage>
+  void run(int rank, slot mine, const slot_check& check, Stage&& stage,
+           bool end_meeting = true) {
+    start(rank, std::move(mine), check);
+    stage(static_cast<const std::vector<slot>&>(slots_));
+    if (!end_meeting)
+      return;
+    std::unique_lock<std::mutex> lock{mtx_};
+    arrive(lock, rank, false, nullptr);
+  }
+
+  /// Runs an operation's first meeting alone: the slots checked.
+  void start(int rank, slot mine, const slot_check& check) {
+    std::unique_lock<std::mutex> lock{mtx_};
+    slots_[static_cast<size_t>(rank)] = std::move(mine);
+    arrive(lock, rank, true, [&] {
+      verdict_code_ = errc::mismatch;
+      auto why = check(slots_);
+      if (why.empty()) {
+        verdict_code_ = errc::usage;
+        why = root_out_of_range(slots_);
+      }
+      for (size_t r = 0; r < slots_.size() && why.empty(); ++r)
+        why = slots_[r].problem;
+      return why;
+    });
+    ++rounds_[static_cast<size_t>(rank)];
+    if (!verdict_.empty())
+      throw collective_error("group '" + name_ + "': " + verdict_,
+                             verdict_code_);
   }
 
   /// The number of rounds member `rank` began: the index of its next.

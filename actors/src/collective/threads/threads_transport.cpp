@@ -171,11 +171,9 @@ void threads_transport::start(op_descriptor mine, bool same_op,
   s.root = mine.root;
   s.algorithm = static_cast<allreduce_algorithm>(mine.algorithm);
   s.problem = problem;
-  group_->run(rank_, std::move(s),
-              [same_op](const std::vector<slot>& all) {
-                return check_same(all, same_op);
-              },
-              {});
+  group_->start(rank_, std::move(s), [same_op](const std::vector<slot>& all) {
+    return check_same(all, same_op);
+  });
   if (payload != nullptr)
     for (int k = 1; k < world(); ++k)
       post((rank_ + k) % world(), payload, payload_bytes);
