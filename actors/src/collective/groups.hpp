@@ -120,6 +120,7 @@ public:
     std::lock_guard<std::mutex> guard{mtx_};
     if (!broken_)
       broken_ = collective_error(message, code);
+    broken_seen_.store(true);
     cv_.notify_all();
   }
 
@@ -135,13 +136,13 @@ public:
     stage(static_cast<const std::vector<slot>&>(slots_));
     if (!end_meeting)
       return;
-    std::unique_lock<std::mutex> lock{mtx_};
+    auto lock = meeting_lock();
     arrive(lock, rank, false, nullptr);
   }
 
   /// Runs an operation's first meeting alone: the slots checked.
   void start(int rank, slot mine, const slot_check& check) {
-    std::unique_lock<std::mutex> lock{mtx_};
+    auto lock = meeting_lock();
     slots_[static_cast<size_t>(rank)] = std::move(mine);
     arrive(lock, rank, true, [&] {
       verdict_code_ = errc::mismatch;
@@ -194,6 +195,17 @@ public:
   }
 
 private:
+  /// The lock, to arrive at a meeting: the members come at nearly the same
+  /// time, and a std::mutex another holds puts the caller to sleep in the
+  /// kernel at once, for microseconds; it is held for less than one.
+  std::unique_lock<std::mutex> meeting_lock() {
+    std::unique_lock<std::mutex> lock{mtx_, std::defer_lock};
+    if (!util::spin_until([&] { return lock.try_lock(); },
+                          clock::now() + std::chrono::microseconds(5)))
+      lock.lock();
+    return lock;
+  }
+
   /// Waits for every member to arrive here; the last runs `last` and wakes
   /// the rest. Throws once the group is broken.
   void arrive(std::unique_lock<std::mutex>& lock, int rank, bool starting,
@@ -228,9 +240,15 @@ private:
       return generation_.load(std::memory_order_acquire) != generation;
     };
     auto now = clock::now();
-    if (!util::spin_until(moved, now + std::chrono::microseconds(5)))
-      util::spin_until(moved, now + std::chrono::microseconds(50),
-                       util::poll_pause::yield);
+    // Once the last member is in, what this one reads next (the verdict,
+    // the slots) stays as the last one left it until this member arrives
+    // again: no need for the lock, which would cost another trip of its
+    // cache line between the cores.
+    if ((util::spin_until(moved, now + std::chrono::microseconds(5)) ||
+         util::spin_until(moved, now + std::chrono::microseconds(50),
+                          util::poll_pause::yield)) &&
+        !broken_seen_.load())
+      return;
     lock.lock();
     auto woken = [&] { return generation_ != generation || broken_; };
     // Only the start of an operation has a deadline: once every member is
@@ -277,6 +295,7 @@ private:
     if (broken_)
       return;
     broken_ = collective_error("group '" + name_ + "': " + why, code);
+    broken_seen_.store(true);
     cv_.notify_all();
   }
 
@@ -298,7 +317,8 @@ private:
   errc verdict_code_ = errc::mismatch;
   // Set for good once a member failed to come or left mid-operation.
   std::optional<collective_error> broken_;
-  std::vector<uint64_t> rounds_; // a member's rounds begun, by rank
+  std::atomic<bool> broken_seen_{false}; // broken_ is set: read unlocked
+  std::vector<uint64_t> rounds_;         // a member's rounds begun, by rank
   std::vector<std::vector<char>> staging_;
   std::unique_ptr<threads_hub> hub_;
 };
