@@ -180,6 +180,7 @@ void trace_session::attach(const std::vector<node_link>& nodes) {
     int64_t offset = 0;
     uint32_t pid = 0;
     bool same_boot = false;
+    auto our_boot = boot_id();
     constexpr size_t reply_size =
       sizeof(uint64_t) + sizeof(uint32_t) + boot_id_size;
     for (int i = 0; i < 3; ++i) {
@@ -196,8 +197,8 @@ void trace_session::attach(const std::vector<node_link>& nodes) {
                  static_cast<int64_t>(theirs);
         pid = take<uint32_t>(*reply, sizeof(uint64_t));
         auto at = reply->begin() + sizeof(uint64_t) + sizeof(uint32_t);
-        same_boot = std::string(at, at + boot_id_size) == boot_id() &&
-                    boot_id() != std::string(boot_id_size, ' ');
+        same_boot = std::string(at, at + boot_id_size) == our_boot &&
+                    our_boot != std::string(boot_id_size, ' ');
       }
     }
     if (best_rtt == UINT64_MAX) {
