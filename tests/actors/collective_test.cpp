@@ -215,6 +215,9 @@ BOOST_AUTO_TEST_CASE(an_allreduce_buffer_is_read_where_it_lies_until_all_did) {
     EXPECT(!staged.shared());
 #endif
     EXPECT(staged.size() == length);
+    // Input and output that overlap, not the same: refused, nothing started.
+    EXPECT_THROW(allreduce_start(staged.data(), staged.data() + 1, 100, g),
+                 collective_error);
     std::vector<float> mean(length);
     for (int step = 0; step < 30; ++step) {
       staged.reuse();

@@ -177,10 +177,18 @@ started_allreduce allreduce_start(const float* in, float* out, size_t numel,
                                   const std::string& group, reduce_op op,
                                   call_site site) {
   started_allreduce started;
+  auto bytes = numel * sizeof(float);
+  auto at = [](const float* p) { return reinterpret_cast<uintptr_t>(p); };
+  if (in != out && at(in) < at(out) + bytes && at(out) < at(in) + bytes)
+    throw collective_error(
+      "group '" + group +
+        "': allreduce_start's input and output overlap "
+        "without being the same; give one buffer for in place, or two "
+        "apart",
+      errc::usage);
   auto& m = member_of(group);
   if (m.lane)
     m.lane->drain();
-  auto bytes = numel * sizeof(float);
   if (m.net && m.net->world() > 1 && bytes <= host_segment::region_bytes)
     if (auto* segment = m.net->segment()) {
       m.net->begin_call(site, "allreduce_start", bytes);
