@@ -167,6 +167,19 @@ ObjectRef<void> allreduce_async(std::vector<float>& buf,
   });
 }
 
+namespace {
+
+/// The shared segment of the member's group (opened, with the others, at
+/// the first call that `wants` it), with its lane's queued operations done
+/// first; nullptr where the members share no memory, or not wanted.
+host_segment* shared_segment(membership& m, bool wants = true) {
+  if (m.lane)
+    m.lane->drain();
+  return wants && m.net && m.net->world() > 1 ? m.net->segment() : nullptr;
+}
+
+} // namespace
+
 started_allreduce allreduce_start(float* data, size_t numel,
                                   const std::string& group, reduce_op op,
                                   call_site site) {
@@ -187,21 +200,18 @@ started_allreduce allreduce_start(const float* in, float* out, size_t numel,
         "apart",
       errc::usage);
   auto& m = member_of(group);
-  if (m.lane)
-    m.lane->drain();
-  if (m.net && m.net->world() > 1 && bytes <= host_segment::region_bytes)
-    if (auto* segment = m.net->segment()) {
-      m.net->begin_call(site, "allreduce_start", bytes);
-      started.call_ = m.net->calls();
-      started.net_ = m.net;
-      recorded(*m.net, started.call_, [&] {
-        started.seq_ = segment->start(
-          reinterpret_cast<const char*>(in), reinterpret_cast<char*>(out),
-          ml::dtype::float32, numel, op, site, started.call_);
-        return false;
-      });
-      return started;
-    }
+  if (auto* segment = shared_segment(m, bytes <= host_segment::region_bytes)) {
+    m.net->begin_call(site, "allreduce_start", bytes);
+    started.call_ = m.net->calls();
+    started.net_ = m.net;
+    recorded(*m.net, started.call_, [&] {
+      started.seq_ = segment->start(
+        reinterpret_cast<const char*>(in), reinterpret_cast<char*>(out),
+        ml::dtype::float32, numel, op, site, started.call_);
+      return false;
+    });
+    return started;
+  }
   if (in != out)
     std::memcpy(out, in, bytes);
   started.ref_ = later(group, [site, out, numel, op](const membership& who) {
@@ -214,15 +224,12 @@ started_allreduce allreduce_start(const float* in, float* out, size_t numel,
 allreduce_buffer::allreduce_buffer(size_t numel, const std::string& group)
   : numel_(numel) {
   auto& m = member_of(group);
-  if (m.lane)
-    m.lane->drain();
-  if (m.net && m.net->world() > 1)
-    if (auto* segment = m.net->segment())
-      if (auto* place = segment->keep(numel * sizeof(float))) {
-        net_ = m.net;
-        data_ = reinterpret_cast<float*>(place);
-        return;
-      }
+  if (auto* segment = shared_segment(m))
+    if (auto* place = segment->keep(numel * sizeof(float))) {
+      net_ = m.net;
+      data_ = reinterpret_cast<float*>(place);
+      return;
+    }
   own_.resize(numel);
   data_ = own_.data();
 }
