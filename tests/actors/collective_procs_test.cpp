@@ -112,6 +112,55 @@ BOOST_AUTO_TEST_CASE(started_allreduces_meet_in_shared_memory) {
     expect_ok(h.members("started" + std::to_string(n), n, "started"));
 }
 
+namespace {
+
+boost::test_tools::assertion_result
+can_make_mount_namespaces(boost::unit_test::test_unit_id) {
+  auto [code, out] =
+    lumen::test::run({"/usr/bin/unshare", "--mount", "/bin/true"});
+  boost::test_tools::assertion_result can{code == 0};
+  can.message() << "making a mount namespace needs root: " << out;
+  return can;
+}
+
+} // namespace
+
+// Two members in a mount namespace whose /dev/shm holds 8 MiB, as in a
+// container: what fits still meets there, a kept buffer that does not is
+// ordinary memory, and a copy that cannot fit fails the group naming the
+// fix, where touching pages past the end was a SIGBUS.
+BOOST_AUTO_TEST_CASE(
+  a_small_dev_shm_is_an_error_naming_the_fix_not_a_crash,
+  *boost::unit_test::precondition(can_make_mount_namespaces)) {
+  head_fixture h;
+  std::string script = "mount -t tmpfs -o size=8m tmpfs /dev/shm || exit 9; ";
+  for (int r : {0, 1})
+    script += std::string{COLLECTIVE_MEMBER} + " " + h.address + " " +
+              h.token_file + " small_shm 2 " + std::to_string(r) +
+              " small_shm > " + h.home + "/rank" + std::to_string(r) +
+              " 2>&1 & r" + std::to_string(r) + "=$!; ";
+  script += "wait $r0; echo rank 0 exit $?; wait $r1; echo rank 1 exit $?";
+  auto [code, out] = lumen::test::run(
+    {"/usr/bin/unshare", "--mount", "/bin/sh", "-c", script}, h.env());
+  BOOST_REQUIRE_MESSAGE(code == 0, out);
+  int naming_the_fix = 0;
+  for (int r : {0, 1}) {
+    BOOST_TEST(out.find("rank " + std::to_string(r) + " exit 3") !=
+                 std::string::npos,
+               out);
+    std::ifstream f{h.home + "/rank" + std::to_string(r)};
+    std::string got{std::istreambuf_iterator<char>{f}, {}};
+    for (auto* line :
+         {"kept 1000: shared", "kept 3M: own memory", "started 500k: right",
+          "error: group 'small_shm'", "/dev/shm has "})
+      BOOST_TEST(got.find(line) != std::string::npos,
+                 "rank " << r << " lacks '" << line << "': " << got);
+    BOOST_TEST(got.find("FAIL") == std::string::npos, got);
+    naming_the_fix += got.find("docker run --shm-size=") != std::string::npos;
+  }
+  BOOST_TEST(naming_the_fix >= 1);
+}
+
 BOOST_AUTO_TEST_CASE(a_started_allreduce_of_other_lengths_fails_every_rank) {
   head_fixture h;
   auto ms = h.members("mismatch_started", 3, "mismatch_started");

@@ -15,10 +15,16 @@
 //             all-reduce's bits, over 200 operations ("ok", "FAIL ...")
 //   loop_started, mismatch_started  as loop and mismatch, with
 //             allreduce_start (a mismatch there breaks the group)
+//   small_shm run where /dev/shm holds 8 MiB: a kept buffer that fits
+//             ("kept 1000: shared", all-reduced right) and one that does
+//             not ("kept 3M: own memory"); 500k floats started ("started
+//             500k: right"); then 3M floats started, more than /dev/shm
+//             holds ("error: ..."; exit 3)
 //   stall     all-reduces 1000 floats six times ("calling at FILE:LINE"
 //             first); before the sixth ("stalling"), rank 2 computes (sleeps)
 //             for 60 s while the others wait in theirs; 8 s timeout
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <string>
@@ -185,6 +191,34 @@ int started() {
   return failures == 0 ? 0 : 1;
 }
 
+int small_shm() {
+  {
+    allreduce_buffer kept{1000, group};
+    auto in = rank_input(rank, 1000);
+    std::copy_n(in.data<float>(), 1000, kept.data());
+    tensor out({1000});
+    allreduce_start(kept.data(), out.data<float>(), 1000, group).wait();
+    check(matches(out, reduce_op::sum), "kept 1000");
+    std::cout << "kept 1000: " << (kept.shared() ? "shared" : "own memory")
+              << std::endl;
+  }
+  {
+    // Written whole, as a gradient would be: no page of it may fault.
+    allreduce_buffer kept{size_t{3} << 20, group};
+    std::fill_n(kept.data(), kept.size(), 1.0f);
+    std::cout << "kept 3M: " << (kept.shared() ? "shared" : "own memory")
+              << std::endl;
+  }
+  auto t = rank_input(rank, 500000);
+  allreduce_start(t.data<float>(), t.numel(), group).wait();
+  check(matches(t, reduce_op::sum), "started 500k");
+  std::cout << "started 500k: right" << std::endl;
+  auto big = rank_input(rank, size_t{3} << 20);
+  allreduce_start(big.data<float>(), big.numel(), group).wait();
+  std::cout << "no error" << std::endl;
+  return 1;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -229,6 +263,8 @@ int main(int argc, char** argv) {
       rc = stall();
     } else if (mode == "started") {
       rc = started();
+    } else if (mode == "small_shm") {
+      rc = small_shm();
     } else if (mode == "mismatch_started") {
       try {
         auto t = rank_input(rank, rank == 1 ? 999 : 1000);

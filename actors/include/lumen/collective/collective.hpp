@@ -269,7 +269,9 @@ private:
 /// thread does the work, in `test` and `wait`: no hand-off to another
 /// thread, which is what a backward pass on a busy machine needs. Members
 /// elsewhere go over their channels on the member's lane, as
-/// allreduce_async does. Any other operation of the group first finishes
+/// allreduce_async does. Where /dev/shm cannot hold the copy of `data`
+/// (a container's 64 MB), the group fails with a collective_error naming
+/// the fix. Any other operation of the group first finishes
 /// the member's started all-reduces. For a gradient in buckets:
 ///   auto a = allreduce_start(grad + b, n, "ddp", reduce_op::average);
 ///   ... a.test() between layers ...; a.wait();
@@ -288,11 +290,11 @@ started_allreduce allreduce_start(const float* in, float* out, size_t numel,
 
 /// Memory for what allreduce_start takes again and again (a gradient,
 /// step after step), read where it lies: on a group whose members share
-/// this machine, a place in their shared memory (up to 64 MiB a member),
-/// which takes the copy into it out of every allreduce_start from there;
-/// elsewhere, ordinary memory. Every member makes its buffers at the same
-/// point of its calls to the group, as a collective, and calls `reuse`
-/// before it writes one again:
+/// this machine, a place in their shared memory (up to 64 MiB a member,
+/// as /dev/shm has room), which takes the copy into it out of every
+/// allreduce_start from there; elsewhere, ordinary memory. Every member makes
+/// its buffers at the same point of its calls to the group, as a collective,
+/// and calls `reuse` before it writes one again:
 ///   allreduce_buffer staged{numel, "ddp"};
 ///   staged.reuse(); ... the gradient written to staged.data() ...
 ///   allreduce_start(staged.data(), mean, numel, "ddp", reduce_op::average)

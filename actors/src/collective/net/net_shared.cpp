@@ -4,6 +4,7 @@
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -111,6 +112,7 @@ std::unique_ptr<host_segment> host_segment::open(net_links& links) {
   auto bytes = segment_bytes_for(world);
   char name[64] = {};
   void* map = nullptr;
+  int fd = -1;
   uint8_t all_ok = 0;
   if (rank == 0) {
     bool local = true;
@@ -122,17 +124,19 @@ std::unique_ptr<host_segment> host_segment::open(net_links& links) {
                     static_cast<unsigned long long>(std::random_device{}()) ^
                       static_cast<unsigned long long>(
                         clock::now().time_since_epoch().count()));
-      int fd = ::shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-      if (fd >= 0) {
-        if (::ftruncate(fd, static_cast<off_t>(bytes)) == 0)
-          map = map_segment(fd, bytes);
+      fd = ::shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+      // The header's pages up front: every member touches them.
+      if (fd >= 0 && ::ftruncate(fd, static_cast<off_t>(bytes)) == 0 &&
+          ::posix_fallocate(fd, 0, static_cast<off_t>(header_bytes(world))) ==
+            0)
+        map = map_segment(fd, bytes);
+      if (map == nullptr && fd >= 0) {
+        ::shm_unlink(name);
         ::close(fd);
+        fd = -1;
       }
-      if (map == nullptr) {
-        if (fd >= 0)
-          ::shm_unlink(name);
+      if (map == nullptr)
         name[0] = 0;
-      }
     }
     for (int p = 1; p < world; ++p)
       links.post_copy(p, frame_kind::data, name, sizeof name);
@@ -150,28 +154,33 @@ std::unique_ptr<host_segment> host_segment::open(net_links& links) {
     links.read_data(0, name, sizeof name, doing);
     name[sizeof name - 1] = 0;
     if (name[0] != 0 && links.is_loopback(0)) {
-      int fd = ::shm_open(name, O_RDWR, 0);
+      fd = ::shm_open(name, O_RDWR, 0);
       struct stat st {};
       if (fd >= 0 && ::fstat(fd, &st) == 0 &&
           static_cast<size_t>(st.st_size) == bytes)
         map = map_segment(fd, bytes);
-      if (fd >= 0)
+      if (map == nullptr && fd >= 0) {
         ::close(fd);
+        fd = -1;
+      }
     }
     uint8_t ok = map != nullptr;
     links.post_copy(0, frame_kind::data, &ok, 1);
     links.read_data(0, &all_ok, 1, doing);
   }
   if (!all_ok) {
-    if (map != nullptr)
+    if (map != nullptr) {
       ::munmap(map, bytes);
+      ::close(fd);
+    }
     return nullptr;
   }
-  return std::unique_ptr<host_segment>{new host_segment(links, map, bytes)};
+  return std::unique_ptr<host_segment>{new host_segment(links, fd, map, bytes)};
 }
 
-host_segment::host_segment(net_links& links, void* map, size_t map_size)
+host_segment::host_segment(net_links& links, int fd, void* map, size_t map_size)
   : links_(links)
+  , fd_(fd)
   , map_(map)
   , map_size_(map_size)
   , world_(links.world())
@@ -179,6 +188,21 @@ host_segment::host_segment(net_links& links, void* map, size_t map_size)
 
 host_segment::~host_segment() {
   ::munmap(map_, map_size_);
+  ::close(fd_);
+}
+
+// A member's pages are taken before it first writes them, where running
+// out of /dev/shm is a return value; taken on first touch, they would be
+// a SIGBUS.
+bool host_segment::reserve(reserved_part& part, size_t end) {
+  if (end <= part.reserved)
+    return true;
+  auto at = region(rank_) - static_cast<char*>(map_) + part.base;
+  if (::posix_fallocate(fd_, static_cast<off_t>(at + part.reserved),
+                        static_cast<off_t>(end - part.reserved)) != 0)
+    return false;
+  part.reserved = end;
+  return true;
 }
 
 host_segment::member_state& host_segment::state(int rank) const noexcept {
@@ -200,7 +224,8 @@ char* host_segment::keep(size_t bytes) {
       begin = k.end;
     else
       break;
-  if (bytes == 0 || begin + bytes > kept_bytes)
+  if (bytes == 0 || begin + bytes > kept_bytes ||
+      !reserve(kept_pages_, begin + bytes))
     return nullptr;
   kept_.insert(
     std::upper_bound(kept_.begin(), kept_.end(), begin,
@@ -304,8 +329,10 @@ size_t host_segment::copy_in(const char* in, size_t bytes, uint64_t seq) {
     for (auto& u : used_) // by place
       if (begin + bytes > u.begin && u.end > begin)
         begin = u.end;
-    if (begin + bytes <= region_bytes)
+    if (begin + bytes <= region_bytes && reserve(copy_pages_, begin + bytes))
       break;
+    if (used_.empty())
+      no_room_for(bytes);
     wait_done(std::min_element(
                 used_.begin(), used_.end(),
                 [](const used& a, const used& b) { return a.seq < b.seq; })
@@ -318,6 +345,22 @@ size_t host_segment::copy_in(const char* in, size_t bytes, uint64_t seq) {
                      [](size_t b, const used& u) { return b < u.begin; }),
     {seq, begin, begin + bytes});
   return begin;
+}
+
+void host_segment::no_room_for(size_t bytes) {
+  struct statvfs fs {};
+  auto free_mib =
+    ::statvfs("/dev/shm", &fs) == 0
+      ? std::to_string(uint64_t{fs.f_bavail} * fs.f_frsize >> 20) + " MiB"
+      : std::string{"no room"};
+  links_.fail("group '" + links_.group() + "': rank " + std::to_string(rank_) +
+                " cannot copy " + std::to_string(bytes) +
+                " bytes into the shared memory where members on one machine "
+                "all-reduce: /dev/shm has " +
+                free_mib +
+                " free; give it more (docker run --shm-size=1g, or mount -o "
+                "remount,size=4g /dev/shm)",
+              errc::unspecified);
 }
 
 uint64_t host_segment::all_done() const noexcept {

@@ -28,7 +28,10 @@
 // (members on other machines, or in network namespaces of their own,
 // have no memory in common); rank 0 makes the segment, the others map it,
 // and it is unlinked as soon as all did, so nothing is left behind when a
-// process dies.
+// process dies. The segment is sparse: a member takes its pages from
+// /dev/shm (fallocate) before it first writes them, so that a /dev/shm too
+// small for them (Docker's 64 MB) is an error naming the fix, or memory of
+// the process's own for a kept place, never a SIGBUS.
 
 #include <atomic>
 #include <cstdint>
@@ -65,13 +68,15 @@ public:
   /// the segment's next operation and returns its number there; the
   /// result goes to `out` (which may be `in`, or not overlap it). `in` is
   /// read where it lies if it is in a kept place (and is not `out`),
-  /// else copied in; either way it must stay untouched until the
-  /// operation is done.
+  /// else copied in (waiting for older operations' places to free up
+  /// where /dev/shm holds no more; failing the group where it cannot hold
+  /// this one); either way it must stay untouched until the operation is
+  /// done.
   uint64_t start(const char* in, char* out, ml::dtype type, size_t numel,
                  reduce_op op, const call_site& site, uint64_t call);
 
   /// A place of `bytes` in this member's kept part, or nullptr if none is
-  /// free; give it back with `release`.
+  /// free or /dev/shm cannot hold it; give it back with `release`.
   char* keep(size_t bytes);
   void release(const char* place) noexcept;
 
@@ -107,7 +112,19 @@ private:
     size_t begin, end;
   };
 
-  host_segment(net_links& links, void* map, size_t map_size);
+  /// Pages of this member's kept part or of its places for copies (from
+  /// `base` in its region) taken so far: those below `reserved`.
+  struct reserved_part {
+    size_t base;
+    size_t reserved = 0;
+  };
+
+  host_segment(net_links& links, int fd, void* map, size_t map_size);
+
+  /// Takes the pages of `part` up to `end`; false if /dev/shm is full.
+  bool reserve(reserved_part& part, size_t end);
+  /// Fails the group: /dev/shm cannot hold a copy of `bytes`.
+  [[noreturn]] void no_room_for(size_t bytes);
 
   member_state& state(int rank) const noexcept;
   /// A member's kept part, then the places for copies.
@@ -131,6 +148,7 @@ private:
   void wait_done(uint64_t seq);
 
   net_links& links_;
+  int fd_;
   void* map_;
   size_t map_size_;
   int world_, rank_;
@@ -139,6 +157,7 @@ private:
   std::vector<used> used_;          // places in the region still read, by place
   std::vector<used> kept_;          // places kept, by place (seq unused)
   std::vector<const char*> copies_; // the members' copies of an operation
+  reserved_part kept_pages_{0}, copy_pages_{kept_bytes};
 };
 
 } // namespace lumen::collective::detail
