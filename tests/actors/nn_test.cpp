@@ -294,6 +294,32 @@ BOOST_AUTO_TEST_CASE(bad_specs_and_shapes_say_where_and_what) {
                         });
 }
 
+BOOST_AUTO_TEST_CASE(max_pooling_takes_each_windows_largest_input) {
+  // Even sizes (one pass over pairs of rows) and odd ones (the edge left
+  // out), behind a linear layer that passes the windows' maxima on.
+  for (shape in : {shape{2, 6, 4}, shape{2, 5, 7}}) {
+    sequential m{in, "pool(2)-linear(12)"};
+    std::vector<float> w(m.num_params(), 0.0f);
+    for (size_t i = 0; i < 12; ++i)
+      w[i * 12 + i] = 1.0f;
+    auto batch = random_batch(3, in.size(), 12, 4);
+    auto* x = batch.features.data<float>();
+    for (size_t i = 0; i < batch.features.numel(); i += 5)
+      x[i] = x[(i + 1) % batch.features.numel()]; // ties
+    auto got = m.outputs(w.data(), batch.features);
+    size_t oh = in.height / 2, ow = in.width / 2;
+    for (size_t e = 0; e < 3; ++e)
+      for (size_t c = 0; c < 2; ++c)
+        for (size_t oy = 0; oy < oh; ++oy)
+          for (size_t ox = 0; ox < ow; ++ox) {
+            const float* p =
+              x + e * in.size() + (c * in.height + 2 * oy) * in.width + 2 * ox;
+            float most = std::max({p[0], p[1], p[in.width], p[in.width + 1]});
+            BOOST_TEST(got[e * 12 + (c * oh + oy) * ow + ox] == most);
+          }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_large_batch_is_evaluated_in_slices_as_in_one) {
   sequential m{{1, 6, 6}, "conv(3,3)-relu-linear(4)"};
   auto w = m.init(5);
