@@ -13,6 +13,7 @@
 #include <lumen/nn/sequential.hpp>
 
 #include "gradient_check.hpp"
+#include "nn/layers.hpp"
 
 namespace {
 
@@ -317,6 +318,47 @@ BOOST_AUTO_TEST_CASE(max_pooling_takes_each_windows_largest_input) {
             float most = std::max({p[0], p[1], p[in.width], p[in.width + 1]});
             BOOST_TEST(got[e * 12 + (c * oh + oy) * ow + ox] == most);
           }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(relu_runs_after_the_pooling_it_precedes_to_the_bit) {
+  // The two orders, layer by layer, on values with negative windows and
+  // ties: the same outputs and input gradients, bit for bit.
+  using lumen::nn::matrix;
+  shape in{3, 6, 4};
+  auto relu = lumen::nn::make_layer("relu", {}, in);
+  auto pool = lumen::nn::make_image_layer("pool", {2}, in);
+  auto relu_after = lumen::nn::make_layer("relu", {}, pool->out());
+  auto batch = random_batch(4, in.size(), 2, 8);
+  matrix x = lumen::nn::const_matrix_map{batch.features.data<float>(), 4,
+                                         Eigen::Index(in.size())};
+  for (Eigen::Index i = 0; i < x.size(); i += 3)
+    x.data()[i] = x.data()[i / 2] - 1.0f; // ties, and negative windows
+  matrix r, rp, p, pr, dy, d1, d2, d3, d4;
+  relu->forward(nullptr, x, r);
+  pool->forward(nullptr, r, rp);
+  pool->forward(nullptr, x, p);
+  relu_after->forward(nullptr, p, pr);
+  BOOST_TEST(rp.cwiseEqual(pr).all());
+  dy = matrix::Random(rp.rows(), rp.cols());
+  pool->backward(nullptr, r, rp, dy, &d1, nullptr);
+  relu->backward(nullptr, x, r, d1, &d2, nullptr);
+  relu_after->backward(nullptr, p, pr, dy, &d3, nullptr);
+  pool->backward(nullptr, x, p, d3, &d4, nullptr);
+  BOOST_TEST(d2.cwiseEqual(d4).all());
+  BOOST_TEST((d2.array() != 0).count() > 0);
+  // And a model runs them so, its errors still naming layers by their
+  // place in the spec.
+  sequential m{in, "relu-pool(2)-linear(2)"};
+  BOOST_TEST(m.summary().find("layers.0 pool(2)") != std::string::npos,
+             m.summary());
+  try {
+    sequential{{1, 1, 3}, "relu-pool(2)-linear(2)"};
+    BOOST_ERROR("a window larger than the input was taken");
+  } catch (const lumen::usage_error& e) {
+    BOOST_TEST(std::string{e.what()}.find("layer 1 (at character 6)") !=
+                 std::string::npos,
+               e.what());
   }
 }
 

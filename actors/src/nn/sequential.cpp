@@ -23,6 +23,7 @@ struct parsed_layer {
   std::string name;
   std::vector<size_t> args;
   size_t at = 0;
+  size_t place = 0; // in the spec's order
 };
 
 /// acts[l] is layer l's input, acts.back() the logits. Kept by each thread
@@ -45,6 +46,7 @@ std::vector<parsed_layer> parse(const std::string& spec) {
   for (;;) {
     parsed_layer l;
     l.at = i;
+    l.place = out.size();
     while (i < spec.size() && std::isalpha(static_cast<unsigned char>(spec[i])))
       l.name += spec[i++];
     if (l.name.empty())
@@ -86,7 +88,7 @@ std::vector<parsed_layer> parse(const std::string& spec) {
       if (open.empty())
         throw fail(i, "a ')' that closes no res(");
       open.pop_back();
-      out.push_back({")", {}, i});
+      out.push_back({")", {}, i, out.size()});
     }
     if (i == spec.size()) {
       if (!open.empty())
@@ -116,11 +118,17 @@ sequential::sequential(shape input, const std::string& spec)
                       "\": an input of no values; give its shape");
   auto at = input;
   auto parsed = parse(spec);
+  // ReLU before max pooling runs after it: the same numbers forward and
+  // back (a window's largest input is positive exactly when its largest
+  // ReLU is, and is then the same input), on a quarter of the values.
+  for (size_t l = 0; l + 1 < parsed.size(); ++l)
+    if (parsed[l].name == "relu" && parsed[l + 1].name == "pool")
+      std::swap(parsed[l], parsed[l + 1]);
   std::vector<size_t> open; // the unclosed res( layers
   for (size_t l = 0; l < parsed.size(); ++l) {
     auto fail = [&](const std::string& what, bool forms) {
       return usage_error("model spec \"" + spec + "\": layer " +
-                         std::to_string(l) + " (at character " +
+                         std::to_string(parsed[l].place) + " (at character " +
                          std::to_string(parsed[l].at + 1) + "), " + what +
                          (forms ? std::string{"; "} + layer_forms : ""));
     };
