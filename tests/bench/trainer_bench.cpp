@@ -371,10 +371,16 @@ int main(int argc, char** argv) {
     figure ceiling{"epoch_seconds_ceiling", "s", ceiling_epochs, 2};
     ceiling.label = "epoch_seconds 2 plain loops side by side";
     lumen::bench::compare(ceiling, e1);
+    // The goals' ratios, printed as such: two workers against their
+    // ceiling.
+    auto e2_ceiling = e2;
+    e2_ceiling.label = "epoch_seconds n=2 vs 2 plain loops";
+    lumen::bench::compare(e2_ceiling, ceiling);
     figs.push_back(base);
     figs.push_back(e1);
     figs.push_back(e2);
     figs.push_back(ceiling);
+    figs.push_back(e2_ceiling);
     // Two workers' epoch against each PyTorch run there is.
     auto against = [&](const std::optional<run_figures>& torch,
                        const char* name, long n, const char* what) {
@@ -389,6 +395,12 @@ int main(int argc, char** argv) {
       figs.push_back(vs);
     };
     against(torch1, "epoch_seconds_torch_1thread", 1, "1 thread");
+    if (torch1) {
+      auto e1_torch = e1;
+      e1_torch.label = "epoch_seconds n=1 vs torch 1 thread";
+      lumen::bench::compare(e1_torch, figs[figs.size() - 2]);
+      figs.push_back(e1_torch);
+    }
     against(torch2, "epoch_seconds_torch_ddp2", 2, "DDP 2 procs");
     figure wait{"exposed_allreduce_seconds", "s", steady(two.exposed), 2};
     wait.label = "all-reduce waited per epoch";
