@@ -58,8 +58,8 @@ inline figure allreduce_figure(const std::string& name, int n, size_t bytes,
 }
 
 /// --member HEAD TOKEN_FILE N RANK NAME ALGORITHM REPS SMOKE SIZES...: one
-/// member (ALGORITHM naive, ring, or auto: Lumen's choice); rank 0 prints
-/// the figures.
+/// member (ALGORITHM naive, ring, auto: Lumen's choice, or started:
+/// allreduce_start); rank 0 prints the figures.
 inline int run_member(int argc, char** argv) {
   if (argc < 11)
     return 2;
@@ -79,19 +79,35 @@ inline int run_member(int argc, char** argv) {
     coll::set_algorithm(group, coll::allreduce_algorithm::naive);
   if (algorithm == "ring")
     coll::set_algorithm(group, coll::allreduce_algorithm::ring);
+  bool started = algorithm == "started";
   for (int a = 10; a < argc; ++a) {
     size_t bytes = std::strtoull(argv[a], nullptr, 10);
     lumen::ml::tensor t({static_cast<int64_t>(bytes / sizeof(float))});
     std::fill(t.data<float>(), t.data<float>() + t.numel(), rank + 1.0f);
+    // As the trainer does it: from an allreduce_buffer (on one host, in
+    // the members' shared memory), written again once everyone read it.
+    coll::allreduce_buffer in;
+    if (started) {
+      in = coll::allreduce_buffer{t.numel(), group};
+      std::fill(in.data(), in.data() + in.size(), rank + 1.0f);
+    }
+    auto once = [&] {
+      if (!started)
+        return coll::allreduce(t, group, coll::reduce_op::average);
+      in.reuse();
+      coll::allreduce_start(in.data(), t.data<float>(), t.numel(), group,
+                            coll::reduce_op::average)
+        .wait();
+    };
     int iters = iterations_for(bytes, smoke);
-    coll::allreduce(t, group, coll::reduce_op::average); // warm
+    once(); // warm
     std::vector<double> busbw;
     double t_min = 1e30;
     for (int rep = 0; rep < reps; ++rep) {
       coll::barrier(group);
       auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < iters; ++i)
-        coll::allreduce(t, group, coll::reduce_op::average);
+        once();
       // The slowest member's time is the operation's.
       lumen::ml::tensor took{{1}, lumen::ml::dtype::float64};
       took.data<double>()[0] =
@@ -108,8 +124,10 @@ inline int run_member(int argc, char** argv) {
       verify(t.data<float>()[i] == want, group + " average");
     if (rank == 0) {
       std::cout << "FIG " << name << " " << n << " " << bytes << " "
-                << coll::to_string(coll::algorithm_for(group, bytes)) << " "
-                << t_min;
+                << (started && in.shared()
+                      ? std::string{"shared_memory"}
+                      : coll::to_string(coll::algorithm_for(group, bytes)))
+                << " " << t_min;
       for (double b : busbw)
         std::cout << " " << b;
       std::cout << std::endl;
@@ -152,7 +170,9 @@ inline double reduce_seconds(size_t bytes) {
 }
 
 /// The cross-process figures: ring_tcp (Lumen's choice of algorithm per
-/// size), naive_tcp, and the TCP floor, for each N and size.
+/// size), naive_tcp, started_shm (allreduce_start from an
+/// allreduce_buffer, as the trainer's workers meet in shared memory), and
+/// the TCP floor, for each N and size.
 inline std::vector<figure> process_figures(const options& opts,
                                            const std::string& self,
                                            const std::string& lumen_cli,
@@ -172,7 +192,7 @@ inline std::vector<figure> process_figures(const options& opts,
   verify(started.has_value(), "the head says where it listens");
   std::vector<figure> figs;
   for (int n : worlds)
-    for (std::string name : {"ring_tcp", "naive_tcp"}) {
+    for (std::string name : {"ring_tcp", "naive_tcp", "started_shm"}) {
       std::vector<std::unique_ptr<lumen::test::process>> members;
       for (int r = 0; r < n; ++r) {
         std::vector<std::string> argv{self,
@@ -182,7 +202,9 @@ inline std::vector<figure> process_figures(const options& opts,
                                       std::to_string(n),
                                       std::to_string(r),
                                       name,
-                                      name == "naive_tcp" ? "naive" : "auto",
+                                      name == "naive_tcp"     ? "naive"
+                                      : name == "started_shm" ? "started"
+                                                              : "auto",
                                       std::to_string(opts.reps),
                                       opts.smoke ? "1" : "0"};
         for (auto b : sizes)

@@ -85,9 +85,11 @@ theirs = rounds_joined(sys.argv[2])
 print(json.dumps({"bench": "compare_allreduce",
                   "note": "busbw GB/s, medians and bests; ratio = ours / theirs (medians)", "rounds": max(f["rounds"] for f in ours)}))
 # Which of ours is set against which of theirs: processes over TCP against
-# MPI over TCP and gloo (processes), ranks in one process against MPI over
+# MPI over TCP and gloo (processes), ranks in one process and processes
+# meeting in shared memory (allreduce_start) against MPI's processes over
 # shared memory.
-pairs = {"ring_tcp": ["mpi_tcp", "torch_gloo"], "ring_inproc": ["mpi_shm"]}
+pairs = {"ring_tcp": ["mpi_tcp", "torch_gloo"], "ring_inproc": ["mpi_shm"],
+         "started_shm": ["mpi_shm"]}
 rows = []
 for o in ours:
     for t in theirs:
