@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "lumen/collective/collective.hpp"
+#include "lumen/util/spin.hpp"
 
 #include "collective/net/net_link.hpp"
 
@@ -152,6 +153,7 @@ private:
   void* map_;
   size_t map_size_;
   int world_, rank_;
+  util::poll_pause pause_; // how a waiting member polls
   uint64_t started_ = 0, done_ = 0;
   std::deque<pending> pending_;
   std::vector<used> used_;          // places in the region still read, by place
