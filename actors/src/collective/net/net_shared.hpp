@@ -98,6 +98,19 @@ public:
   }
 
 private:
+  /// The segment's first page (its doorbell), then each member's state
+  /// (its ring of descriptors, each with a call site), then each member's
+  /// region: its kept part and its places for copies.
+  static constexpr size_t page = 4096;
+  static constexpr size_t state_bytes = 2 * page;
+  static constexpr size_t member_bytes = kept_bytes + region_bytes;
+  static size_t header_bytes(int world) {
+    return page + state_bytes * static_cast<size_t>(world);
+  }
+  static size_t segment_bytes(int world) {
+    return header_bytes(world) + static_cast<size_t>(world) * member_bytes;
+  }
+
   struct member_state;
   struct descriptor;
   struct pending {
@@ -119,6 +132,9 @@ private:
     size_t base;
     size_t reserved = 0;
   };
+
+  /// What the segment's errors say the member was doing.
+  static constexpr const char* doing = "allreduce_start";
 
   host_segment(net_links& links, int fd, void* map, size_t map_size);
 
