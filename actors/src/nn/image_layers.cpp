@@ -249,8 +249,8 @@ public:
     if (dx == nullptr)
       return;
     auto h = in().height, w = in().width, oh = out().height, ow = out().width;
-    if (auto& kept = choices();
-        halves() && kept.y == y.data() && kept.rows == x.rows()) {
+    if (const auto* kept = halves() ? &choices() : nullptr;
+        kept != nullptr && kept->y == y.data() && kept->rows == x.rows()) {
       // Zeros, and each window's gradient written to its taker: with
       // forward noting the takers, 2.5x faster than the strided passes on
       // Fashion-MNIST's CNN.
@@ -258,7 +258,7 @@ public:
       auto rows = size_t(x.rows()) * out().channels * oh;
       for (size_t r = 0; r < rows; ++r) {
         float* d = dx->data() + 2 * r * w;
-        const uint8_t* t = kept.taker.data() + r * ow;
+        const uint8_t* t = kept->taker.data() + r * ow;
         const float* g = dy.data() + r * ow;
         for (size_t ox = 0; ox < ow; ++ox)
           d[2 * ox + (t[ox] & 1u) + (t[ox] >> 1) * w] = g[ox];
