@@ -134,6 +134,43 @@ BOOST_AUTO_TEST_CASE(back_to_back_small_allreduces_each_get_their_own_sum) {
     BOOST_TEST(e.empty(), e);
 }
 
+BOOST_AUTO_TEST_CASE(
+  small_allreduces_between_other_operations_and_late_members) {
+  // Members that come together meet without a lock, one late or in
+  // another operation sends the round to the ordinary meeting: rounds of
+  // each kind in turn, every sum its own, and a disagreement in a quick
+  // round named on every rank as in an ordinary one.
+  for (int n : {2, 3, 5}) {
+    auto g = fresh_group();
+    const int times = 2000;
+    auto errors = on_ranks(n, g, [&](int r) {
+      for (int i = 0; i < times; ++i) {
+        std::vector<float> v(1 + static_cast<size_t>(i % 5) * 100,
+                             static_cast<float>(i + r));
+        if (i % 17 == 0 && r == (i / 17) % n)
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+        if (i % 23 == 0)
+          barrier(g);
+        if (i % 29 == 0) {
+          auto big = rank_input(r, 20000);
+          allreduce(big, g);
+          EXPECT(matches(big, reduce_op::sum, n));
+        }
+        allreduce(v, g);
+        auto want = static_cast<float>(n * i + n * (n - 1) / 2);
+        EXPECT(v.front() == want && v.back() == want);
+      }
+      std::vector<float> odd(r == n - 1 ? 11 : 10, 1.0f);
+      EXPECT_THROW(allreduce(odd, g), collective_error);
+      std::vector<float> after(10, 1.0f);
+      allreduce(after, g);
+      EXPECT(after.front() == static_cast<float>(n));
+    });
+    for (auto& e : errors)
+      BOOST_TEST(e.empty(), "n=" << n << ": " << e);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(reduce_broadcast_allgather_reducescatter_barrier) {
   const int n = 4;
   auto g = fresh_group();

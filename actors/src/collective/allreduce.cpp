@@ -24,9 +24,10 @@ allreduce_algorithm choose(allreduce_algorithm a, size_t bytes) {
 }
 
 /// Every rank copies its buffer into the group's staging and meets the
-/// others once; then each reduces all copies in rank order (so all get the
-/// same numbers) into its own buffer, and leaves: nobody reads a member's
-/// buffer, so nobody waits for the others to finish.
+/// others once, quickly where they all come at once; then each reduces all
+/// copies in rank order (so all get the same numbers) into its own buffer,
+/// and leaves: nobody reads a member's buffer, so nobody waits for the
+/// others to finish.
 void direct_allreduce(const membership& m, slot s, reduce_op op) {
   auto type = s.type;
   auto numel = s.numel;
@@ -36,19 +37,18 @@ void direct_allreduce(const membership& m, slot s, reduce_op op) {
   auto round = group.next_round(m.rank);
   if (bytes > 0)
     std::memcpy(group.staging(m.rank, round, bytes), data, bytes);
-  auto reduce_all = [&](const std::vector<slot>&) {
-    if (bytes == 0)
-      return;
-    thread_local std::vector<const char*> copies;
-    copies.resize(static_cast<size_t>(group.world()));
-    for (int q = 0; q < group.world(); ++q)
-      copies[static_cast<size_t>(q)] = group.staged(q, round);
-    reduce_in_rank_order(copies, data, type, numel, op);
+  slot_check same = [](const std::vector<slot>& all) {
+    return check_same(all, true);
   };
-  group.run(
-    m.rank, std::move(s),
-    [](const std::vector<slot>& all) { return check_same(all, true); },
-    reduce_all, false);
+  if (!group.start_quickly(m.rank, s, same))
+    group.start(m.rank, std::move(s), same);
+  if (bytes == 0)
+    return;
+  thread_local std::vector<const char*> copies;
+  copies.resize(static_cast<size_t>(group.world()));
+  for (int q = 0; q < group.world(); ++q)
+    copies[static_cast<size_t>(q)] = group.staged(q, round);
+  reduce_in_rank_order(copies, data, type, numel, op);
 }
 
 /// Runs `step` of started all-reduce `call` (whether it is done), ending

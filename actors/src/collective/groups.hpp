@@ -6,6 +6,7 @@
 // group's threads transport (threads/), except the all-reduce's, which
 // reads and writes the members' buffers in the rounds (allreduce.cpp).
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -91,6 +92,7 @@ public:
       return false;
     joined_[static_cast<size_t>(rank)] = true;
     left_[static_cast<size_t>(rank)] = false;
+    count_left();
     ++members_;
     return true;
   }
@@ -100,6 +102,7 @@ public:
     std::lock_guard<std::mutex> guard{mtx_};
     joined_[static_cast<size_t>(rank)] = false;
     left_[static_cast<size_t>(rank)] = true;
+    count_left();
     if (count_ > 0)
       break_with("rank " + std::to_string(rank) +
                    " left the group (destroy_group) while the others waited",
@@ -126,44 +129,44 @@ public:
 
   /// Runs one operation for `rank`: posts `mine`, checks all slots with
   /// `check` (an empty answer means they agree), then runs `stage` on the
-  /// slots, all members finishing it before any goes on. `end_meeting`
-  /// false skips that meeting, for a stage that touches only the member's
-  /// own memory. A template, so that a call costs no allocation.
+  /// slots, all members finishing it before any goes on. A template, so
+  /// that a call costs no allocation.
   template <class Stage>
-  void run(int rank, slot mine, const slot_check& check, Stage&& stage,
-           bool end_meeting = true) {
+  void run(int rank, slot mine, const slot_check& check, Stage&& stage) {
     start(rank, std::move(mine), check);
     stage(static_cast<const std::vector<slot>&>(slots_));
-    if (!end_meeting)
-      return;
     auto lock = meeting_lock();
     arrive(lock, rank, false, nullptr);
   }
 
   /// Runs an operation's first meeting alone: the slots checked.
   void start(int rank, slot mine, const slot_check& check) {
+    close_quick(rounds_[static_cast<size_t>(rank)].begun);
     auto lock = meeting_lock();
     slots_[static_cast<size_t>(rank)] = std::move(mine);
-    arrive(lock, rank, true, [&] {
-      verdict_code_ = errc::mismatch;
-      auto why = check(slots_);
-      if (why.empty()) {
-        verdict_code_ = errc::usage;
-        why = root_out_of_range(slots_);
-      }
-      for (size_t r = 0; r < slots_.size() && why.empty(); ++r)
-        why = slots_[r].problem;
-      return why;
-    });
-    ++rounds_[static_cast<size_t>(rank)];
+    arrive(lock, rank, true,
+           [&] { return verdict_of(slots_, check, verdict_code_); });
+    ++rounds_[static_cast<size_t>(rank)].begun;
     if (!verdict_.empty())
       throw collective_error("group '" + name_ + "': " + verdict_,
                              verdict_code_);
   }
 
+  /// `start` without the lock, for an operation whose stage touches only
+  /// the members' copies (the small all-reduce): each member counts itself
+  /// in with one atomic operation and spins until all did, as members in
+  /// shared memory do (net_shared.hpp); the lock, the condition variable
+  /// and the slots' shared vector cost a small all-reduce more than its
+  /// bytes. False, `mine` untouched, where the round must be an ordinary
+  /// meeting instead (`start`): a member did not come within the spin, or
+  /// went to an ordinary meeting (another operation: its verdict names the
+  /// disagreement), or the group broke or lost a member. Either way every
+  /// member of the round goes the same way.
+  bool start_quickly(int rank, slot& mine, const slot_check& check);
+
   /// The number of rounds member `rank` began: the index of its next.
   uint64_t next_round(int rank) const noexcept {
-    return rounds_[static_cast<size_t>(rank)];
+    return rounds_[static_cast<size_t>(rank)].begun;
   }
 
   /// Member `rank`'s copy of its input to its round `round`, `bytes` long:
@@ -184,14 +187,14 @@ public:
     return staging_[2 * static_cast<size_t>(rank) + (round & 1)].data();
   }
 
+  // Atomic, not under the lock: every member reads it at every all-reduce,
+  // at the same moment.
   void set_algorithm(allreduce_algorithm a) {
-    std::lock_guard<std::mutex> guard{mtx_};
-    algorithm_ = a;
+    algorithm_.store(a);
   }
 
-  allreduce_algorithm algorithm() {
-    std::lock_guard<std::mutex> guard{mtx_};
-    return algorithm_;
+  allreduce_algorithm algorithm() const {
+    return algorithm_.load(std::memory_order_relaxed);
   }
 
 private:
@@ -289,6 +292,20 @@ private:
       throw *broken_;
   }
 
+  /// What the slots of a round have wrong together, by `check` and the
+  /// checks every operation has, and its `code` (empty: nothing).
+  static std::string verdict_of(const std::vector<slot>& slots,
+                                const slot_check& check, errc& code);
+
+  /// Keeps round `round` from being a quick one (start_quickly): its
+  /// members that counted themselves in come to the ordinary meeting.
+  void close_quick(uint64_t round) noexcept;
+
+  void count_left() {
+    left_count_.store(
+      static_cast<int>(std::count(left_.begin(), left_.end(), true)));
+  }
+
   // The first cause wins: a member leaving after the others timed out does
   // not hide why they did.
   void break_with(const std::string& why, errc code) {
@@ -304,10 +321,11 @@ private:
   std::mutex mtx_;
   std::condition_variable cv_;
   std::vector<bool> joined_;
-  std::vector<bool> left_; // joined, then left: the group cannot go on
+  std::vector<bool> left_;         // joined, then left: the group cannot go on
+  std::atomic<int> left_count_{0}; // of left_: read unlocked
   int members_ = 0;
   std::chrono::milliseconds timeout_{30000};
-  allreduce_algorithm algorithm_ = allreduce_algorithm::automatic;
+  std::atomic<allreduce_algorithm> algorithm_{allreduce_algorithm::automatic};
   // The round under way.
   std::atomic<uint64_t> generation_{0}; // read unlocked while spinning
   int count_ = 0;
@@ -318,9 +336,19 @@ private:
   // Set for good once a member failed to come or left mid-operation.
   std::optional<collective_error> broken_;
   std::atomic<bool> broken_seen_{false}; // broken_ is set: read unlocked
-  std::vector<uint64_t> rounds_;         // a member's rounds begun, by rank
+  // A member's rounds begun, by rank, each on a cache line of its own: a
+  // member counts its own at every operation.
+  struct alignas(64) member_rounds {
+    uint64_t begun = 0;
+  };
+  std::vector<member_rounds> rounds_;
   std::vector<std::vector<char>> staging_;
-  std::unique_ptr<threads_hub> hub_;
+  // The quick rounds (start_quickly): the last one counted, whether it
+  // was closed to them, and how many members are in, in one word; and the
+  // members' slots by the round's parity, as staging_ keeps their copies.
+  alignas(64) std::atomic<uint64_t> quick_{0};
+  std::vector<slot> quick_slots_[2];
+  alignas(64) std::unique_ptr<threads_hub> hub_;
 };
 
 /// A thread's place in a group: in a `threads` group (`group`), a
