@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include <unsupported/Eigen/SpecialFunctions>
+
 #include "lumen/errors.hpp"
 
 namespace lumen::nn {
@@ -106,7 +108,9 @@ public:
   }
 };
 
-/// GELU, exact: x·Φ(x), Φ the standard normal's distribution function.
+/// GELU, exact: x·Φ(x), Φ the standard normal's distribution function,
+/// its erf and exp Eigen's, over whole vectors: the C library's, a value at
+/// a time, took a fifth of a transformer's step.
 class gelu : public layer {
 public:
   explicit gelu(const shape& in)
@@ -116,20 +120,18 @@ public:
     return "gelu";
   }
   void forward(const float*, const matrix& x, matrix& y) const override {
-    y = x.unaryExpr([](float v) { return v * cdf(v); });
+    auto v = x.array();
+    y = (v * 0.5f * (1.0f + (v * 0.7071067812f).erf())).matrix();
   }
   void backward(const float*, const matrix& x, const matrix&, const matrix& dy,
                 matrix* dx, float*) const override {
-    if (dx != nullptr)
-      *dx = dy.cwiseProduct(x.unaryExpr([](float v) {
-        // Φ(x) + x·φ(x)
-        return cdf(v) + v * 0.3989422804f * std::exp(-0.5f * v * v);
-      }));
-  }
-
-private:
-  static float cdf(float v) {
-    return 0.5f * (1.0f + std::erf(v * 0.7071067812f));
+    if (dx == nullptr)
+      return;
+    // Φ(x) + x·φ(x)
+    auto v = x.array();
+    *dx = (dy.array() * (0.5f * (1.0f + (v * 0.7071067812f).erf()) +
+                         v * 0.3989422804f * (-0.5f * v.square()).exp()))
+            .matrix();
   }
 };
 
