@@ -20,6 +20,7 @@
 #include <lumen/ml.hpp>
 #include <lumen/nn/sequential.hpp>
 #include <lumen/train/fashion_mnist.hpp>
+#include <lumen/train/text.hpp>
 
 #include "train_run.hpp"
 
@@ -200,6 +201,19 @@ BOOST_AUTO_TEST_CASE(a_character_gpt_learns_text_and_samples_it) {
   }
   BOOST_TEST(!fs::exists(fs::path{dir} / "bad"));
   fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(the_text_presets_are_the_models_the_guide_counts) {
+  // Fortunes' 114 tokens: gpt over windows of 64, gpt-wide over 128 (each
+  // position has its embedding), as training.md gives them.
+  namespace tr = lumen::train;
+  BOOST_TEST(
+    lumen::ml::make_model(tr::text_model("gpt", 114, 64))->num_params() ==
+    830834u);
+  auto wide = lumen::ml::make_model(tr::text_model("gpt-wide", 114, 128));
+  BOOST_TEST(wide->num_params() == 3250802u);
+  BOOST_TEST(wide->name().find("embed(114,256)-res(norm-attn(8))") !=
+             std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(the_gpt_trains_on_debians_fortunes) {

@@ -55,7 +55,8 @@ CLI::App* add_text_command(CLI::App& app, text_flags& f) {
     ->check(CLI::Range(2, 4096))
     ->capture_default_str();
   t->add_option("--model", f.model,
-                "gpt (4 blocks, 4 heads, 128 wide), or layers of your own: "
+                "gpt (4 blocks, 4 heads, 128 wide), gpt-wide (4 blocks, 8 "
+                "heads, 256 wide), or layers of your own: "
                 "embed(V,D), res(...), norm, attn(H), dense(N), gelu, relu, "
                 "dropout(P) joined by '-', V the vocabulary's size, ending "
                 "in dense(V)")

@@ -163,13 +163,19 @@ void loop(const loop_config& cfg) {
 
 ml::model_spec text_model(const std::string& model, size_t vocab,
                           size_t length) {
-  std::string layers = model;
-  if (model == "gpt") {
-    layers = "embed(V,128)";
+  // The presets: four blocks of attention and an MLP four times as wide.
+  auto preset = [](size_t width, size_t heads) {
+    auto w = std::to_string(width);
+    auto layers = "embed(V," + w + ")";
     for (int block = 0; block < 4; ++block)
-      layers += "-res(norm-attn(4))-res(norm-dense(512)-gelu-dense(128))";
-    layers += "-norm-dense(V)";
-  }
+      layers += "-res(norm-attn(" + std::to_string(heads) +
+                "))-res(norm-dense(" + std::to_string(4 * width) +
+                ")-gelu-dense(" + w + "))";
+    return layers + "-norm-dense(V)";
+  };
+  auto layers = model == "gpt"        ? preset(128, 4)
+                : model == "gpt-wide" ? preset(256, 8)
+                                      : model;
   // V stands for the vocabulary's size.
   std::string spec;
   for (size_t i = 0; i < layers.size(); ++i) {

@@ -21,7 +21,7 @@
 namespace lumen::train {
 
 /// The loop's registered name. Its settings: "data" (a text file or
-/// folder), "model" ("gpt" or a layer spec: text_model), "length" (tokens
+/// folder), "model" (a preset or a layer spec: text_model), "length" (tokens
 /// a window), "batch" (windows a step and worker), "steps" (the run's
 /// total), "eval_every" (steps between reports), "lr" (Adam, warmed up
 /// over the first 100 steps, then decayed to a tenth on a cosine),
@@ -37,8 +37,9 @@ inline constexpr const char* fortunes_dir = "/usr/share/games/fortunes";
 inline constexpr double validation_share = 0.1;
 
 /// `model` over windows of `length` tokens of `vocab`: "gpt" (4 blocks of
-/// 4 heads, 128 wide, an MLP of 512: about 800,000 parameters) or a layer
-/// spec of nn::sequential's, where V stands for the vocabulary's size
+/// 4 heads, 128 wide, an MLP of 512: about 800,000 parameters), "gpt-wide"
+/// (4 blocks of 8 heads, 256 wide, an MLP of 1024: about 3.2 million), or
+/// a layer spec of nn::sequential's, where V stands for the vocabulary's size
 /// ("embed(V,64)-res(norm-attn(2))-norm-dense(V)"). Throws `usage_error`
 /// naming what does not parse or fit.
 ml::model_spec text_model(const std::string& model, size_t vocab,
