@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <lumen/ml.hpp>
+#include <lumen/ml/text.hpp>
 
 using namespace lumen::ml;
 
@@ -305,6 +306,35 @@ BOOST_AUTO_TEST_CASE(batches_visit_each_row_once_an_epoch_prefetched_or_not) {
   batch_stream whole{p.data, 0, 1, true};
   BOOST_TEST(whole.next().data.size() == 103u);
   BOOST_CHECK_THROW((batch_stream{dataset{}, 8, 1, true}), lumen::usage_error);
+}
+
+BOOST_AUTO_TEST_CASE(every_tenth_block_of_a_text_is_held_out) {
+  using lumen::ml::split_for_validation;
+  using lumen::ml::validation_block;
+  // Each token tells where it was: its block's number.
+  std::vector<uint8_t> text(25 * validation_block + 100);
+  for (size_t i = 0; i < text.size(); ++i)
+    text[i] = uint8_t(i / validation_block);
+  auto split = split_for_validation(text);
+  BOOST_TEST(split.train.size() + split.validation.size() == text.size());
+  // Blocks 9 and 19 held out, whole; the rest trained on, in order.
+  BOOST_TEST(split.validation.size() == 2 * validation_block);
+  BOOST_TEST(split.validation.front() == 9);
+  BOOST_TEST(split.validation.back() == 19);
+  BOOST_TEST(std::count(split.validation.begin(), split.validation.end(),
+                        uint8_t(9)) == long(validation_block));
+  BOOST_TEST(std::count(split.train.begin(), split.train.end(), uint8_t(9)) ==
+             0);
+  BOOST_TEST(std::is_sorted(split.train.begin(), split.train.end()));
+  BOOST_TEST(split.train.back() == 25);
+  // A short text's blocks are a tenth of it: its last tenth held out.
+  std::vector<uint8_t> short_text(2000);
+  std::iota(short_text.begin(), short_text.end(), uint8_t{0});
+  auto small = split_for_validation(short_text);
+  BOOST_TEST(small.validation.size() == 200u);
+  BOOST_TEST(
+    (small.validation ==
+     std::vector<uint8_t>(short_text.begin() + 1800, short_text.end())));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

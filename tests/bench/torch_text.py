@@ -2,9 +2,10 @@
 # guide's comparison: the same layers (token and position embeddings, 4
 # pre-norm blocks of 4-head causal attention and a GELU MLP of 512, 128
 # wide, a final norm and head), the same text and split (the files of a
-# folder in name order, no symlinks or .dat files; the last tenth for
+# folder in name order, no symlinks or .dat files; every tenth block of
+# 8192 bytes, or of a tenth of the text where that is less, held out for
 # validation), windows at random starts, Adam with 100 steps of warm-up
-# and a cosine down to a tenth, validation over 96 evenly spaced windows.
+# and a cosine down to a tenth, validation over 384 evenly spaced windows.
 #   LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread \
 #     /usr/bin/python3 torch_text.py [--data DIR] [--steps N] [--eval-every K]
 #       [--batch B] [--length T] [--lr LR] [--threads N]
@@ -50,7 +51,10 @@ raw = load(a.data)
 vocab = sorted(set(raw))
 index = {b: i for i, b in enumerate(vocab)}
 tokens = torch.tensor([index[b] for b in raw], dtype=torch.long)
-split = int(len(tokens) * 0.9)
+block = max(1, min(8192, len(tokens) // 10))
+parts = [tokens[i:i + block] for i in range(0, len(tokens), block)]
+train = torch.cat([p for b, p in enumerate(parts) if b % 10 != 9])
+held = torch.cat([p for b, p in enumerate(parts) if b % 10 == 9])
 V, D, T = len(vocab), 128, a.length
 
 
@@ -89,19 +93,20 @@ opt = torch.optim.Adam(model.parameters(), lr=a.lr)
 gen = torch.Generator().manual_seed(a.seed)
 
 
-def windows(starts):
-    x = torch.stack([tokens[s:s + T] for s in starts])
-    y = torch.stack([tokens[s + 1:s + T + 1] for s in starts])
+def windows(text, starts):
+    x = torch.stack([text[s:s + T] for s in starts])
+    y = torch.stack([text[s + 1:s + T + 1] for s in starts])
     return x, y
 
 
-room = len(tokens) - split - T - 2
-val_x, val_y = windows([split + k * room // 95 for k in range(96)])
+room = len(held) - T - 2
+val_x, val_y = windows(held, [k * room // 383 for k in range(384)])
 print(f"torch gpt: {sum(p.numel() for p in model.parameters())} parameters, "
       f"{V} tokens, {a.threads} threads", flush=True)
 start = time.perf_counter()
 for step in range(a.steps):
-    x, y = windows(torch.randint(0, split - T - 1, (a.batch,), generator=gen))
+    x, y = windows(train,
+                   torch.randint(0, len(train) - T - 1, (a.batch,), generator=gen))
     loss = F.cross_entropy(model(x).reshape(-1, V), y.reshape(-1))
     opt.zero_grad()
     loss.backward()

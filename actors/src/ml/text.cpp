@@ -105,6 +105,18 @@ text_corpus load_text(const std::string& path) {
   return out;
 }
 
+text_split split_for_validation(const std::vector<uint8_t>& tokens) {
+  auto block =
+    std::max<size_t>(1, std::min(validation_block, tokens.size() / 10));
+  text_split out;
+  for (size_t at = 0, b = 0; at < tokens.size(); at += block, ++b) {
+    auto& to = b % 10 == 9 ? out.validation : out.train;
+    auto end = std::min(tokens.size(), at + block);
+    to.insert(to.end(), tokens.begin() + long(at), tokens.begin() + long(end));
+  }
+  return out;
+}
+
 dataset text_windows(const std::vector<uint8_t>& tokens,
                      const std::vector<size_t>& starts, size_t length) {
   auto rows = int64_t(starts.size()), n = int64_t(length);

@@ -39,6 +39,18 @@ struct text_corpus {
 /// byte, or more than 1% control bytes), naming the file and the byte.
 text_corpus load_text(const std::string& path);
 
+/// Text cut for training and validation: blocks of `validation_block`
+/// tokens (of a tenth of the text where that is less), every tenth block
+/// (the 10th, the 20th, ...) held out, the others joined. The held-out
+/// text comes from every part of the text: a folder's from all its files,
+/// not from the last few (Debian's fortunes, sorted by name, end in four
+/// kinds of their own: work, wisdom, zippy, tao).
+struct text_split {
+  std::vector<uint8_t> train, validation;
+};
+inline constexpr size_t validation_block = 8192;
+text_split split_for_validation(const std::vector<uint8_t>& tokens);
+
 /// The windows of `tokens` that start at `starts`, `length` long: token
 /// ids as float32 features, a row a window, labelled (int32) with the
 /// token after each.

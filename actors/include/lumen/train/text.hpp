@@ -33,9 +33,6 @@ inline constexpr const char* text_loop = "lumen.train.text";
 /// Debian's fortunes (apt-get install fortunes): 2.6 MB of text.
 inline constexpr const char* fortunes_dir = "/usr/share/games/fortunes";
 
-/// The last tenth of the text is for validation.
-inline constexpr double validation_share = 0.1;
-
 /// `model` over windows of `length` tokens of `vocab`: "gpt" (4 blocks of
 /// 4 heads, 128 wide, an MLP of 512: about 800,000 parameters), "gpt-wide"
 /// (4 blocks of 8 heads, 256 wide, an MLP of 1024: about 3.2 million), or
