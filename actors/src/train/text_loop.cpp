@@ -177,6 +177,11 @@ ml::model_spec text_model(const std::string& model, size_t vocab,
                 ")-gelu-dense(" + w + "))";
     return layers + "-norm-dense(V)";
   };
+  if (model.find('(') == std::string::npos && model != "gpt" &&
+      model != "gpt-wide")
+    throw usage_error("no model \"" + model +
+                      "\": the presets are gpt and gpt-wide, or give layers "
+                      "such as embed(V,64)-res(norm-attn(2))-norm-dense(V)");
   auto layers = model == "gpt"        ? preset(128, 4)
                 : model == "gpt-wide" ? preset(256, 8)
                                       : model;
