@@ -112,6 +112,13 @@ public:
 /// its erf and exp Eigen's, over whole vectors: the C library's, a value at
 /// a time, took a fifth of a transformer's step.
 class gelu : public layer {
+  /// Φ over an array expression, as an expression (it holds `v` by value:
+  /// a view of the matrix). Defined before its use: its type is deduced.
+  template <class Array>
+  static auto cdf(const Array& v) {
+    return 0.5f * (1.0f + (v * 0.7071067812f).erf());
+  }
+
 public:
   explicit gelu(const shape& in)
     : layer(in, in) {}
@@ -120,8 +127,7 @@ public:
     return "gelu";
   }
   void forward(const float*, const matrix& x, matrix& y) const override {
-    auto v = x.array();
-    y = (v * 0.5f * (1.0f + (v * 0.7071067812f).erf())).matrix();
+    y = (x.array() * cdf(x.array())).matrix();
   }
   void backward(const float*, const matrix& x, const matrix&, const matrix& dy,
                 matrix* dx, float*) const override {
@@ -129,9 +135,9 @@ public:
       return;
     // Φ(x) + x·φ(x)
     auto v = x.array();
-    *dx = (dy.array() * (0.5f * (1.0f + (v * 0.7071067812f).erf()) +
-                         v * 0.3989422804f * (-0.5f * v.square()).exp()))
-            .matrix();
+    *dx =
+      (dy.array() * (cdf(v) + v * 0.3989422804f * (-0.5f * v.square()).exp()))
+        .matrix();
   }
 };
 

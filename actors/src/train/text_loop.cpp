@@ -177,14 +177,15 @@ ml::model_spec text_model(const std::string& model, size_t vocab,
                 ")-gelu-dense(" + w + "))";
     return layers + "-norm-dense(V)";
   };
-  if (model.find('(') == std::string::npos && model != "gpt" &&
-      model != "gpt-wide")
+  auto layers = model;
+  if (model == "gpt")
+    layers = preset(128, 4);
+  else if (model == "gpt-wide")
+    layers = preset(256, 8);
+  else if (model.find('(') == std::string::npos)
     throw usage_error("no model \"" + model +
                       "\": the presets are gpt and gpt-wide, or give layers "
                       "such as embed(V,64)-res(norm-attn(2))-norm-dense(V)");
-  auto layers = model == "gpt"        ? preset(128, 4)
-                : model == "gpt-wide" ? preset(256, 8)
-                                      : model;
   // V stands for the vocabulary's size.
   std::string spec;
   for (size_t i = 0; i < layers.size(); ++i) {
