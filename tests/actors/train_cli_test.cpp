@@ -31,12 +31,8 @@ namespace {
 using lumen::test::cells;
 using lumen::test::has;
 using lumen::test::lines_of;
+using lumen::test::read_bytes;
 using lumen::test::train;
-
-std::vector<char> read_bytes(const fs::path& file) {
-  std::ifstream in{file, std::ios::binary};
-  return {std::istreambuf_iterator<char>{in}, {}};
-}
 
 void write_bytes(const fs::path& file, const std::vector<char>& bytes) {
   std::ofstream out{file, std::ios::binary | std::ios::trunc};

@@ -28,6 +28,7 @@ namespace fs = std::filesystem;
 using lumen::test::cells;
 using lumen::test::has;
 using lumen::test::lines_of;
+using lumen::test::read_bytes;
 using lumen::test::train;
 
 BOOST_AUTO_TEST_CASE(the_cnn_trains_and_its_checkpoint_rebuilds_it) {
@@ -154,11 +155,23 @@ BOOST_AUTO_TEST_CASE(a_character_gpt_learns_text_and_samples_it) {
   }
   auto small = "embed(V,32)-res(norm-attn(2))-res(norm-dense(64)-gelu-"
                "dense(32))-norm-dense(V)";
-  auto [code, out] = lumen::test::run(
-    {LUMEN_CLI, "train", "text", "--data", text.string(), "--model", small,
-     "--steps", "300", "--eval-every", "100", "--length", "32", "--lr", "3e-3",
-     "--storage", dir, "--name", "count"});
+  auto count = [&](const std::string& name) {
+    return lumen::test::run({LUMEN_CLI, "train", "text", "--data",
+                             text.string(), "--model", small, "--steps", "300",
+                             "--eval-every", "100", "--length", "32", "--lr",
+                             "3e-3", "--storage", dir, "--name", name});
+  };
+  auto [code, out] = count("count");
   BOOST_REQUIRE_MESSAGE(code == 0, out);
+  // The same seed twice, the same weights to the bit.
+  auto again = count("again");
+  BOOST_REQUIRE_MESSAGE(again.first == 0, again.second);
+  auto weights = [&](const std::string& name) {
+    return read_bytes(fs::path{dir} / name / "checkpoint_2" /
+                      "model.safetensors");
+  };
+  BOOST_TEST((weights("count") == weights("again")));
+  BOOST_TEST(!weights("count").empty());
   BOOST_TEST(has(out, "(27000 bytes, 11 distinct): 2 workers"), out);
   auto rows = lines_of(fs::path{dir} / "count" / "metrics.csv");
   BOOST_REQUIRE_EQUAL(rows.size(), 4u); // a header and 3 reports

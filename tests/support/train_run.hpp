@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -42,6 +43,11 @@ inline std::vector<std::string> lines_of(const std::filesystem::path& file) {
   for (std::string line; std::getline(in, line);)
     out.push_back(line);
   return out;
+}
+
+inline std::vector<char> read_bytes(const std::filesystem::path& file) {
+  std::ifstream in{file, std::ios::binary};
+  return {std::istreambuf_iterator<char>{in}, {}};
 }
 
 inline std::vector<std::string> cells(const std::string& line) {

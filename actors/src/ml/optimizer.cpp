@@ -3,16 +3,11 @@
 #include <cmath>
 #include <string>
 
-#include <Eigen/Core>
-
 #include <lumen/errors.hpp>
 
 namespace lumen::ml {
 
 namespace {
-
-using vector_map = Eigen::Map<Eigen::ArrayXf>;
-using const_vector_map = Eigen::Map<const Eigen::ArrayXf>;
 
 void check_unit(const char* what, float x) {
   if (!(x >= 0.0f && x < 1.0f))
@@ -57,39 +52,42 @@ void optimizer::step(float* w, const float* g, size_t n, float lr_scale) {
   if (n != n_)
     throw usage_error("optimizer: a gradient of " + std::to_string(n) +
                       " values for " + std::to_string(n_) + " parameters");
-  auto len = static_cast<Eigen::Index>(n);
-  vector_map weights{w, len};
-  const_vector_map raw{g, len};
-  float lr = cfg_.lr * lr_scale;
+  float lr = cfg_.lr * lr_scale, decay = cfg_.weight_decay;
   ++steps_;
-  // The decayed gradient stays an expression, read element by element.
-  auto update = [&](const auto& grad) {
-    switch (cfg_.kind) {
-      case optimizer_kind::sgd:
-        weights -= lr * grad;
-        break;
-      case optimizer_kind::momentum: {
-        vector_map v{m_.data(), len};
-        v = cfg_.momentum * v + grad;
-        weights -= lr * v;
-        break;
+  // Plain loops the compiler vectorizes, not Eigen's arrays: Eigen takes a
+  // buffer's unaligned ends a value at a time and its middle in packets,
+  // whose square root is an approximation, so which weights rounded which
+  // way would follow the buffers' addresses and two runs of one seed would
+  // part. Here every value takes the same exact operations.
+  switch (cfg_.kind) {
+    case optimizer_kind::sgd:
+      for (size_t i = 0; i < n; ++i)
+        w[i] -= lr * (g[i] + decay * w[i]);
+      break;
+    case optimizer_kind::momentum: {
+      float* v = m_.data();
+      for (size_t i = 0; i < n; ++i) {
+        v[i] = cfg_.momentum * v[i] + (g[i] + decay * w[i]);
+        w[i] -= lr * v[i];
       }
-      case optimizer_kind::adam: {
-        vector_map m{m_.data(), len}, v{v_.data(), len};
-        m = cfg_.beta1 * m + (1 - cfg_.beta1) * grad;
-        v = cfg_.beta2 * v + (1 - cfg_.beta2) * grad.square();
-        auto t = static_cast<float>(steps_);
-        float c1 = 1 - std::pow(cfg_.beta1, t),
-              c2 = 1 - std::pow(cfg_.beta2, t);
-        weights -= lr * (m / c1) / ((v / c2).sqrt() + cfg_.eps);
-        break;
-      }
+      break;
     }
-  };
-  if (cfg_.weight_decay == 0.0f)
-    update(raw);
-  else
-    update(raw + cfg_.weight_decay * weights);
+    case optimizer_kind::adam: {
+      float *m = m_.data(), *v = v_.data();
+      auto t = static_cast<float>(steps_);
+      float b1 = cfg_.beta1, b2 = cfg_.beta2, eps = cfg_.eps;
+      // torch.optim's arrangement: one square root and one division.
+      float rate = lr / (1 - std::pow(b1, t)),
+            unbias = 1 / std::sqrt(1 - std::pow(b2, t));
+      for (size_t i = 0; i < n; ++i) {
+        float d = g[i] + decay * w[i];
+        m[i] = b1 * m[i] + (1 - b1) * d;
+        v[i] = b2 * v[i] + (1 - b2) * d * d;
+        w[i] -= rate * m[i] / (std::sqrt(v[i]) * unbias + eps);
+      }
+      break;
+    }
+  }
 }
 
 std::vector<std::vector<float>*> optimizer::state() {
@@ -105,10 +103,22 @@ float clip_by_global_norm(float* g, size_t n, float max_norm) {
   if (!(max_norm > 0.0f))
     throw usage_error("clip_by_global_norm: a largest norm of " +
                       std::to_string(max_norm) + "; give a positive one");
-  vector_map grad{g, static_cast<Eigen::Index>(n)};
-  float norm = std::sqrt(grad.square().sum());
+  // Sixteen running sums in a fixed order, not Eigen's sum, whose order
+  // follows the buffer's alignment: the same gradient, the same norm.
+  float lanes[16] = {};
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (size_t k = 0; k < 16; ++k)
+      lanes[k] += g[i + k] * g[i + k];
+  double squares = 0;
+  for (; i < n; ++i)
+    squares += double(g[i]) * g[i];
+  for (auto lane : lanes)
+    squares += lane;
+  auto norm = float(std::sqrt(squares));
   if (norm > max_norm)
-    grad *= max_norm / norm;
+    for (size_t j = 0; j < n; ++j)
+      g[j] *= max_norm / norm;
   return norm;
 }
 
