@@ -228,8 +228,10 @@ BOOST_AUTO_TEST_CASE(the_text_presets_are_the_models_the_guide_counts) {
     830834u);
   auto wide = lumen::ml::make_model(tr::text_model("gpt-wide", 114, 128));
   BOOST_TEST(wide->num_params() == 3250802u);
-  BOOST_TEST(wide->name().find("embed(114,256)-res(norm-attn(8))") !=
-             std::string::npos);
+  BOOST_TEST(wide->name().find("embed(114,256)-res(norm-attn(8)-dropout(10))"
+                               "-res(norm-dense(1024)-gelu-dense(256)-"
+                               "dropout(10))") != std::string::npos,
+             wide->name());
 }
 
 BOOST_AUTO_TEST_CASE(the_gpt_trains_on_debians_fortunes) {

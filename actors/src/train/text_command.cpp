@@ -56,7 +56,7 @@ CLI::App* add_text_command(CLI::App& app, text_flags& f) {
     ->capture_default_str();
   t->add_option("--model", f.model,
                 "gpt (4 blocks, 4 heads, 128 wide), gpt-wide (4 blocks, 8 "
-                "heads, 256 wide), or layers of your own: "
+                "heads, 256 wide, dropout 0.1), or layers of your own: "
                 "embed(V,D), res(...), norm, attn(H), dense(N), gelu, relu, "
                 "dropout(P) joined by '-', V the vocabulary's size, ending "
                 "in dense(V)")

@@ -167,21 +167,23 @@ void loop(const loop_config& cfg) {
 
 ml::model_spec text_model(const std::string& model, size_t vocab,
                           size_t length) {
-  // The presets: four blocks of attention and an MLP four times as wide.
-  auto preset = [](size_t width, size_t heads) {
+  // The presets: four blocks of attention and an MLP four times as wide,
+  // each closing in dropout where the model is large enough to learn the
+  // text by heart.
+  auto preset = [](size_t width, size_t heads, const std::string& end) {
     auto w = std::to_string(width);
     auto layers = "embed(V," + w + ")";
     for (int block = 0; block < 4; ++block)
-      layers += "-res(norm-attn(" + std::to_string(heads) +
-                "))-res(norm-dense(" + std::to_string(4 * width) +
-                ")-gelu-dense(" + w + "))";
+      layers += "-res(norm-attn(" + std::to_string(heads) + ")" + end +
+                ")-res(norm-dense(" + std::to_string(4 * width) +
+                ")-gelu-dense(" + w + ")" + end + ")";
     return layers + "-norm-dense(V)";
   };
   auto layers = model;
   if (model == "gpt")
-    layers = preset(128, 4);
+    layers = preset(128, 4, "");
   else if (model == "gpt-wide")
-    layers = preset(256, 8);
+    layers = preset(256, 8, "-dropout(10)");
   else if (model.find('(') == std::string::npos)
     throw usage_error("no model \"" + model +
                       "\": the presets are gpt and gpt-wide, or give layers "
