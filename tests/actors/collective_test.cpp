@@ -296,6 +296,56 @@ BOOST_AUTO_TEST_CASE(an_allreduce_buffer_is_read_where_it_lies_until_all_did) {
     BOOST_TEST(e.empty(), e);
 }
 
+BOOST_AUTO_TEST_CASE(
+  two_allreduce_buffers_in_turn_are_each_read_until_all_did) {
+  // A member writes one buffer while a late member still reads the
+  // other: reuse waits for the all-reduces that read the buffer itself.
+  const int n = 3;
+  const size_t length = 30000;
+  auto g = fresh_group();
+  auto errors = on_ranks(n, g, [&](int r) {
+    allreduce_buffer staged[2] = {{length, g}, {length, g}};
+#ifdef LUMEN_TEST_PROCESSES
+    EXPECT(staged[0].shared() && staged[1].shared());
+#endif
+    std::vector<float> mean[2] = {std::vector<float>(length),
+                                  std::vector<float>(length)};
+    started_allreduce running[2];
+    bool right = true;
+    auto check = [&](int step) {
+      auto& m = mean[step % 2];
+      for (size_t i = 0; i < length; i += 7) {
+        float sum = 0;
+        for (int q = 0; q < n; ++q)
+          sum += input(q, i) + float(step);
+        right = right && m[i] == sum / float(n);
+      }
+    };
+    for (int step = 0; step < 40; ++step) {
+      auto& mine = staged[step % 2];
+      mine.reuse();
+      for (size_t i = 0; i < length; ++i)
+        mine.data()[i] = input(r, i) + float(step);
+      running[step % 2] = allreduce_start(mine.data(), mean[step % 2].data(),
+                                          length, g, reduce_op::average);
+      // The last step's all-reduce is waited for only now, and the last
+      // member is late every fifth step: the others write this step's
+      // buffer while it may still read theirs of the step before.
+      if (r == n - 1 && step % 5 == 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (step > 0) {
+        running[(step - 1) % 2].wait();
+        check(step - 1);
+      }
+    }
+    running[1].wait();
+    check(39);
+    EXPECT(right);
+  });
+  for (auto& e : errors)
+    BOOST_TEST(e.empty(), e);
+}
+
 BOOST_AUTO_TEST_CASE(send_and_recv_pass_buffers_between_two_ranks) {
   auto g = fresh_group();
   auto errors = on_ranks(3, g, [&](int r) {

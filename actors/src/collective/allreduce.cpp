@@ -256,7 +256,7 @@ allreduce_buffer::operator=(allreduce_buffer&& other) noexcept {
 
 void allreduce_buffer::reuse() {
   if (net_)
-    net_->open_segment()->wait_all_done();
+    net_->open_segment()->wait_read(reinterpret_cast<const char*>(data_));
 }
 
 void allreduce_buffer::give_back() noexcept {
@@ -265,7 +265,7 @@ void allreduce_buffer::give_back() noexcept {
   auto* segment = net_->open_segment();
   try {
     // The others may still read it.
-    segment->wait_all_done();
+    segment->wait_read(reinterpret_cast<const char*>(data_));
   } catch (const collective_error&) {
     // A broken group reads nothing more.
   }

@@ -30,7 +30,8 @@ bucketed_allreduce::bucketed_allreduce(const ml::model& net, std::string group,
   , buckets_(plan_buckets(net.layers(), cfg))
   , alone_(collective::get_world_size(group_) == 1) {
   if (!alone_)
-    own_grad_ = collective::allreduce_buffer{net.num_params(), group_};
+    for (auto& own : own_grad_)
+      own = collective::allreduce_buffer{net.num_params(), group_};
   bucket_of_.resize(net.layers().size());
   for (size_t b = 0; b < buckets_.size(); ++b)
     for (auto l = buckets_[b].first_layer; l <= buckets_[b].last_layer; ++l)
@@ -56,6 +57,7 @@ float bucketed_allreduce::loss_and_mean_gradient(const float* params,
   for (size_t b = 0; b < n; ++b)
     layers_left_[b] = buckets_[b].last_layer - buckets_[b].first_layer + 1;
   running_.assign(n, collective::started_allreduce{});
+  auto& own = own_grad_[steps_++ % 2];
   // A trace shows each bucket's all-reduce on a track of its own, against
   // the backward pass on this thread's row.
   std::vector<trace::async_span> in_flight(trace::enabled() ? n : 0);
@@ -70,7 +72,7 @@ float bucketed_allreduce::loss_and_mean_gradient(const float* params,
     timeline_.started[b] = since(start);
     // The bucket's part of this member's gradient, where the pass wrote
     // it, to the mean's.
-    running_[b] = collective::allreduce_start(own_grad_.data() + r.begin,
+    running_[b] = collective::allreduce_start(own.data() + r.begin,
                                               grad + r.begin, r.size(), group_,
                                               collective::reduce_op::average);
     ++begun;
@@ -96,9 +98,9 @@ float bucketed_allreduce::loss_and_mean_gradient(const float* params,
   {
     trace::span pass{"forward+backward", "train"};
     // [staged]
-    // The others may still read the last step's gradient.
-    own_grad_.reuse();
-    loss = net_.loss_and_gradient(params, batch, own_grad_.data(), on_layer);
+    // The others may still read the gradient of two steps ago.
+    own.reuse();
+    loss = net_.loss_and_gradient(params, batch, own.data(), on_layer);
     // [/staged]
   }
   timeline_.backward_end = since(start);

@@ -318,8 +318,10 @@ public:
   }
 
   /// Returns once every member is done with the all-reduces this member
-  /// started, so that what they read of the buffer may be written again;
-  /// throws collective_error as allreduce does.
+  /// started from the buffer, so that it may be written again (the
+  /// all-reduces from another buffer may go on: a model can write its
+  /// next gradient to a second buffer while the last is read); throws
+  /// collective_error as allreduce does.
   void reuse();
 
 private:

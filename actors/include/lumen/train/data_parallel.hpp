@@ -72,8 +72,11 @@ private:
   bool alone_;                      // a group of one: nothing to all-reduce
   std::vector<size_t> layers_left_; // by bucket, this step
   // Where the pass writes this member's gradient: the all-reduces read it
-  // there (in the members' shared memory, if they share a machine).
-  collective::allreduce_buffer own_grad_;
+  // there (in the members' shared memory, if they share a machine). Two,
+  // step by step in turn, so that a member writes its next gradient while
+  // a slower member still reads its last: one meeting a step, not two.
+  collective::allreduce_buffer own_grad_[2];
+  size_t steps_ = 0;
   std::vector<collective::started_allreduce> running_;
   step_timeline timeline_;
 };

@@ -137,11 +137,14 @@ uint64_t host_segment::start(const char* in, char* out, ml::dtype type,
   // into other objects would not.
   auto at = reinterpret_cast<uintptr_t>(in) -
             reinterpret_cast<uintptr_t>(region(rank_));
-  bool kept =
-    in != out && std::any_of(kept_.begin(), kept_.end(), [&](const used& k) {
-      return at >= k.begin && at + bytes <= k.end;
-    });
-  auto offset = kept ? at : kept_bytes + copy_in(in, bytes, seq);
+  auto kept = in == out
+                ? kept_.end()
+                : std::find_if(kept_.begin(), kept_.end(), [&](const used& k) {
+                    return at >= k.begin && at + bytes <= k.end;
+                  });
+  if (kept != kept_.end())
+    kept->seq = seq; // the place is read until seq is done
+  auto offset = kept != kept_.end() ? at : kept_bytes + copy_in(in, bytes, seq);
   auto& me = state(rank_);
   auto& d = me.ops[seq % ring_ops];
   d = {

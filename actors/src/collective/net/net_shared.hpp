@@ -21,8 +21,9 @@
 // A region begins with a kept part: places a member holds for as long as
 // it likes (an allreduce_buffer: the gradient a model writes there, step
 // after step), which operations read where they lie, no copy. The member
-// writes such a place again only once every member is done with what it
-// started (wait_all_done).
+// writes such a place again only once every member is done with the
+// operations that read it (wait_read): a member with two places writes
+// one while the others still read the other.
 //
 // Only members whose channels to each other run over loopback take part
 // (members on other machines, or in network namespaces of their own,
@@ -80,12 +81,10 @@ public:
   /// free or /dev/shm cannot hold it; give it back with `release`.
   char* keep(size_t bytes);
   void release(const char* place) noexcept;
-
-  /// Finishes this member's started operations and waits until every
-  /// member is done with them: then their kept places may be written.
-  void wait_all_done() {
-    wait_done(started_);
-  }
+  /// Finishes this member's operations that read the kept place at
+  /// `place` and waits until every member is done with them: then it may
+  /// be written.
+  void wait_read(const char* place);
 
   /// Finishes the started operations up to `seq`, in order; without
   /// `block`, only those whose peers' data are all in. True once `seq`
@@ -172,8 +171,8 @@ private:
   util::poll_pause pause_; // how a waiting member polls
   uint64_t started_ = 0, done_ = 0;
   std::deque<pending> pending_;
-  std::vector<used> used_;          // places in the region still read, by place
-  std::vector<used> kept_;          // places kept, by place (seq unused)
+  std::vector<used> used_; // places in the region still read, by place
+  std::vector<used> kept_; // places kept, by place; seq: the last to read
   std::vector<const char*> copies_; // the members' copies of an operation
   reserved_part kept_pages_{0}, copy_pages_{kept_bytes};
 };

@@ -165,6 +165,15 @@ char* host_segment::keep(size_t bytes) {
   return region(rank_) + begin;
 }
 
+void host_segment::wait_read(const char* place) {
+  auto at = static_cast<size_t>(place - region(rank_));
+  for (auto& k : kept_)
+    if (k.begin == at) {
+      wait_done(k.seq);
+      return;
+    }
+}
+
 void host_segment::release(const char* place) noexcept {
   auto at = reinterpret_cast<uintptr_t>(place) -
             reinterpret_cast<uintptr_t>(region(rank_));
