@@ -10,8 +10,10 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -22,6 +24,7 @@
 
 #include <lumen/ml.hpp>
 
+#include "eventually.hpp"
 #include "train_run.hpp"
 
 namespace fs = std::filesystem;
@@ -332,6 +335,60 @@ BOOST_AUTO_TEST_CASE(a_lost_worker_without_restarts_names_the_flag) {
   BOOST_TEST(!has(out, "failure_config"), out);
   BOOST_TEST(has(out, "the last good checkpoint: " + dir), out);
   fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(a_killed_run_takes_its_local_workers_with_it) {
+  // Workers that report only every 100,000 steps run a loop that meets
+  // nobody but its peers: a node that, told to stop, waited for it to
+  // return would train on, unseen, long after its program was gone.
+  for (int sig : {SIGTERM, SIGKILL}) {
+    auto dir = lumen::test::fresh_dir("train-cli");
+    auto text = fs::path{dir} / "abc.txt";
+    {
+      std::ofstream out{text};
+      for (int i = 0; i < 4000; ++i)
+        out << "abcdefgh\n";
+    }
+    lumen::test::process run{
+      {LUMEN_CLI, "train", "text", "--data", text.string(), "--model",
+       "embed(V,16)-res(norm-attn(2))-norm-dense(V)", "--length", "16",
+       "--steps", "1000000", "--eval-every", "100000", "--storage", dir}};
+    // Both workers at work: a second of the CPU each.
+    auto cpu_seconds = [](pid_t pid) {
+      std::ifstream stat{"/proc/" + std::to_string(pid) + "/stat"};
+      std::string field;
+      for (int i = 0; i < 14 && stat >> field;)
+        ++i;
+      return stat ? std::stod(field) / double(::sysconf(_SC_CLK_TCK)) : 0.0;
+    };
+    std::vector<pid_t> workers;
+    BOOST_REQUIRE_MESSAGE(
+      lumen::test::eventually(
+        [&] {
+          workers = children_of(run.pid());
+          return workers.size() == 2 && cpu_seconds(workers[0]) > 1 &&
+                 cpu_seconds(workers[1]) > 1;
+        },
+        std::chrono::milliseconds(50), std::chrono::seconds(60)),
+      run.output());
+    run.kill(sig);
+    run.wait();
+    for (auto pid : workers) {
+      auto gone = [pid] {
+        std::ifstream stat{"/proc/" + std::to_string(pid) + "/stat"};
+        std::string id, name, state;
+        // A zombie has ended; init reaps it.
+        return !(stat >> id >> name >> state) || state == "Z";
+      };
+      BOOST_TEST(lumen::test::eventually(gone, std::chrono::milliseconds(20),
+                                         std::chrono::seconds(10)),
+                 "local node " << pid << " still runs after its program "
+                               << "got " << strsignal(sig));
+      if (!gone())
+        ::kill(pid, SIGKILL);
+    }
+    fs::remove_all(dir);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_head_killed_mid_run_stops_it_saying_so) {

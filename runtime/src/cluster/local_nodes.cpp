@@ -87,7 +87,16 @@ void serve_if_local_node(const init_options& opts) {
                  static_cast<int>(::getpid()), head, e.what());
     std::_Exit(1);
   }
-  serve_until_stopped();
+  // With the program gone (the signal is PR_SET_PDEATHSIG's), nobody takes
+  // what the tasks running here would return, and one that runs on (a
+  // training loop meeting its peers) would hold the process, and its
+  // cores, for as long as it runs.
+  serve_until_stopped([parent = std::string{parent}] {
+    return std::to_string(::getppid()) == parent
+             ? std::string{}
+             : "the program that started this local node (pid " + parent +
+                 ") is gone";
+  });
   std::_Exit(0);
 }
 

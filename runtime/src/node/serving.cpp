@@ -29,10 +29,15 @@ void mask_stop_signals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-void serve_until_stopped() {
+void serve_until_stopped(const std::function<std::string()>& abandoned) {
   auto set = stop_signals();
   int sig = 0;
   sigwait(&set, &sig);
+  if (abandoned)
+    if (auto why = abandoned(); !why.empty()) {
+      log_line("stopped at once: " + why);
+      std::_Exit(1);
+    }
   log_lifecycle("stopping " + this_node_id());
   // Shutting down waits for the tasks and methods running here, and one
   // that never returns would hold the process forever: a second signal
