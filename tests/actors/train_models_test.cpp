@@ -8,7 +8,8 @@
 // and a model that does not parse, does not fit or differs from the
 // checkpoint's is refused naming what and where; --sync ps trains the same
 // model through a parameter server. A character GPT learns a text with a
-// rule and samples it; the preset trains on Debian's fortunes.
+// rule and samples it, resumed it ends as the uninterrupted run; the
+// preset trains on Debian's fortunes.
 
 #include <cstdio>
 #include <filesystem>
@@ -166,12 +167,13 @@ BOOST_AUTO_TEST_CASE(a_character_gpt_learns_text_and_samples_it) {
   // The same seed twice, the same weights to the bit.
   auto again = count("again");
   BOOST_REQUIRE_MESSAGE(again.first == 0, again.second);
-  auto weights = [&](const std::string& name) {
-    return read_bytes(fs::path{dir} / name / "checkpoint_2" /
+  auto weights = [&](const std::string& name, int checkpoint) {
+    return read_bytes(fs::path{dir} / name /
+                      ("checkpoint_" + std::to_string(checkpoint)) /
                       "model.safetensors");
   };
-  BOOST_TEST((weights("count") == weights("again")));
-  BOOST_TEST(!weights("count").empty());
+  BOOST_TEST((weights("count", 2) == weights("again", 2)));
+  BOOST_TEST(!weights("count", 2).empty());
   BOOST_TEST(has(out, "(27000 bytes, 11 distinct): 2 workers"), out);
   auto rows = lines_of(fs::path{dir} / "count" / "metrics.csv");
   BOOST_REQUIRE_EQUAL(rows.size(), 4u); // a header and 3 reports
@@ -190,6 +192,27 @@ BOOST_AUTO_TEST_CASE(a_character_gpt_learns_text_and_samples_it) {
   BOOST_TEST(code == 0, out);
   BOOST_TEST(has(out, "34567890\n45678901"), out);
 
+  // Resumed from its second checkpoint, the run ends where the
+  // uninterrupted one did, to the bit: the windows of a step, Adam's
+  // moments and its step count all go on as they would have.
+  auto resume_from = (fs::path{dir} / "count" / "checkpoint_1").string();
+  std::tie(code, out) = lumen::test::run(
+    {LUMEN_CLI,   "train",    "text",    "--data",  text.string(),
+     "--model",   small,      "--steps", "300",     "--eval-every",
+     "100",       "--length", "32",      "--lr",    "3e-3",
+     "--storage", dir,        "--name",  "resumed", "--resume",
+     resume_from});
+  BOOST_REQUIRE_MESSAGE(code == 0, out);
+  BOOST_TEST(has(out, "(200 steps done)"), out);
+  BOOST_TEST((weights("resumed", 0) == weights("count", 2)));
+  // A text of as many bytes, other ones: its tokens would mean others.
+  auto letters = fs::path{dir} / "letters.txt";
+  {
+    std::ofstream out{letters};
+    for (int i = 0; i < 3000; ++i)
+      out << "abcdefghij\n";
+  }
+
   // Bad input: named, nothing trained.
   for (auto& [flags, says, exit] :
        std::vector<std::tuple<std::vector<std::string>, std::string, int>>{
@@ -205,6 +228,18 @@ BOOST_AUTO_TEST_CASE(a_character_gpt_learns_text_and_samples_it) {
           "no model \"gpt-wid\": the presets are gpt and gpt-wide",
           2},
          {{"--sample", dir + "/count.txt"}, "not a", 1},
+         {{"--data", text.string(), "--model", small, "--length", "32",
+           "--steps", "200", "--resume", resume_from},
+          "has 200 steps done already; ask for more with --steps",
+          2},
+         {{"--data", letters.string(), "--model", small, "--length", "32",
+           "--resume", resume_from},
+          "trained on a text of other bytes (11 distinct, this one 11)",
+          2},
+         {{"--data", text.string(), "--model", small, "--length", "32",
+           "--resume", dir + "/count.txt"},
+          "not a safetensors file",
+          1},
          {{"--sample", checkpoint, "--prompt", "x"},
           "is not in the model's vocabulary",
           2}}) {

@@ -9,6 +9,7 @@
 #include "lumen/collective/collective.hpp"
 
 #include "lumen/train/fashion_mnist.hpp"
+#include "train/resume.hpp"
 
 namespace lumen::train::detail {
 
@@ -71,6 +72,11 @@ CLI::App* add_text_command(CLI::App& app, text_flags& f) {
                 "where runs go (default ~/lumen_results)")
     ->type_name("DIR");
   t->add_option("--name", f.name, "the run's name")->capture_default_str();
+  t->add_option("--resume", f.resume,
+                "go on from this checkpoint (its folder or model.safetensors, "
+                "or \"latest\": the run's last) to --steps, as the run "
+                "would have gone on")
+    ->type_name("PATH");
   t->add_option("--sample", f.sample,
                 "print text sampled from this checkpoint (its folder or "
                 "model.safetensors) instead of training")
@@ -119,6 +125,25 @@ int run_text(const text_flags& f, const std::vector<std::string>& rest) {
   cfg.metrics_files.title = "bits per character, " + std::to_string(f.workers) +
                             (f.workers == 1 ? " worker" : " workers");
   auto run = fs::path{run_dir(cfg)};
+  if (!f.resume.empty()) {
+    auto [path, bytes, file] =
+      checkpoint_to_resume(f.resume, run, "steps_done", "lumen train text");
+    check_same_model(file.spec, model);
+    check_same_text(file, text.vocab);
+    auto first = std::stoul(file.metadata.at("steps_done"));
+    if (first >= f.steps)
+      throw usage_error("the checkpoint has " + std::to_string(first) +
+                        " steps done already; ask for more with --steps");
+    // The loop finds the model as model.safetensors, whatever its name.
+    cfg.resume_from.emplace();
+    cfg.resume_from->files[model_file_name] = std::move(bytes);
+    // The rows after the checkpoint's step come again.
+    cfg.metrics_files.keep_on_resume = [first](const metrics& m) {
+      auto step = m.find("step");
+      return step != m.end() && step->second <= double(first);
+    };
+    std::printf("resuming from %s (%lu steps done)\n", path.c_str(), first);
+  }
   auto net = ml::make_model(model);
   std::printf("training %s (%zu parameters) on %s (%zu bytes, %zu distinct): "
               "%zu workers, %zu steps of %zu windows of %zu a worker\n",

@@ -26,6 +26,7 @@ struct text_flags {
   uint64_t seed = 1;
   std::string storage; // ~/lumen_results
   std::string name = "text";
+  std::string resume; // a checkpoint to go on from, or "latest"
   std::string sample; // a checkpoint to sample from instead of training
   size_t chars = 400;
   double temperature = 0.8;

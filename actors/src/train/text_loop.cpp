@@ -30,6 +30,11 @@ using clock_type = std::chrono::steady_clock;
 /// fortunes.
 constexpr size_t validation_windows = 384;
 
+/// Adam's first and second moments in a checkpoint, as opt.state() gives
+/// them.
+constexpr const char* optimizer_tensors[] = {"optimizer.adam_m",
+                                             "optimizer.adam_v"};
+
 std::string hex_of(const std::string& bytes) {
   static const char* digits = "0123456789abcdef";
   std::string out;
@@ -75,11 +80,24 @@ void loop(const loop_config& cfg) {
     check_same_model(file.spec, spec);
     w = std::move(file.params);
     first = std::stoul(file.metadata.at("steps_done"));
+    // Adam's moments and step count too, so that the run goes on as the
+    // uninterrupted one would have, to the bit.
+    auto state = opt.state();
+    for (size_t k = 0; k < state.size(); ++k) {
+      auto t = file.extra.find(optimizer_tensors[k]);
+      if (t == file.extra.end() || t->second.numel() != w.size())
+        throw ml::data_error("the checkpoint has no " +
+                               std::string{optimizer_tensors[k]} + " of " +
+                               std::to_string(w.size()) +
+                               " values: it cannot go on as its run would "
+                               "have; start a new run",
+                             errc::bad_file);
+      *state[k] = t->second.to_vector<float>();
+    }
+    opt.set_steps(first);
   }
   bucketed_allreduce sync{net, ctx.group};
   std::vector<float> grad(w.size());
-  // Each rank's windows: its own stream, started where the run left off.
-  std::mt19937_64 gen{ml::derive_seed(seed, 1 + rank) + first};
   std::uniform_int_distribution<size_t> start_at{0, split.train.size() -
                                                       length - 2};
   auto since = clock_type::now();
@@ -88,6 +106,10 @@ void loop(const loop_config& cfg) {
   size_t done_here = 0;
   // [step]
   for (auto step = first; step < steps; ++step) {
+    // Each rank's windows of a step are drawn from a stream of their own,
+    // so that a run resumed at any step draws what the uninterrupted one
+    // did.
+    std::mt19937_64 gen{ml::derive_seed(ml::derive_seed(seed, 1 + rank), step)};
     std::vector<size_t> starts(batch);
     for (auto& s : starts)
       s = start_at(gen);
@@ -134,6 +156,9 @@ void loop(const loop_config& cfg) {
     std::optional<checkpoint> c;
     if (rank == 0) {
       ml::model_file file{spec, w, {}, {}};
+      auto state = opt.state();
+      for (size_t k = 0; k < state.size(); ++k)
+        file.extra[optimizer_tensors[k]] = ml::tensor::from(*state[k]);
       file.metadata = {{"vocab", hex_of(text.vocab)},
                        {"vocab_encoding", "each token's byte, in hex"},
                        {"length", std::to_string(length)},
@@ -242,6 +267,20 @@ std::string sample_text(const std::string& path, const std::string& prompt,
       uint8_t(std::discrete_distribution<size_t>{p.begin(), p.end()}(gen)));
   }
   return prompt + text.decode({tokens.begin() + long(from), tokens.end()});
+}
+
+void check_same_text(const ml::model_file& file, const std::string& vocab) {
+  auto theirs = file.metadata.find("vocab");
+  if (theirs == file.metadata.end())
+    throw ml::data_error("the checkpoint has no \"vocab\" in its metadata; "
+                         "it is not a checkpoint of lumen train text",
+                         errc::bad_file);
+  if (bytes_of(theirs->second) != vocab)
+    throw usage_error("the checkpoint was trained on a text of other bytes (" +
+                      std::to_string(theirs->second.size() / 2) +
+                      " distinct, this one " + std::to_string(vocab.size()) +
+                      "): its tokens would mean other bytes; give the --data "
+                      "it was trained on");
 }
 
 namespace detail {

@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -24,7 +23,7 @@
 #include "lumen/ml/data.hpp"
 #include "lumen/ml/model_file.hpp"
 #include "lumen/train/fashion_mnist.hpp"
-#include "lumen/util/files.hpp"
+#include "train/resume.hpp"
 #include "train/text_command.hpp"
 #include "train/train_flags.hpp"
 
@@ -52,65 +51,6 @@ const std::vector<std::string> columns{"epoch",
                                        "exposed_allreduce_seconds",
                                        "drift",
                                        "workers"};
-
-/// A checkpoint's model file, read and verified.
-struct resume_point {
-  fs::path path;
-  std::vector<char> bytes;
-  ml::model_file file;
-};
-
-resume_point read_checkpoint(const fs::path& path) {
-  std::ifstream in{path, std::ios::binary};
-  if (!in)
-    throw ml::data_error(path.string() +
-                           ": cannot be opened; give a checkpoint's folder "
-                           "or its model.safetensors",
-                         errc::missing_file);
-  resume_point p{path, util::read_rest<std::vector<char>>(in), {}};
-  p.file = ml::parse_model_file(p.bytes, path.string());
-  if (p.file.metadata.count("epochs_done") == 0)
-    throw ml::data_error(path.string() +
-                           ": no epochs_done in its metadata; it is not a "
-                           "checkpoint of lumen train",
-                         errc::bad_file);
-  return p;
-}
-
-/// The checkpoint `path` names: a checkpoint's folder, or its file.
-/// "latest" is the run's highest-numbered checkpoint_N that verifies; the
-/// ones above it are named with why they were skipped.
-resume_point checkpoint_to_resume(const std::string& path,
-                                  const fs::path& run) {
-  if (path != "latest")
-    return read_checkpoint(fs::is_directory(path)
-                             ? fs::path{path} / model_file_name
-                             : fs::path{path});
-  std::vector<std::pair<long, fs::path>> found;
-  std::error_code ec;
-  for (auto& e : fs::directory_iterator{run, ec}) {
-    auto n = e.path().filename().string();
-    char* end = nullptr;
-    auto k = std::strtol(n.c_str() + 11, &end, 10);
-    if (n.rfind("checkpoint_", 0) == 0 && *end == '\0' && e.is_directory())
-      found.emplace_back(k, e.path());
-  }
-  if (found.empty())
-    throw usage_error("--resume: no checkpoint in " + run.string() +
-                      "; give the checkpoint's folder or file");
-  std::sort(found.rbegin(), found.rend());
-  for (auto& [k, dir] : found) {
-    try {
-      return read_checkpoint(dir / model_file_name);
-    } catch (const ml::data_error& e) {
-      std::printf("skipping %s: %s\n", dir.c_str(), e.what());
-    }
-  }
-  throw ml::data_error("--resume: none of the " + std::to_string(found.size()) +
-                         " checkpoints in " + run.string() +
-                         " can be read (each is named above with why)",
-                       errc::bad_file);
-}
 
 std::string clock_text(double seconds) {
   auto s = long(seconds + 0.5);
@@ -223,7 +163,8 @@ int fashion_mnist(const train_flags& f, const std::vector<std::string>& rest) {
   fs::path run = run_dir(cfg);
   size_t first = 0;
   if (!f.resume.empty()) {
-    auto [path, bytes, file] = checkpoint_to_resume(f.resume, run);
+    auto [path, bytes, file] = detail::checkpoint_to_resume(
+      f.resume, run, "epochs_done", "lumen train fashion-mnist");
     check_same_model(file.spec, model);
     first = std::stoul(file.metadata.at("epochs_done"));
     if (first >= f.epochs)

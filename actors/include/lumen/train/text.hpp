@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "lumen/ml/model_file.hpp"
 #include "lumen/ml/models.hpp"
 #include "lumen/ml/text.hpp"
 #include "lumen/train/trainer.hpp"
@@ -25,9 +26,11 @@ namespace lumen::train {
 /// a window), "batch" (windows a step and worker), "steps" (the run's
 /// total), "eval_every" (steps between reports), "lr" (Adam, warmed up
 /// over the first 100 steps, then decayed to a tenth on a cosine),
-/// "seed". Rank 0 reports train and validation loss (bits per character)
-/// every eval_every steps, with a checkpoint holding model.safetensors
-/// and the vocabulary in its metadata.
+/// "seed". Rank 0
+/// reports train and validation loss (bits per character) every
+/// eval_every steps, with a checkpoint holding model.safetensors, Adam's
+/// moments and the vocabulary in its metadata; a run resumed from it
+/// (a restart, or --resume) goes on as the uninterrupted one to the bit.
 inline constexpr const char* text_loop = "lumen.train.text";
 
 /// Debian's fortunes (apt-get install fortunes): 2.6 MB of text.
@@ -49,6 +52,11 @@ ml::model_spec text_model(const std::string& model, size_t vocab,
 /// for a prompt byte not in it.
 std::string sample_text(const std::string& file, const std::string& prompt,
                         size_t count, double temperature, uint64_t seed);
+
+/// Throws `usage_error` unless the checkpoint `file` was trained on a
+/// text of the distinct bytes `vocab` (its tokens mean the same bytes),
+/// `data_error` if it has no vocabulary.
+void check_same_text(const ml::model_file& file, const std::string& vocab);
 
 namespace detail {
 bool text_registered();
