@@ -205,6 +205,30 @@ BOOST_AUTO_TEST_CASE(a_character_gpt_learns_text_and_samples_it) {
   BOOST_REQUIRE_MESSAGE(code == 0, out);
   BOOST_TEST(has(out, "(200 steps done)"), out);
   BOOST_TEST((weights("resumed", 0) == weights("count", 2)));
+  // Decoupled weight decay keeps the matrices small; the text is learned
+  // all the same.
+  std::tie(code, out) =
+    lumen::test::run({LUMEN_CLI,     "train",        "text", "--data",
+                      text.string(), "--model",      small,  "--steps",
+                      "300",         "--eval-every", "100",  "--length",
+                      "32",          "--lr",         "3e-3", "--weight-decay",
+                      "1",           "--storage",    dir,    "--name",
+                      "decayed"});
+  BOOST_REQUIRE_MESSAGE(code == 0, out);
+  auto matrix_squares = [&](const std::string& name) {
+    auto file = lumen::ml::load_model_file(
+      (fs::path{dir} / name / "checkpoint_2" / "model.safetensors").string());
+    auto net = lumen::ml::make_model(file.spec);
+    double sum = 0;
+    for (auto& t : static_cast<lumen::nn::sequential&>(*net).tensors())
+      for (auto i = t.range.begin; t.shape.size() >= 2 && i < t.range.end; ++i)
+        sum += double(file.params[i]) * file.params[i];
+    return sum;
+  };
+  BOOST_TEST(matrix_squares("decayed") < 0.8 * matrix_squares("count"));
+  auto decayed = lines_of(fs::path{dir} / "decayed" / "metrics.csv");
+  BOOST_REQUIRE_EQUAL(decayed.size(), 4u);
+  BOOST_TEST(std::stod(cells(decayed[3])[4]) < 1.0, out);
   // A text of as many bytes, other ones: its tokens would mean others.
   auto letters = fs::path{dir} / "letters.txt";
   {

@@ -65,6 +65,11 @@ CLI::App* add_text_command(CLI::App& app, text_flags& f) {
   t->add_option("--lr", f.lr, "Adam's learning rate")
     ->check(CLI::Range(1e-7, 1.0))
     ->capture_default_str();
+  t->add_option("--weight-decay", f.weight_decay,
+                "decoupled weight decay, as AdamW's: each step the matrices "
+                "shrink by this much of the learning rate")
+    ->check(CLI::Range(0.0, 10.0))
+    ->capture_default_str();
   t->add_option("--seed", f.seed, "seeds the weights, windows and samples")
     ->check(CLI::NonNegativeNumber)
     ->capture_default_str();
@@ -167,6 +172,7 @@ int run_text(const text_flags& f, const std::vector<std::string>& rest) {
                                  {"steps", f.steps},
                                  {"eval_every", f.eval_every},
                                  {"lr", f.lr},
+                                 {"weight_decay", f.weight_decay},
                                  {"seed", double(f.seed)}},
                                 {f.workers},
                                 cfg};

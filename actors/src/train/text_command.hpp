@@ -23,6 +23,7 @@ struct text_flags {
   size_t length = 64;
   std::string model = "gpt";
   double lr = 1e-3;
+  double weight_decay = 0;
   uint64_t seed = 1;
   std::string storage; // ~/lumen_results
   std::string name = "text";

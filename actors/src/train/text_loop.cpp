@@ -50,6 +50,29 @@ std::string bytes_of(const std::string& hex) {
   return out;
 }
 
+/// The tensors weight decay shrinks: the matrices (the layers' weights and
+/// the embedding), not the biases and the norms' gains and shifts, whose
+/// pull toward zero would only fight what they are for.
+std::vector<ml::param_range> decayed_tensors(const ml::model& net) {
+  std::vector<ml::param_range> out;
+  for (auto& t : static_cast<const nn::sequential&>(net).tensors())
+    if (t.shape.size() >= 2)
+      out.push_back(t.range);
+  return out;
+}
+
+/// Decoupled weight decay, as torch.optim.AdamW's: the weights shrink by
+/// `rate` of themselves apart from the gradient's step, since Adam would
+/// scale an L2 term in the gradient down wherever gradients are large.
+void decay_weights(float* w, const std::vector<ml::param_range>& ranges,
+                   float rate) {
+  if (rate == 0)
+    return;
+  for (auto& r : ranges)
+    for (auto i = r.begin; i < r.end; ++i)
+      w[i] -= rate * w[i];
+}
+
 void loop(const loop_config& cfg) {
   auto& ctx = get_context();
   auto rank = size_t(ctx.world_rank), world = size_t(ctx.world_size);
@@ -70,6 +93,8 @@ void loop(const loop_config& cfg) {
   auto w = net.init(ml::derive_seed(seed, 0));
   auto lr = float(value_or(cfg, "lr", 1e-3));
   ml::optimizer opt{{ml::optimizer_kind::adam, lr}, w.size()};
+  auto decay = float(value_or(cfg, "weight_decay", 0));
+  auto matrices = decayed_tensors(net);
   auto steps = size_t(value_or(cfg, "steps", 2000));
   auto every = std::max<size_t>(1, size_t(value_or(cfg, "eval_every", 200)));
   auto batch = size_t(value_or(cfg, "batch", 16));
@@ -127,6 +152,7 @@ void loop(const loop_config& cfg) {
       step < 100
         ? double(step + 1) / 100.0
         : 0.1 + 0.45 * (1 + std::cos(M_PI * double(step) / double(steps)));
+    decay_weights(w.data(), matrices, lr * float(scale) * decay);
     opt.step(w.data(), grad.data(), grad.size(), float(scale));
     // [/step]
     auto now = clock_type::now();
@@ -166,6 +192,7 @@ void loop(const loop_config& cfg) {
                        {"steps", std::to_string(steps)},
                        {"data", text_or(cfg, "data", fortunes_dir)},
                        {"lr", std::to_string(lr)},
+                       {"weight_decay", std::to_string(decay)},
                        {"workers", std::to_string(world)},
                        {"seed", std::to_string(seed)}};
       c.emplace();

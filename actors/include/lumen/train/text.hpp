@@ -26,7 +26,7 @@ namespace lumen::train {
 /// a window), "batch" (windows a step and worker), "steps" (the run's
 /// total), "eval_every" (steps between reports), "lr" (Adam, warmed up
 /// over the first 100 steps, then decayed to a tenth on a cosine),
-/// "seed". Rank 0
+/// "weight_decay" (decoupled, as AdamW's, on the matrices), "seed". Rank 0
 /// reports train and validation loss (bits per character) every
 /// eval_every steps, with a checkpoint holding model.safetensors, Adam's
 /// moments and the vocabulary in its metadata; a run resumed from it
