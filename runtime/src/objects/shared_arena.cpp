@@ -17,6 +17,7 @@
 #include <string>
 
 #include "lumen/reply_landing.hpp"
+#include "lumen/util/reserve_pages.hpp"
 
 namespace lumen::detail {
 
@@ -163,18 +164,6 @@ void shared_arena::keep_a_while(std::shared_ptr<void> held) {
     kept.emplace_back(now + std::chrono::seconds(1), std::move(held));
 }
 
-// Pages are taken up front, where running out of them is an error code;
-// taken on first touch, they would be a SIGBUS.
-bool shared_arena::reserve(uint64_t end) {
-  if (end <= reserved_)
-    return true;
-  if (::posix_fallocate(fd_, static_cast<off_t>(reserved_),
-                        static_cast<off_t>(end - reserved_)) != 0)
-    return false;
-  reserved_ = end;
-  return true;
-}
-
 void shared_arena::reclaim() {
   auto given_back = [&](const std::pair<uint64_t, uint64_t>& s) {
     return flag_at(base_ + s.first)->load(std::memory_order_acquire) !=
@@ -200,7 +189,7 @@ std::optional<uint64_t> shared_arena::take(uint64_t n) {
   auto next = held_.begin();
   for (; next != held_.end() && next->first - at < need; ++next)
     at = next->first + next->second;
-  if (need > size - at || !reserve(at + need))
+  if (need > size - at || !util::reserve_pages(fd_, 0, reserved_, at + need))
     return std::nullopt;
   new (base_ + at) std::atomic<uint32_t>{slot_held};
   held_.insert(next, {at, need});

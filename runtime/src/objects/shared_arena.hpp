@@ -97,7 +97,6 @@ private:
   std::optional<uint64_t> take(uint64_t n);
   /// Holds the slot whose block starts at `at` until it ends.
   std::shared_ptr<char> holder(char* at);
-  bool reserve(uint64_t end);
   void reclaim();
 
   int fd_;

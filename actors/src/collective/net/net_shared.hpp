@@ -129,7 +129,7 @@ private:
   /// `base` in its region) taken so far: those below `reserved`.
   struct reserved_part {
     size_t base;
-    size_t reserved = 0;
+    uint64_t reserved = 0;
   };
 
   /// What the segment's errors say the member was doing.

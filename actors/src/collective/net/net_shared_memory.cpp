@@ -16,6 +16,8 @@
 #include <random>
 #include <thread>
 
+#include "lumen/util/reserve_pages.hpp"
+
 namespace lumen::collective::detail {
 
 namespace {
@@ -128,18 +130,9 @@ host_segment::~host_segment() {
   ::close(fd_);
 }
 
-// A member's pages are taken before it first writes them, where running
-// out of /dev/shm is a return value; taken on first touch, they would be
-// a SIGBUS.
 bool host_segment::reserve(reserved_part& part, size_t end) {
-  if (end <= part.reserved)
-    return true;
   auto at = region(rank_) - static_cast<char*>(map_) + part.base;
-  if (::posix_fallocate(fd_, static_cast<off_t>(at + part.reserved),
-                        static_cast<off_t>(end - part.reserved)) != 0)
-    return false;
-  part.reserved = end;
-  return true;
+  return util::reserve_pages(fd_, uint64_t(at), part.reserved, end);
 }
 
 char* host_segment::region(int rank) const noexcept {
