@@ -175,6 +175,9 @@ BOOST_AUTO_TEST_CASE(a_character_gpt_learns_text_and_samples_it) {
   BOOST_TEST((weights("count", 2) == weights("again", 2)));
   BOOST_TEST(!weights("count", 2).empty());
   BOOST_TEST(has(out, "(27000 bytes, 11 distinct): 2 workers"), out);
+  // Each report but the last says how long the rest will take.
+  BOOST_TEST(has(out, "all-reduce waited"), out);
+  BOOST_TEST(has(out, "  ETA 0:0"), out);
   auto rows = lines_of(fs::path{dir} / "count" / "metrics.csv");
   BOOST_REQUIRE_EQUAL(rows.size(), 4u); // a header and 3 reports
   BOOST_TEST(rows[0] == "step,loss,val_loss,train_bpc,val_bpc,seconds,"

@@ -1,6 +1,7 @@
 #include "train/loop_checks.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 #include "lumen/errors.hpp"
@@ -19,6 +20,13 @@ void stop_if_diverged(float loss, const std::vector<float>& grad,
                        : "loss is " + number_text(loss);
   throw error("training diverged at " + where + ": the " + what +
               "; lower the learning rate (--lr)");
+}
+
+std::string clock_text(double seconds) {
+  auto s = long(seconds + 0.5);
+  char out[32];
+  std::snprintf(out, sizeof out, "%ld:%02ld", s / 60, s % 60);
+  return out;
 }
 
 std::string number_text(double x) {

@@ -1,5 +1,7 @@
 #include "train/text_command.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -9,6 +11,7 @@
 #include "lumen/collective/collective.hpp"
 
 #include "lumen/train/fashion_mnist.hpp"
+#include "train/loop_checks.hpp"
 #include "train/resume.hpp"
 
 namespace lumen::train::detail {
@@ -130,12 +133,13 @@ int run_text(const text_flags& f, const std::vector<std::string>& rest) {
   cfg.metrics_files.title = "bits per character, " + std::to_string(f.workers) +
                             (f.workers == 1 ? " worker" : " workers");
   auto run = fs::path{run_dir(cfg)};
+  size_t first = 0;
   if (!f.resume.empty()) {
     auto [path, bytes, file] =
       checkpoint_to_resume(f.resume, run, "steps_done", "lumen train text");
     check_same_model(file.spec, model);
     check_same_text(file, text.vocab);
-    auto first = std::stoul(file.metadata.at("steps_done"));
+    first = std::stoul(file.metadata.at("steps_done"));
     if (first >= f.steps)
       throw usage_error("the checkpoint has " + std::to_string(first) +
                         " steps done already; ask for more with --steps");
@@ -156,12 +160,20 @@ int run_text(const text_flags& f, const std::vector<std::string>& rest) {
               text.tokens.size(), text.vocab.size(), f.workers, f.steps,
               f.batch, f.length);
   std::fflush(stdout);
+  auto start = std::chrono::steady_clock::now();
   cfg.on_report = [&](const metrics& m) {
+    std::chrono::duration<double> took =
+      std::chrono::steady_clock::now() - start;
+    auto step = m.at("step");
+    // The time left at the pace since the start, the cluster's start in it.
+    auto left = (double(f.steps) - step) * took.count() /
+                std::max(1.0, step - double(first));
     std::printf("step %6.0f/%zu  train %.3f bpc  validation %.3f bpc  "
-                "%.1f s  %.0f chars/s  all-reduce waited %.2f s\n",
-                m.at("step"), f.steps, m.at("train_bpc"), m.at("val_bpc"),
+                "%.1f s  %.0f chars/s  all-reduce waited %.2f s%s\n",
+                step, f.steps, m.at("train_bpc"), m.at("val_bpc"),
                 m.at("seconds"), m.at("chars_per_second"),
-                m.at("exposed_allreduce_seconds"));
+                m.at("exposed_allreduce_seconds"),
+                left > 0 ? ("  ETA " + clock_text(left)).c_str() : "");
     std::fflush(stdout);
   };
   data_parallel_trainer trainer{text_loop,

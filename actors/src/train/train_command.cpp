@@ -23,6 +23,7 @@
 #include "lumen/ml/data.hpp"
 #include "lumen/ml/model_file.hpp"
 #include "lumen/train/fashion_mnist.hpp"
+#include "train/loop_checks.hpp"
 #include "train/resume.hpp"
 #include "train/text_command.hpp"
 #include "train/train_flags.hpp"
@@ -33,6 +34,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using detail::add_flags;
+using detail::clock_text;
 using detail::train_flags;
 using clock_type = std::chrono::steady_clock;
 
@@ -51,13 +53,6 @@ const std::vector<std::string> columns{"epoch",
                                        "exposed_allreduce_seconds",
                                        "drift",
                                        "workers"};
-
-std::string clock_text(double seconds) {
-  auto s = long(seconds + 0.5);
-  char out[32];
-  std::snprintf(out, sizeof out, "%ld:%02ld", s / 60, s % 60);
-  return out;
-}
 
 /// What the user sees while it trains.
 class progress_view {
