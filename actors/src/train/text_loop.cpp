@@ -50,6 +50,17 @@ std::string bytes_of(const std::string& hex) {
   return out;
 }
 
+/// The bytes the model of `file` (named `name` in errors) was trained on,
+/// its tokens' meanings. Throws `data_error` if it has none.
+std::string vocab_of(const ml::model_file& file, const std::string& name) {
+  auto vocab = file.metadata.find("vocab");
+  if (vocab == file.metadata.end() || file.spec.kind != "sequential")
+    throw ml::data_error(name + ": no \"vocab\" in its metadata; it is not a "
+                                "checkpoint of lumen train text",
+                         errc::bad_file);
+  return bytes_of(vocab->second);
+}
+
 /// The tensors weight decay shrinks: the matrices (the layers' weights and
 /// the embedding), not the biases and the norms' gains and shifts, whose
 /// pull toward zero would only fight what they are for.
@@ -260,13 +271,8 @@ ml::model_spec text_model(const std::string& model, size_t vocab,
 std::string sample_text(const std::string& path, const std::string& prompt,
                         size_t count, double temperature, uint64_t seed) {
   auto file = ml::load_model_file(path);
-  auto vocab = file.metadata.find("vocab");
-  if (vocab == file.metadata.end() || file.spec.kind != "sequential")
-    throw ml::data_error(path + ": no \"vocab\" in its metadata; it is not a "
-                                "checkpoint of lumen train text",
-                         errc::bad_file);
   ml::text_corpus text;
-  text.vocab = bytes_of(vocab->second);
+  text.vocab = vocab_of(file, path);
   auto model = ml::make_model(file.spec);
   auto& net = static_cast<const nn::sequential&>(*model);
   auto length = net.input().height;
@@ -297,15 +303,11 @@ std::string sample_text(const std::string& path, const std::string& prompt,
 }
 
 void check_same_text(const ml::model_file& file, const std::string& vocab) {
-  auto theirs = file.metadata.find("vocab");
-  if (theirs == file.metadata.end())
-    throw ml::data_error("the checkpoint has no \"vocab\" in its metadata; "
-                         "it is not a checkpoint of lumen train text",
-                         errc::bad_file);
-  if (bytes_of(theirs->second) != vocab)
+  auto theirs = vocab_of(file, "the checkpoint");
+  if (theirs != vocab)
     throw usage_error("the checkpoint was trained on a text of other bytes (" +
-                      std::to_string(theirs->second.size() / 2) +
-                      " distinct, this one " + std::to_string(vocab.size()) +
+                      std::to_string(theirs.size()) + " distinct, this one " +
+                      std::to_string(vocab.size()) +
                       "): its tokens would mean other bytes; give the --data "
                       "it was trained on");
 }
