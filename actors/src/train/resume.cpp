@@ -72,4 +72,32 @@ resume_point checkpoint_to_resume(const std::string& path, const fs::path& run,
                        errc::bad_file);
 }
 
+std::pair<resume_point, size_t>
+resume_run(run_config& cfg, const std::string& path, const fs::path& run,
+           const ml::model_spec& model, const std::string& unit, size_t total,
+           const std::string& command,
+           const std::function<void(const ml::model_file&)>& check) {
+  auto done_key = unit + "s_done";
+  auto p = checkpoint_to_resume(path, run, done_key, command);
+  check_same_model(p.file.spec, model);
+  if (check)
+    check(p.file);
+  size_t first = std::stoul(p.file.metadata.at(done_key));
+  if (first >= total)
+    throw usage_error("the checkpoint has " + std::to_string(first) + " " +
+                      unit + "s done already; ask for more with --" + unit +
+                      "s");
+  // The loop finds the model as model.safetensors, whatever its name.
+  cfg.resume_from.emplace();
+  cfg.resume_from->files[model_file_name] = p.bytes;
+  // The rows after the checkpoint's step or epoch come again.
+  cfg.metrics_files.keep_on_resume = [first, unit](const metrics& m) {
+    auto at = m.find(unit);
+    return at != m.end() && at->second <= double(first);
+  };
+  std::printf("resuming from %s (%zu %ss done)\n", p.path.c_str(), first,
+              unit.c_str());
+  return {std::move(p), first};
+}
+
 } // namespace lumen::train::detail

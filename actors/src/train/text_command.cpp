@@ -135,23 +135,11 @@ int run_text(const text_flags& f, const std::vector<std::string>& rest) {
   auto run = fs::path{run_dir(cfg)};
   size_t first = 0;
   if (!f.resume.empty()) {
-    auto [path, bytes, file] =
-      checkpoint_to_resume(f.resume, run, "steps_done", "lumen train text");
-    check_same_model(file.spec, model);
-    check_same_text(file, text.vocab);
-    first = std::stoul(file.metadata.at("steps_done"));
-    if (first >= f.steps)
-      throw usage_error("the checkpoint has " + std::to_string(first) +
-                        " steps done already; ask for more with --steps");
-    // The loop finds the model as model.safetensors, whatever its name.
-    cfg.resume_from.emplace();
-    cfg.resume_from->files[model_file_name] = std::move(bytes);
-    // The rows after the checkpoint's step come again.
-    cfg.metrics_files.keep_on_resume = [first](const metrics& m) {
-      auto step = m.find("step");
-      return step != m.end() && step->second <= double(first);
-    };
-    std::printf("resuming from %s (%lu steps done)\n", path.c_str(), first);
+    first =
+      resume_run(
+        cfg, f.resume, run, model, "step", f.steps, "lumen train text",
+        [&](const ml::model_file& file) { check_same_text(file, text.vocab); })
+        .second;
   }
   auto net = ml::make_model(model);
   std::printf("training %s (%zu parameters) on %s (%zu bytes, %zu distinct): "

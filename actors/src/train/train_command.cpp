@@ -158,22 +158,9 @@ int fashion_mnist(const train_flags& f, const std::vector<std::string>& rest) {
   fs::path run = run_dir(cfg);
   size_t first = 0;
   if (!f.resume.empty()) {
-    auto [path, bytes, file] = detail::checkpoint_to_resume(
-      f.resume, run, "epochs_done", "lumen train fashion-mnist");
-    check_same_model(file.spec, model);
-    first = std::stoul(file.metadata.at("epochs_done"));
-    if (first >= f.epochs)
-      throw usage_error("the checkpoint has " + std::to_string(first) +
-                        " epochs done already; ask for more with --epochs");
-    // The loop finds the model as model.safetensors, whatever its name.
-    cfg.resume_from.emplace();
-    cfg.resume_from->files[model_file_name] = std::move(bytes);
-    // The rows after the checkpoint's epoch come again.
-    cfg.metrics_files.keep_on_resume = [first](const metrics& m) {
-      auto epoch = m.find("epoch");
-      return epoch != m.end() && epoch->second <= double(first);
-    };
-    std::printf("resuming from %s (%zu epochs done)\n", path.c_str(), first);
+    first = detail::resume_run(cfg, f.resume, run, model, "epoch", f.epochs,
+                               "lumen train fashion-mnist")
+              .second;
   }
   bool bar =
     f.progress == "bar" || (f.progress == "auto" && ::isatty(STDOUT_FILENO) &&
