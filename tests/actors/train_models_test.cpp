@@ -240,6 +240,15 @@ BOOST_AUTO_TEST_CASE(a_character_gpt_learns_text_and_samples_it) {
       out << "abcdefghij\n";
   }
 
+  // A checkpoint of before Adam's moments were kept: refused before any
+  // worker starts, not after.
+  auto no_moments = fs::path{dir} / "no_moments.safetensors";
+  {
+    auto file = lumen::ml::load_model_file(resume_from + "/model.safetensors");
+    file.extra.clear();
+    lumen::ml::save_model_file(no_moments.string(), file);
+  }
+
   // Bad input: named, nothing trained.
   for (auto& [flags, says, exit] :
        std::vector<std::tuple<std::vector<std::string>, std::string, int>>{
@@ -266,6 +275,10 @@ BOOST_AUTO_TEST_CASE(a_character_gpt_learns_text_and_samples_it) {
          {{"--data", text.string(), "--model", small, "--length", "32",
            "--resume", dir + "/count.txt"},
           "not a safetensors file",
+          1},
+         {{"--data", text.string(), "--model", small, "--length", "32",
+           "--resume", no_moments.string()},
+          "has no optimizer.adam_m of",
           1},
          {{"--sample", checkpoint, "--prompt", "x"},
           "is not in the model's vocabulary",

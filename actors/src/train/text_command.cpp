@@ -136,9 +136,10 @@ int run_text(const text_flags& f, const std::vector<std::string>& rest) {
   size_t first = 0;
   if (!f.resume.empty()) {
     first =
-      resume_run(
-        cfg, f.resume, run, model, "step", f.steps, "lumen train text",
-        [&](const ml::model_file& file) { check_same_text(file, text.vocab); })
+      resume_run(cfg, f.resume, run, model, "step", f.steps, "lumen train text",
+                 [&](const ml::model_file& file) {
+                   check_resumable_text(file, text.vocab);
+                 })
         .second;
   }
   auto net = ml::make_model(model);

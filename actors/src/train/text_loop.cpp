@@ -35,6 +35,25 @@ constexpr size_t validation_windows = 384;
 constexpr const char* optimizer_tensors[] = {"optimizer.adam_m",
                                              "optimizer.adam_v"};
 
+/// The checkpoint's Adam moments, in optimizer_tensors' order. Throws
+/// `data_error` unless each is there with a value a weight (checkpoints
+/// written before they were kept have none).
+std::vector<const ml::tensor*> adam_moments(const ml::model_file& file) {
+  std::vector<const ml::tensor*> out;
+  for (auto* name : optimizer_tensors) {
+    auto t = file.extra.find(name);
+    if (t == file.extra.end() || t->second.numel() != file.params.size())
+      throw ml::data_error("the checkpoint has no " + std::string{name} +
+                             " of " + std::to_string(file.params.size()) +
+                             " values (checkpoints before Lumen kept Adam's "
+                             "moments have none): it cannot go on as its run "
+                             "would have; start a new run",
+                           errc::bad_file);
+    out.push_back(&t->second);
+  }
+  return out;
+}
+
 std::string hex_of(const std::string& bytes) {
   static const char* digits = "0123456789abcdef";
   std::string out;
@@ -114,23 +133,15 @@ void loop(const loop_config& cfg) {
     auto file = ml::parse_model_file(from->files.at(model_file_name),
                                      "the checkpoint's model.safetensors");
     check_same_model(file.spec, spec);
-    w = std::move(file.params);
     first = std::stoul(file.metadata.at("steps_done"));
     // Adam's moments and step count too, so that the run goes on as the
     // uninterrupted one would have, to the bit.
     auto state = opt.state();
-    for (size_t k = 0; k < state.size(); ++k) {
-      auto t = file.extra.find(optimizer_tensors[k]);
-      if (t == file.extra.end() || t->second.numel() != w.size())
-        throw ml::data_error("the checkpoint has no " +
-                               std::string{optimizer_tensors[k]} + " of " +
-                               std::to_string(w.size()) +
-                               " values: it cannot go on as its run would "
-                               "have; start a new run",
-                             errc::bad_file);
-      *state[k] = t->second.to_vector<float>();
-    }
+    auto moments = adam_moments(file);
+    for (size_t k = 0; k < state.size(); ++k)
+      *state[k] = moments[k]->to_vector<float>();
     opt.set_steps(first);
+    w = std::move(file.params);
   }
   bucketed_allreduce sync{net, ctx.group};
   std::vector<float> grad(w.size());
@@ -302,7 +313,9 @@ std::string sample_text(const std::string& path, const std::string& prompt,
   return prompt + text.decode({tokens.begin() + long(from), tokens.end()});
 }
 
-void check_same_text(const ml::model_file& file, const std::string& vocab) {
+void check_resumable_text(const ml::model_file& file,
+                          const std::string& vocab) {
+  adam_moments(file);
   auto theirs = vocab_of(file, "the checkpoint");
   if (theirs != vocab)
     throw usage_error("the checkpoint was trained on a text of other bytes (" +

@@ -55,8 +55,8 @@ std::string sample_text(const std::string& file, const std::string& prompt,
 
 /// Throws `usage_error` unless the checkpoint `file` was trained on a
 /// text of the distinct bytes `vocab` (its tokens mean the same bytes),
-/// `data_error` if it has no vocabulary.
-void check_same_text(const ml::model_file& file, const std::string& vocab);
+/// `data_error` if it has no vocabulary or no Adam moments to go on with.
+void check_resumable_text(const ml::model_file& file, const std::string& vocab);
 
 namespace detail {
 bool text_registered();
