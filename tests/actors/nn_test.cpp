@@ -428,6 +428,37 @@ BOOST_AUTO_TEST_CASE(a_model_file_holds_each_layer_by_name_and_shape) {
   BOOST_TEST(file.metadata.at("lumen.input") == "1x6x6");
   BOOST_TEST(file.tensors.at("layers.0.weight").data<float>()[5] ==
              f.params[5]);
+  // "forward" tells what each kind of layer the model uses computes, and
+  // only those.
+  auto told = [](const std::string& forward, const std::string& what) {
+    return forward.find(what) != std::string::npos;
+  };
+  auto cnn = file.metadata.at("forward");
+  for (auto* used : {"conv(C,K[,P]) a cross-correlation", "relu max(h, 0)",
+                     "pool(K) max over", "linear(N) flatten(h)"})
+    BOOST_TEST(told(cnn, used), cnn);
+  BOOST_TEST(!told(cnn, "attn(H)"), cnn);
+  auto gpt = ml::sequential_spec(
+    "embed(5,8)-res(norm-attn(2))-res(norm-dense(16)-gelu-dense(8))-"
+    "norm-dense(5)",
+    1, 4, 1);
+  auto gpt_file = ml::parse_safetensors(
+    ml::model_file_bytes({gpt, ml::make_model(gpt)->init(3), {}, {}}),
+    "gpt.safetensors");
+  auto forward = gpt_file.metadata.at("forward");
+  for (auto* used :
+       {"embed(V,D) on T token ids", "row t of position [T, D]",
+        "norm at each position", "sqrt(variance + 1e-5)",
+        "attn(H) causal self-attention", "softmax(q k^T / sqrt(D/H)) v",
+        "res(...) h plus", "dense(N) at each position", "gelu h * Phi(h)"})
+    BOOST_TEST(told(forward, used), forward);
+  BOOST_TEST(!told(forward, "conv("), forward);
+  // Each tensor the words name is in the file, under its layer's number
+  // (res( and its ")" counted).
+  for (auto* name : {"layers.0.token", "layers.0.position", "layers.2.weight",
+                     "layers.3.qkv.weight", "layers.3.out.bias",
+                     "layers.7.weight", "layers.9.weight", "layers.11.bias"})
+    BOOST_TEST(gpt_file.tensors.count(name) == 1u, name);
 
   // The file with one thing changed is refused, saying what.
   auto refused = [&](auto change, const std::string& says) {

@@ -56,19 +56,15 @@ std::string architecture_of(const model_spec& spec) {
   return out;
 }
 
-const char* forward_of(const model_spec& spec) {
+std::string forward_of(const model_spec& spec) {
   if (spec.kind == "linear_regression")
     return "y = x @ layers.0.weight + layers.0.bias";
   if (spec.kind == "sequential")
     return "the layers of 'architecture' in order, joined by '-', on an input "
-           "of lumen.input (channels x height x width, row-major): "
-           "conv(C,K[,P]) a cross-correlation, stride 1, P zeros of padding "
-           "each side (default 0), weight [C, input channels, K, K], plus "
-           "bias; pool(K) max over K x K windows, stride K; linear(N) "
-           "flatten(h) @ weight [inputs, N] + bias; relu max(h, 0); gelu "
-           "h * Phi(h), exact; flatten. Tensors are named by the layer's "
-           "place: layers.<i>.weight. Probabilities = softmax of the last "
-           "layer's outputs";
+           "of lumen.input (channels x height x width, row-major), " +
+           nn::describe_layers(spec.layers) +
+           ". Probabilities = softmax of the last layer's outputs (at each "
+           "position, after embed)";
   return "h = relu(h @ layers.i.weight + layers.i.bias) for each layer but the "
          "last; probabilities = softmax(h @ weight + bias) of the last";
 }

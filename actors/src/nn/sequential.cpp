@@ -34,6 +34,33 @@ std::vector<matrix>& activations() {
   return acts;
 }
 
+/// What each kind of layer computes on h, its input, in the words of a
+/// checkpoint's "forward": the numbers a reader needs to rebuild it.
+constexpr std::pair<const char*, const char*> layer_meanings[] = {
+  {"conv", "conv(C,K[,P]) a cross-correlation, stride 1, P zeros of padding "
+           "each side (default 0), weight [C, input channels, K, K], plus "
+           "bias"},
+  {"pool", "pool(K) max over K x K windows, stride K"},
+  {"linear", "linear(N) flatten(h) @ weight [inputs, N] + bias"},
+  {"dense", "dense(N) at each position, its D values @ weight [D, N] + bias"},
+  {"relu", "relu max(h, 0)"},
+  {"gelu", "gelu h * Phi(h), exact"},
+  {"flatten", "flatten the values as one row"},
+  {"dropout", "dropout(P) the identity (it drops values in training only)"},
+  {"embed", "embed(V,D) on T token ids (an input of 1xTx1): at position t, "
+            "row id of token [V, D] plus row t of position [T, D]"},
+  {"norm", "norm at each position, (h - mean) / sqrt(variance + 1e-5) * "
+           "weight + bias, the mean and variance (divided by D) of its D "
+           "values"},
+  {"attn", "attn(H) causal self-attention at each position: [q k v] = h @ "
+           "qkv.weight [D, 3D] + qkv.bias; head j takes columns j*D/H to "
+           "(j+1)*D/H - 1 of each of q, k and v; position t attends to "
+           "positions 0 to t, softmax(q k^T / sqrt(D/H)) v; the heads' "
+           "outputs side by side @ out.weight [D, D] + out.bias"},
+  {"res", "res(...) h plus what the layers inside give on h; res( and its "
+          ") are layers of their own in the numbering"},
+};
+
 std::vector<parsed_layer> parse(const std::string& spec) {
   auto fail = [&](size_t at, const std::string& what) -> usage_error {
     return usage_error("model spec \"" + spec + "\": at character " +
@@ -108,6 +135,21 @@ std::string to_string(const shape& s) {
     return std::to_string(s.channels);
   return std::to_string(s.channels) + "x" + std::to_string(s.height) + "x" +
          std::to_string(s.width);
+}
+
+std::string describe_layers(const std::string& spec) {
+  std::string out = "numbered from 0 in the spec's order, each layer's "
+                    "tensors named layers.<number>.<tensor>";
+  std::vector<std::string> told;
+  for (auto& l : parse(spec)) {
+    if (std::find(told.begin(), told.end(), l.name) != told.end())
+      continue;
+    for (auto& [name, meaning] : layer_meanings)
+      if (l.name == name)
+        out += std::string{"; "} + meaning;
+    told.push_back(l.name);
+  }
+  return out;
 }
 
 sequential::sequential(shape input, const std::string& spec)

@@ -65,6 +65,12 @@ struct shape {
 /// "1x28x28", or "128" for a flat vector.
 std::string to_string(const shape& s);
 
+/// What the layers of `spec` compute, in words: how they are numbered
+/// and a sentence for each kind of layer the spec uses, for a reader of a
+/// checkpoint who has the file alone (its "forward"). Throws as
+/// sequential's constructor for a spec that does not parse.
+std::string describe_layers(const std::string& spec);
+
 class layer;
 
 /// A stack of layers ending in the classes' logits, under softmax
