@@ -187,6 +187,11 @@ BOOST_AUTO_TEST_CASE(a_character_gpt_learns_text_and_samples_it) {
   BOOST_TEST(last < first, out);
   // The digits follow from those before them: far below log2(11) = 3.46.
   BOOST_TEST(last < 1.0, out);
+  // The plot is of bits against steps, to the last.
+  auto bytes = read_bytes(fs::path{dir} / "count" / "metrics.svg");
+  std::string svg{bytes.begin(), bytes.end()};
+  BOOST_TEST(has(svg, ">step</text>"), svg);
+  BOOST_TEST(has(svg, ">300</text>"), svg);
   // Sampled from its checkpoint, it counts on.
   auto checkpoint = (fs::path{dir} / "count" / "checkpoint_2").string();
   std::tie(code, out) = lumen::test::run(

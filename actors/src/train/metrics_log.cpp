@@ -217,13 +217,17 @@ void metrics_log::plot(bool now) {
   if (!now && clock_type::now() - plotted_ < std::chrono::seconds{1})
     return;
   plotted_ = clock_type::now();
-  bool by_epoch = std::any_of(rows_.begin(), rows_.end(),
-                              [](auto& r) { return r.count("epoch") > 0; });
-  std::string x = by_epoch ? "epoch" : iteration_field;
+  auto reported = [&](const std::string& name) {
+    return std::any_of(rows_.begin(), rows_.end(),
+                       [&](auto& r) { return r.count(name) > 0; });
+  };
+  std::string x = reported("epoch")  ? "epoch"
+                  : reported("step") ? "step"
+                                     : iteration_field;
   auto shown = layout_.plotted;
   if (shown.empty())
     std::copy_if(names_.begin(), names_.end(), std::back_inserter(shown),
-                 [](auto& n) { return n != "epoch"; });
+                 [&](auto& n) { return n != x; });
   std::set<double> ranks;
   for (auto& r : rows_)
     ranks.insert(r.at(rank_field));

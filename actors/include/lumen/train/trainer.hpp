@@ -178,7 +178,8 @@ struct metrics_layout {
   // the file with its column), then the trainer's fields.
   std::vector<std::string> columns;
   // The metrics the plot shows, against epoch if the loop reports it,
-  // else training_iteration. Empty: every metric but epoch.
+  // else step if it reports that, else training_iteration. Empty: every
+  // metric but the one they are shown against.
   std::vector<std::string> plotted;
   std::string title; // the plot's ("": the run's name)
   // Which rows written before a run resumed (run_config::resume_from)
