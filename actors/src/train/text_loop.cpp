@@ -315,7 +315,6 @@ std::string sample_text(const std::string& path, const std::string& prompt,
 
 void check_resumable_text(const ml::model_file& file,
                           const std::string& vocab) {
-  adam_moments(file);
   auto theirs = vocab_of(file, "the checkpoint");
   if (theirs != vocab)
     throw usage_error("the checkpoint was trained on a text of other bytes (" +
@@ -323,6 +322,7 @@ void check_resumable_text(const ml::model_file& file,
                       std::to_string(vocab.size()) +
                       "): its tokens would mean other bytes; give the --data "
                       "it was trained on");
+  adam_moments(file);
 }
 
 namespace detail {
