@@ -178,7 +178,9 @@ int started() {
   check(traffic_of(group).bytes_sent == before.bytes_sent,
         "allreduce_start sent bytes on the channels");
   // The same bits as every other member, whatever the path.
-  auto a = rank_input(rank, 50000), b = a;
+  // Of three members, split into shares, the last one's end off a cache
+  // line's.
+  auto a = rank_input(rank, 50001), b = a;
   allreduce_start(a.data<float>(), a.numel(), group, reduce_op::average).wait();
   std::vector<tensor> everyone;
   allgather(everyone, a, group);

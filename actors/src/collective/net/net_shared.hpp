@@ -11,7 +11,12 @@
 // region's kept part, below), writes a descriptor (where, how many
 // elements, which op) and publishes k. Once every member
 // published k, each reduces all members' copies in rank order into its
-// own buffer, so all get the same bits, and marks k done; a region's
+// own buffer, so all get the same bits, and marks k done. A large
+// operation of three members or more is split instead: each member
+// reduces its own share of the elements, in the same order, into its
+// buffer and a place of its region, and copies the others' shares from
+// theirs once they are in (each core reads 2(N-1)/N of the bytes, not N-1
+// times them). A region's
 // bytes are written again only once every member is done with the
 // operation that used them, the lowest free place first. A member that waits
 // spins briefly, then sleeps on a futex in the segment, and looks at its
@@ -118,7 +123,8 @@ private:
     ml::dtype type;
     size_t numel;
     reduce_op op;
-    uint64_t call; // the member's count of it in the group
+    uint64_t call;          // the member's count of it in the group
+    bool own_share = false; // split: this member's share is reduced
   };
   struct used {
     uint64_t seq;
@@ -155,10 +161,20 @@ private:
   uint64_t all_done() const noexcept;
   /// Drops the places of operations every member is done with.
   void forget_done();
-  /// Copies `bytes` of `in` to the lowest place for copies that no
-  /// operation reads any more, waiting for one if need be, for operation
-  /// `seq`; returns the place.
-  size_t copy_in(const char* in, size_t bytes, uint64_t seq);
+  /// The lowest place of `bytes` for copies that no operation reads any
+  /// more, waiting for one if need be, taken for operation `seq`.
+  size_t place_for(size_t bytes, uint64_t seq);
+  /// Whether an operation of `bytes` is split into shares (every member
+  /// decides the same from the same operation).
+  bool split(size_t bytes) const noexcept;
+  /// Reduces the operation's copies (`copies_`): all of them, or this
+  /// member's share where it is split; the latter published.
+  void reduce(pending& p);
+  /// Split: copies the other members' shares into `p.out` once every one
+  /// of them is in; false if one is not and `block` is not set.
+  bool gather(const pending& p, bool block);
+  /// Marks the first pending operation done.
+  void finish_front();
   /// Finishes this member's operations up to `seq` and waits until every
   /// member did.
   void wait_done(uint64_t seq);
