@@ -263,14 +263,9 @@ bool host_segment::progress(uint64_t seq, bool block) {
       finish_front();
       continue;
     }
-    auto not_in = [&](int q) {
-      return state(q).published.load(std::memory_order_acquire) < p.seq;
-    };
-    if (!none_behind(world_, not_in)) {
-      if (!block)
-        return false;
-      wait_for(not_in, "start the same all-reduce");
-    }
+    if (!all_reached(&member_state::published, p.seq, block,
+                     "start the same all-reduce"))
+      return false;
     copies_.resize(static_cast<size_t>(world_));
     for (int q = 0; q < world_; ++q) {
       auto& d = state(q).ops[p.seq % ring_ops];
@@ -320,15 +315,23 @@ void host_segment::reduce(pending& p) {
   ring();
 }
 
-bool host_segment::gather(const pending& p, bool block) {
-  auto not_in = [&](int q) {
-    return state(q).shared.load(std::memory_order_acquire) < p.seq;
+bool host_segment::all_reached(std::atomic<uint64_t> member_state::*counter,
+                               uint64_t seq, bool block, const char* what) {
+  auto behind = [&](int q) {
+    return (state(q).*counter).load(std::memory_order_acquire) < seq;
   };
-  if (!none_behind(world_, not_in)) {
-    if (!block)
-      return false;
-    wait_for(not_in, "reduce its share of the same all-reduce");
-  }
+  if (none_behind(world_, behind))
+    return true;
+  if (!block)
+    return false;
+  wait_for(behind, what);
+  return true;
+}
+
+bool host_segment::gather(const pending& p, bool block) {
+  if (!all_reached(&member_state::shared, p.seq, block,
+                   "reduce its share of the same all-reduce"))
+    return false;
   auto size = ml::size_of(p.type);
   for (int q = 0; q < world_; ++q) {
     if (q == rank_)

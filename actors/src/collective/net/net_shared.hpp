@@ -155,6 +155,11 @@ private:
   /// and the timeout (whose error names the members still behind).
   template <class Behind>
   void wait_for(Behind behind, const char* what);
+  /// Whether every member's `counter` reached `seq`; waits for it if
+  /// `block` (`what`: what the late ones were to do, for the timeout's
+  /// error).
+  bool all_reached(std::atomic<uint64_t> member_state::*counter, uint64_t seq,
+                   bool block, const char* what);
   /// Wakes the members that sleep in wait_for.
   void ring() noexcept;
   /// The last operation every member is done with.
