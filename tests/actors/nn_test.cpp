@@ -403,6 +403,34 @@ BOOST_AUTO_TEST_CASE(a_large_batch_is_evaluated_in_slices_as_in_one) {
              boost::test_tools::tolerance(1e-4f));
 }
 
+BOOST_AUTO_TEST_CASE(a_text_is_evaluated_in_slices_of_rows_as_in_one) {
+  // 400 windows of 24 are 9,600 rows: three slices of at most 4,096 rows
+  // (a validation text's windows whole took gigabytes).
+  std::vector<uint8_t> tokens(12000);
+  std::mt19937_64 gen{5};
+  for (auto& t : tokens)
+    t = uint8_t(gen() % 37);
+  std::vector<size_t> starts;
+  for (size_t k = 0; k < 400; ++k)
+    starts.push_back(k * 29);
+  auto batch = lumen::ml::text_windows(tokens, starts, 24);
+  sequential m{{1, 24, 1},
+               "embed(37,32)-res(norm-attn(2))-res(norm-dense(64)-gelu-"
+               "dense(32))-norm-dense(37)"};
+  auto w = m.init(4);
+  std::vector<float> g(m.num_params());
+  auto whole = m.loss_and_gradient(w.data(), batch, g.data());
+  BOOST_TEST(m.loss(w.data(), batch) == whole,
+             boost::test_tools::tolerance(1e-5f));
+  std::vector<size_t> first(starts.begin(), starts.begin() + 100);
+  std::vector<size_t> rest(starts.begin() + 100, starts.end());
+  auto right =
+    m.accuracy(w.data(), lumen::ml::text_windows(tokens, first, 24)) * 100 +
+    m.accuracy(w.data(), lumen::ml::text_windows(tokens, rest, 24)) * 300;
+  BOOST_TEST(m.accuracy(w.data(), batch) * 400 == right,
+             boost::test_tools::tolerance(1e-4f));
+}
+
 BOOST_AUTO_TEST_CASE(a_model_file_holds_each_layer_by_name_and_shape) {
   namespace ml = lumen::ml;
   auto spec =
