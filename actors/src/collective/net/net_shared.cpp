@@ -300,10 +300,9 @@ void host_segment::reduce(pending& p) {
     return;
   }
   auto [b, e] = share(p.numel, size, world_, rank_);
-  auto from = copies_;
-  for (auto& c : from)
+  for (auto& c : copies_) // made anew for each operation
     c += b * size;
-  reduce_in_rank_order(from, p.out + b * size, p.type, e - b, p.op);
+  reduce_in_rank_order(copies_, p.out + b * size, p.type, e - b, p.op);
   // Copied rather than reduced there too: a copy writes whole lines
   // without fetching them back from the cores that read the last
   // operation's share from the same place.

@@ -16,12 +16,11 @@
 // reduces its own share of the elements, in the same order, into its
 // buffer and a place of its region, and copies the others' shares from
 // theirs once they are in (each core reads 2(N-1)/N of the bytes, not N-1
-// times them). A region's
-// bytes are written again only once every member is done with the
-// operation that used them, the lowest free place first. A member that waits
-// spins briefly, then sleeps on a futex in the segment, and looks at its
-// channels to the others between naps: a dead peer or a peer's abort
-// (net_link.hpp) fails the group as on the sockets.
+// times them). A region's bytes are written again only once every member
+// is done with the operation that used them, the lowest free place first.
+// A member that waits spins briefly, then sleeps on a futex in the
+// segment, and looks at its channels to the others between naps: a dead
+// peer or a peer's abort (net_link.hpp) fails the group as on the sockets.
 //
 // A region begins with a kept part: places a member holds for as long as
 // it likes (an allreduce_buffer: the gradient a model writes there, step
